@@ -1,0 +1,73 @@
+"""Connecting to NATS the way a long-running service must: reconnect forever, never give up.
+
+nats-py stops reconnecting after 60 attempts (~2 min) by default; a service must outlive a
+server restart or a network partition of any length.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+from nats.aio.client import Client
+
+log = logging.getLogger("modelforge.nats")
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+
+
+def nats_url() -> str:
+    return os.environ.get("NATS_URL", DEFAULT_URL)
+
+
+class Connection:
+    """A NATS client plus an event that is set while connected, so retries wait on it."""
+
+    def __init__(self, client: Client, connected: asyncio.Event) -> None:
+        self.client = client
+        self.connected = connected
+
+    async def wait_connected(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self.connected.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        if not self.client.is_closed:
+            await self.client.drain()
+
+
+async def connect(url: str | None = None, name: str = "modelforge") -> Connection:
+    connected = asyncio.Event()
+
+    async def on_disconnect() -> None:
+        connected.clear()
+        if not client.is_closed and not client.is_draining:
+            log.warning("nats disconnected (%s)", name)
+
+    async def on_reconnect() -> None:
+        connected.set()
+        log.info("nats reconnected (%s)", name)
+
+    async def on_error(exc: Exception) -> None:
+        log.debug("nats error (%s): %s", name, exc)
+
+    client = Client()
+    await client.connect(
+        servers=(url or nats_url()).split(","),
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.25,  # type: ignore[arg-type]  # nats-py annotates int, accepts float
+        allow_reconnect=True,
+        ping_interval=10,
+        max_outstanding_pings=3,
+        pending_size=64 * 1024 * 1024,
+        disconnected_cb=on_disconnect,
+        reconnected_cb=on_reconnect,
+        error_cb=on_error,
+    )
+    connected.set()
+    return Connection(client, connected)

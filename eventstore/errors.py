@@ -1,0 +1,49 @@
+"""Typed failures of the event store; each carries what a caller needs to decide."""
+
+from __future__ import annotations
+
+
+class EventStoreError(Exception):
+    code = "EVENT_STORE_ERROR"
+
+
+class ConcurrencyConflict(EventStoreError):
+    """Someone else appended first: reload the aggregate and decide again."""
+
+    code = "CONCURRENCY_CONFLICT"
+
+    def __init__(self, aggregate: str, aggregate_id: str, expected: int | str, actual: int) -> None:
+        super().__init__(f"{aggregate}/{aggregate_id}: expected version {expected}, actual {actual}")
+        self.aggregate = aggregate
+        self.aggregate_id = aggregate_id
+        self.expected = expected
+        self.actual = actual
+
+
+class EventRejected(EventStoreError):
+    """Bad input caught before anything was published (payload, aggregate, id, size)."""
+
+    code = "INVALID_EVENT"
+
+
+class ServerTooOld(EventStoreError):
+    code = "NATS_SERVER_TOO_OLD"
+
+    def __init__(self, found: str, required: tuple[int, int, int]) -> None:
+        need = ".".join(map(str, required))
+        super().__init__(
+            f"nats-server {found} is too old: ModelForge needs JetStream from nats-server >= {need} "
+            "(atomic batch publish). Upgrade the server or unset NATS_URL to use the embedded one."
+        )
+        self.found = found
+
+
+class PublishFailed(EventStoreError):
+    """The server refused the publish for a reason other than a version conflict."""
+
+    code = "PUBLISH_FAILED"
+
+    def __init__(self, subject: str, err_code: int, description: str) -> None:
+        super().__init__(f"publish to {subject} refused: [{err_code}] {description}")
+        self.err_code = err_code
+        self.description = description

@@ -1,0 +1,239 @@
+"""Appending events: optimistic concurrency per aggregate, atomic batches, safe retries.
+
+An append is a JetStream publish whose headers make the server check the aggregate's last
+subject sequence, so two writers can never both win the same version. Several events from one
+command go as one atomic batch. An ambiguous publish (timeout, reconnect) is retried with the
+same `Nats-Msg-Id`s; if the server then reports a conflict whose last event is ours, the first
+attempt landed and the append succeeded.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+import msgspec
+from nats.errors import ConnectionClosedError, NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+
+from eventstore import reading
+from eventstore.connection import Connection
+from eventstore.errors import ConcurrencyConflict, EventRejected, PublishFailed
+from eventstore.records import RecordedEvent
+from streams import codec, configs, subjects
+from streams.envelope import SYSTEM, Actor, Envelope, new_id, utcnow
+from streams.events import AGGREGATE_OF, REQUEST_EVENTS, Event
+
+WRONG_LAST_SEQUENCE = 10071
+DUPLICATE_IN_BATCH = 10201
+_AMBIGUOUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError, TimeoutError)
+
+
+class ExpectedVersion(enum.Enum):
+    ANY = "any"  # no concurrency check
+    NO_STREAM = "no_stream"  # the aggregate must not exist yet
+
+
+Expected = int | ExpectedVersion
+
+
+class _ApiError(msgspec.Struct):
+    code: int = 0
+    err_code: int = 0
+    description: str = ""
+
+
+class _Ack(msgspec.Struct):
+    stream: str = ""
+    seq: int = 0
+    duplicate: bool = False
+    error: _ApiError | None = None
+
+
+_ack_decoder = msgspec.json.Decoder(_Ack)
+
+
+class Outgoing(msgspec.Struct):
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+
+
+def prepare(
+    events: Sequence[Event],
+    aggregate: subjects.Aggregate | None,
+    aggregate_id: str,
+    actor: Actor,
+    correlation_id: str | None,
+    causation_id: str | None,
+    capability: str = "",
+) -> list[Outgoing]:
+    """Validate and encode everything before a single byte is published."""
+    if not events:
+        raise EventRejected("nothing to append: no events")
+    out = []
+    now = utcnow()
+    for event in events:
+        if not isinstance(event, Event):
+            raise EventRejected(f"not an event: {type(event).__name__}")
+        cls = type(event)
+        if aggregate is None:
+            if cls not in REQUEST_EVENTS:
+                raise EventRejected(f"{cls.__name__} is not a request event")
+            subject = subjects.request_subject(capability, cls.event_type())
+            agg_name = "request"
+        else:
+            if AGGREGATE_OF.get(cls) is not aggregate:
+                raise EventRejected(f"{cls.__name__} does not belong to aggregate {aggregate.value!r}")
+            subject = subjects.event_subject(aggregate, aggregate_id, cls.event_type())
+            agg_name = aggregate.value
+        data = codec.encode(event)
+        if len(data) > configs.MAX_EVENT_BYTES - 4096:
+            raise EventRejected(f"{cls.__name__} is {len(data)} bytes; events are limited to ~256 KiB")
+        envelope = Envelope(
+            event_id=new_id(),
+            event_type=cls.event_type(),
+            schema_version=cls.schema_version,
+            aggregate_type=agg_name,
+            aggregate_id=aggregate_id,
+            occurred_at=now,
+            actor=actor,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+        )
+        out.append(Outgoing(subject, data, envelope.headers()))
+    return out
+
+
+class EventStore:
+    """Append side of the event log. One per process; safe for concurrent use."""
+
+    def __init__(self, connection: Connection, publish_timeout: float = 5.0, attempts: int = 5) -> None:
+        self.connection = connection
+        self.client = connection.client
+        self.publish_timeout = publish_timeout
+        self.attempts = attempts
+        self.last_sequence = 0  # highest sequence this process has seen acked (read-your-writes)
+
+    async def append(
+        self,
+        aggregate: subjects.Aggregate | str,
+        aggregate_id: str,
+        events: Sequence[Event],
+        expected_version: Expected,
+        *,
+        actor: Actor = SYSTEM,
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+    ) -> int:
+        """Append events to one aggregate; returns its new version (last stream sequence)."""
+        agg = aggregate if isinstance(aggregate, subjects.Aggregate) else subjects.aggregate_type(aggregate)
+        outgoing = prepare(events, agg, aggregate_id, actor, correlation_id, causation_id)
+        return await self.append_prepared(agg, aggregate_id, outgoing, expected_version)
+
+    async def append_prepared(
+        self, agg: subjects.Aggregate, aggregate_id: str, outgoing: list[Outgoing], expected_version: Expected
+    ) -> int:
+        """Publish already-encoded events; calling it again with the same messages is a safe retry."""
+        scope = subjects.aggregate_filter(agg, aggregate_id)
+        first = outgoing[0].headers
+        if expected_version is not ExpectedVersion.ANY:
+            expected = 0 if expected_version is ExpectedVersion.NO_STREAM else int(expected_version)
+            first["Nats-Expected-Last-Subject-Sequence"] = str(expected)
+            first["Nats-Expected-Last-Subject-Sequence-Subject"] = scope
+        try:
+            return await self._publish(outgoing)
+        except PublishFailed as exc:
+            if exc.err_code not in (WRONG_LAST_SEQUENCE, DUPLICATE_IN_BATCH):
+                raise
+            # A retry whose first attempt landed is refused as a conflict (or as a duplicate batch):
+            # if our last event is already stored after the expected version, the append succeeded.
+            after = expected_version if isinstance(expected_version, int) else 0
+            landed = await self._sequence_of(agg, aggregate_id, after, outgoing[-1].headers["Nats-Msg-Id"])
+            if landed:
+                return landed
+            if exc.err_code == DUPLICATE_IN_BATCH:
+                raise
+            actual = _actual_from(exc.description)
+            raise ConcurrencyConflict(agg.value, aggregate_id, _show(expected_version), actual) from None
+
+    async def _sequence_of(self, agg: subjects.Aggregate, aggregate_id: str, after: int, event_id: str) -> int:
+        records, _ = await reading.load(self.client, agg, aggregate_id, after)
+        return next((r.sequence for r in records if r.envelope and r.envelope.event_id == event_id), 0)
+
+    async def load(
+        self, aggregate: subjects.Aggregate | str, aggregate_id: str, after_sequence: int = 0
+    ) -> tuple[list[RecordedEvent], int]:
+        """(events, version) of one aggregate, including this process's own latest appends."""
+        agg = aggregate if isinstance(aggregate, subjects.Aggregate) else subjects.aggregate_type(aggregate)
+        return await reading.load(self.client, agg, aggregate_id, after_sequence, self.last_sequence)
+
+    async def record_request(
+        self,
+        capability: str,
+        request_id: str,
+        event: Event,
+        *,
+        actor: Actor = SYSTEM,
+    ) -> int:
+        """Append one per-request event to MF_REQUESTS (no concurrency check; dedupe by id)."""
+        (outgoing,) = prepare([event], None, request_id, actor, request_id, None, capability)
+        return await self._publish([outgoing])
+
+    async def _publish(self, outgoing: list[Outgoing]) -> int:
+        if len(outgoing) > 1:
+            batch_id = new_id()
+            for index, message in enumerate(outgoing, start=1):
+                message.headers["Nats-Batch-Id"] = batch_id
+                message.headers["Nats-Batch-Sequence"] = str(index)
+            outgoing[-1].headers["Nats-Batch-Commit"] = "1"
+        last_error: Exception | None = None
+        for _ in range(self.attempts):
+            try:
+                seq = await self._publish_once(outgoing)
+            except _AMBIGUOUS as exc:
+                # Unknown outcome: wait for the connection, then resend the same ids.
+                last_error = exc
+                await self.connection.wait_connected(self.publish_timeout)
+                continue
+            self.last_sequence = max(self.last_sequence, seq)
+            return seq
+        raise PublishFailed(
+            outgoing[0].subject, 0, f"no acknowledgement after {self.attempts} attempts: {last_error!r}"
+        )
+
+    async def _publish_once(self, outgoing: list[Outgoing]) -> int:
+        client, timeout = self.client, self.publish_timeout
+        if len(outgoing) == 1:
+            reply = await client.request(
+                outgoing[0].subject, outgoing[0].data, timeout, headers=outgoing[0].headers
+            )
+            return _check(outgoing[0].subject, reply.data)
+        head, *middle, tail = outgoing
+        # Atomic batch: first by request (the server opens the batch), middle by publish, commit by request.
+        opened = await client.request(head.subject, head.data, timeout, headers=head.headers)
+        if opened.data:  # an empty reply means the batch is open; anything else is a refusal
+            _check(head.subject, opened.data)
+        for message in middle:
+            await client.publish(message.subject, message.data, headers=message.headers)
+        reply = await client.request(tail.subject, tail.data, timeout, headers=tail.headers)
+        return _check(tail.subject, reply.data)
+
+
+def _check(subject: str, data: bytes) -> int:
+    if not data:
+        raise PublishFailed(subject, 0, "empty acknowledgement")
+    ack = _ack_decoder.decode(data)
+    if ack.error is not None:
+        raise PublishFailed(subject, ack.error.err_code, ack.error.description)
+    return ack.seq
+
+
+def _actual_from(description: str) -> int:
+    # "wrong last sequence: 41"
+    tail = description.rsplit(":", 1)[-1].strip()
+    return int(tail) if tail.isdigit() else 0
+
+
+def _show(expected: Expected) -> int | str:
+    return expected.value if isinstance(expected, ExpectedVersion) else expected

@@ -1,0 +1,57 @@
+"""Catch-up then live: every event from a sequence on, in order, no gaps, no duplicates.
+
+Built on JetStream's ordered consumer (it recreates itself from the last delivered sequence after
+a gap, a missed heartbeat or a reconnect). We also drop anything at or below the last sequence
+handed out, so a redelivery after a reset can never surface twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime
+
+from nats.aio.client import Client
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from eventstore.records import RecordedEvent, record_from
+from streams import subjects
+
+HEARTBEAT_S = 2.0
+
+
+async def subscribe(
+    client: Client,
+    from_sequence: int = 1,
+    *,
+    stream: str = subjects.EVENTS_STREAM,
+    filter_subject: str | None = None,
+    since_time: datetime | None = None,
+) -> AsyncIterator[RecordedEvent]:
+    """Yield events with sequence >= from_sequence (or stored at/after since_time), forever."""
+    subject = filter_subject or (f"{subjects.EVENTS_PREFIX}.>" if stream == subjects.EVENTS_STREAM else ">")
+    if since_time is not None:
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since_time)
+    else:
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_sequence)
+        )
+    js = client.jetstream()
+    sub = await js.subscribe(
+        subject,
+        stream=stream,
+        ordered_consumer=True,
+        idle_heartbeat=HEARTBEAT_S,
+        config=config,
+        pending_msgs_limit=-1,
+        pending_bytes_limit=-1,
+    )
+    last = max(0, from_sequence - 1)
+    try:
+        async for msg in sub.messages:
+            sequence = msg.metadata.sequence.stream
+            if sequence <= last:
+                continue
+            last = sequence
+            yield record_from(sequence, msg.subject, msg.headers, msg.data)
+    finally:
+        await sub.unsubscribe()

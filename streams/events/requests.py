@@ -1,0 +1,71 @@
+"""Per-request events (MF_REQUESTS): hashes, shape buckets and timings — never content."""
+
+from __future__ import annotations
+
+import msgspec
+
+from streams.events.base import Event
+
+
+class LatencyBreakdown(msgspec.Struct, frozen=True, kw_only=True):
+    """Milliseconds spent in each stage; `total_ms` is wall time at the gateway."""
+
+    validation_ms: float = 0.0
+    resolution_ms: float = 0.0
+    scheduling_ms: float = 0.0
+    load_ms: float = 0.0
+    queue_ms: float = 0.0
+    payload_ms: float = 0.0
+    dispatch_ms: float = 0.0
+    worker_preprocess_ms: float = 0.0
+    worker_inference_ms: float = 0.0
+    worker_serialize_ms: float = 0.0
+    transport_ms: float = 0.0
+    gateway_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class Usage(msgspec.Struct, frozen=True):
+    items: int
+    input_tokens: int = 0
+
+
+class RequestAccepted(Event, frozen=True):
+    request_id: str
+    client_id: str
+    capability: str
+    input_sha256: str
+    shape_bucket: str  # e.g. "items:1-4/chars:0-512"
+    items: int
+
+
+class RequestCompleted(Event, frozen=True):
+    request_id: str
+    client_id: str
+    capability: str
+    deployment_id: str
+    node_id: str
+    accelerator_id: str
+    cold: bool
+    latency: LatencyBreakdown
+    usage: Usage
+
+
+class RequestFailed(Event, frozen=True):
+    request_id: str
+    client_id: str
+    capability: str
+    code: str
+    http_status: int
+    deployment_id: str = ""
+    latency: LatencyBreakdown = LatencyBreakdown()
+
+
+class RequestRejected(Event, frozen=True):
+    """Refused before acceptance (bad input, auth, limits): the request's only event."""
+
+    request_id: str
+    client_id: str
+    capability: str
+    code: str
+    http_status: int

@@ -1,0 +1,228 @@
+"""Serving events: deployments and the accelerator aggregate, where all VRAM bookkeeping for one
+GPU serialises (leases, residencies, evictions, pressure, placement rejections)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+from streams.events.base import Event
+
+ResidencyPolicyKind = Literal["on_demand", "keep_warm", "always_warm"]
+Channel = Literal["stable", "experiment", "lab"]
+PressureLevel = Literal["NORMAL", "ELEVATED", "HIGH", "CRITICAL"]
+
+# ---- deployment ----------------------------------------------------------------------------
+
+
+class ResourceEnvelope(msgspec.Struct, frozen=True):
+    """Measured by a probe: what a model needs to load and to serve one request."""
+
+    required_bytes: int
+    peak_bytes: int
+    per_request_bytes: int
+    cold_load_ms: float
+
+
+class EmbeddingSpace(msgspec.Struct, frozen=True):
+    """Vectors are only comparable within one space: a change means reindex."""
+
+    space_id: str
+    dimension: int
+    normalized: bool
+    input_semantics: str  # e.g. "symmetric", "query/passage"
+    truncatable_dimensions: tuple[int, ...] = ()
+
+
+class ResidencyPolicy(msgspec.Struct, frozen=True):
+    kind: ResidencyPolicyKind = "on_demand"
+    keep_warm_ttl_s: float = 0.0
+
+
+class DeploymentPromoted(Event, frozen=True):
+    deployment_id: str
+    capability: str
+    candidate_id: str
+    approval_id: str
+    artifact_set_id: str
+    model_name: str
+    channel: Channel
+    envelope: ResourceEnvelope
+    residency: ResidencyPolicy = ResidencyPolicy()
+    embedding_space: EmbeddingSpace | None = None
+    max_batch_size: int = 32
+
+
+class ExperimentCreated(Event, frozen=True):
+    deployment_id: str
+    capability: str
+    candidate_id: str
+    artifact_set_id: str
+    model_name: str
+    route: str
+    envelope: ResourceEnvelope
+    embedding_space: EmbeddingSpace | None = None
+
+
+class ExperimentActivated(Event, frozen=True):
+    deployment_id: str
+
+
+class ExperimentDeactivated(Event, frozen=True):
+    deployment_id: str
+    reason: str = ""
+
+
+class DeploymentDraining(Event, frozen=True):
+    deployment_id: str
+    reason: str = ""
+
+
+class DeploymentDrained(Event, frozen=True):
+    deployment_id: str
+
+
+class ResidencyPolicyChanged(Event, frozen=True):
+    deployment_id: str
+    residency: ResidencyPolicy
+
+
+class RoutingWeightsChanged(Event, frozen=True):
+    deployment_id: str
+    capability: str
+    weights: dict[str, int]  # deployment id -> weight
+
+
+# ---- accelerator (scheduling aggregate) ------------------------------------------------------
+
+
+class LeaseGranted(Event, frozen=True):
+    lease_id: str
+    accelerator_id: str
+    deployment_id: str
+    request_id: str
+    client_id: str
+    reserved_bytes: int
+    expires_at: datetime
+    decision_fingerprint: str
+
+
+class LeaseReleased(Event, frozen=True):
+    lease_id: str
+    accelerator_id: str
+    outcome: Literal["completed", "failed", "cancelled"]
+
+
+class LeaseExpired(Event, frozen=True):
+    lease_id: str
+    accelerator_id: str
+
+
+class ResidencyLoadRequested(Event, frozen=True):
+    load_id: str
+    accelerator_id: str
+    node_id: str
+    deployment_id: str
+    required_bytes: int
+    reason: str = ""  # "request", "always_warm", "probe"
+
+
+class ResidencyLoading(Event, frozen=True):
+    load_id: str
+    accelerator_id: str
+    deployment_id: str
+    generation: int
+
+
+class ResidencyLoaded(Event, frozen=True):
+    load_id: str
+    accelerator_id: str
+    deployment_id: str
+    generation: int
+    runtime: str
+    baseline_bytes: int
+    loaded_bytes: int
+    peak_bytes: int
+    measured_bytes: int  # loaded - baseline: what the residency holds
+    cold_load_ms: float
+    engine_cache_hit: bool = False
+
+
+class ResidencyLoadFailed(Event, frozen=True):
+    load_id: str
+    accelerator_id: str
+    deployment_id: str
+    code: str
+    detail: str
+
+
+class ResidencyUnloading(Event, frozen=True):
+    accelerator_id: str
+    deployment_id: str
+    reason: str  # "eviction", "keep_warm_ttl", "operator", "drain"
+
+
+class ResidencyUnloaded(Event, frozen=True):
+    accelerator_id: str
+    deployment_id: str
+    reclaimed_bytes: int
+
+
+class ResidencyUnloadFailed(Event, frozen=True):
+    accelerator_id: str
+    deployment_id: str
+    code: str
+    detail: str
+
+
+class ResidencyReconciled(Event, frozen=True):
+    """After a worker restart: what the new generation really holds; the rest is cold."""
+
+    accelerator_id: str
+    generation: int
+    held: tuple[str, ...]
+    dropped: tuple[str, ...]
+
+
+class EvictionPlanned(Event, frozen=True):
+    eviction_id: str
+    accelerator_id: str
+    victims: tuple[str, ...]  # deployment ids
+    for_deployment_id: str
+    required_bytes: int
+    decision_fingerprint: str
+
+
+class EvictionCompleted(Event, frozen=True):
+    eviction_id: str
+    accelerator_id: str
+    reclaimed_bytes: int
+
+
+class PressureChanged(Event, frozen=True):
+    accelerator_id: str
+    previous: PressureLevel
+    current: PressureLevel
+    utilization: float
+
+
+class PlacementRejected(Event, frozen=True):
+    accelerator_id: str
+    request_id: str
+    deployment_id: str
+    verdict: str
+    reason_codes: tuple[str, ...]
+    decision_fingerprint: str
+
+
+class CoResidencyProven(Event, frozen=True):
+    """Two residents measured together in one worker generation."""
+
+    accelerator_id: str
+    deployment_a: str
+    deployment_b: str
+    generation: int
+    observed_bytes: int
+    state: Literal["PROVEN_SAFE", "PROVEN_UNSAFE"]

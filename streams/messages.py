@@ -1,0 +1,74 @@
+"""Work and reply messages between the gateway and node agents.
+
+Control jobs travel on MF_WORK (`mf.job.<node>.<deployment>.<op>`) and must not be lost. Invokes
+travel by core NATS request-reply on `mf.invoke.<node>.<deployment>`, so content is never stored.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True, tag=True, tag_field="op"):
+    job_id: str
+    node_id: str
+    deployment_id: str
+    accelerator_id: str
+    requested_by: str = ""  # actor, for the events the job produces
+
+
+class LoadJob(Job, frozen=True, tag="load"):
+    load_id: str
+    artifact_set_id: str
+    capability: str
+    artifact_root: str  # the artifact set's folder under the node's artifact root
+    manifest: list[dict[str, object]]  # ArtifactFile records
+    max_batch_size: int = 32
+
+
+class UnloadJob(Job, frozen=True, tag="unload"):
+    reason: str = "operator"
+
+
+class HealthJob(Job, frozen=True, tag="health"):
+    pass
+
+
+class DrainJob(Job, frozen=True, tag="drain"):
+    pass
+
+
+class ProbeJob(Job, frozen=True, tag="probe"):
+    probe_id: str
+    candidate_id: str
+    artifact_set_id: str
+    capability: str
+    artifact_root: str
+    manifest: list[dict[str, object]]
+
+
+AnyJob = LoadJob | UnloadJob | HealthJob | DrainJob | ProbeJob
+
+
+class InvokeRequest(msgspec.Struct, frozen=True, kw_only=True):
+    request_id: str
+    capability: str
+    deployment_id: str
+    deadline_unix_ms: int
+    payload: msgspec.Raw  # the contract's input, JSON-encoded once by the gateway
+
+
+class WorkerTimings(msgspec.Struct, frozen=True, kw_only=True):
+    queue_ms: float = 0.0
+    preprocess_ms: float = 0.0
+    inference_ms: float = 0.0
+    serialize_ms: float = 0.0
+    batch_size: int = 1
+
+
+class InvokeReply(msgspec.Struct, frozen=True, kw_only=True):
+    ok: bool
+    result: msgspec.Raw | None = None  # the contract's output, JSON
+    code: str = ""
+    message: str = ""
+    timings: WorkerTimings = WorkerTimings()

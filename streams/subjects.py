@@ -1,0 +1,113 @@
+"""Subject names: the only place that knows how subjects are spelled.
+
+Every id that becomes a subject token is validated here, so a wildcard or a dot in an id
+can never widen a subscription or land an event on another aggregate's subjects.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+EVENTS_STREAM = "MF_EVENTS"
+REQUESTS_STREAM = "MF_REQUESTS"
+WORK_STREAM = "MF_WORK"
+TELEMETRY_STREAM = "MF_TELEMETRY"
+
+EVENTS_PREFIX = "mf.evt"
+REQUESTS_PREFIX = "mf.req"
+WORK_PREFIX = "mf.job"
+INVOKE_PREFIX = "mf.invoke"
+TELEMETRY_PREFIX = "mf.tel"
+
+MAX_TOKEN_LENGTH = 128
+_TOKEN = re.compile(r"^[A-Za-z0-9_\-=~]+$")
+
+
+class Aggregate(StrEnum):
+    """Aggregate types of the control plane; each owns `mf.evt.<type>.<id>.*`."""
+
+    CAPABILITY = "capability"
+    ARTIFACT_SET = "artifactset"
+    NODE = "node"
+    CANDIDATE = "candidate"
+    APPROVAL = "approval"
+    DEPLOYMENT = "deployment"
+    ACCELERATOR = "accelerator"
+    CLIENT = "client"
+    PROJECT = "project"
+    SCHEDULER_POLICY = "policy"
+
+
+class InvalidSubjectToken(ValueError):
+    """An id that cannot be a subject token (empty, too long, wildcard, dot, space)."""
+
+    code = "INVALID_IDENTIFIER"
+
+
+def token(value: str, what: str = "id") -> str:
+    """Return `value` if it is safe as one subject token, else raise InvalidSubjectToken."""
+    if not value or len(value) > MAX_TOKEN_LENGTH or not _TOKEN.match(value):
+        raise InvalidSubjectToken(
+            f"{what} {value!r} is not a valid identifier: use 1-{MAX_TOKEN_LENGTH} characters "
+            "from letters, digits, '_', '-', '=', '~' (no dots, spaces or wildcards)"
+        )
+    return value
+
+
+def aggregate_type(value: str) -> Aggregate:
+    try:
+        return Aggregate(value)
+    except ValueError:
+        known = ", ".join(a.value for a in Aggregate)
+        raise InvalidSubjectToken(f"unknown aggregate type {value!r}; known: {known}") from None
+
+
+def capability_token(capability: str) -> str:
+    """`rag.embedding@1` -> `rag_embedding_v1` (dots would split the subject)."""
+    name, _, version = capability.partition("@")
+    return token(name.replace(".", "_") + (f"_v{version}" if version else ""), "capability")
+
+
+def event_subject(aggregate: Aggregate, aggregate_id: str, event_type: str) -> str:
+    return f"{EVENTS_PREFIX}.{aggregate.value}.{token(aggregate_id)}.{token(event_type, 'event type')}"
+
+
+def aggregate_filter(aggregate: Aggregate, aggregate_id: str) -> str:
+    """The subjects one aggregate instance owns: the optimistic-concurrency scope."""
+    return f"{EVENTS_PREFIX}.{aggregate.value}.{token(aggregate_id)}.*"
+
+
+def aggregate_type_filter(aggregate: Aggregate | None = None, event_type: str | None = None) -> str:
+    agg = aggregate.value if aggregate else "*"
+    evt = token(event_type, "event type") if event_type else "*"
+    return f"{EVENTS_PREFIX}.{agg}.*.{evt}"
+
+
+def request_subject(capability: str, event_type: str) -> str:
+    return f"{REQUESTS_PREFIX}.{capability_token(capability)}.{token(event_type, 'event type')}"
+
+
+def job_subject(node_id: str, deployment_id: str, op: str) -> str:
+    node, deployment = token(node_id, "node id"), token(deployment_id, "deployment id")
+    return f"{WORK_PREFIX}.{node}.{deployment}.{token(op, 'op')}"
+
+
+def node_jobs_filter(node_id: str) -> str:
+    return f"{WORK_PREFIX}.{token(node_id, 'node id')}.>"
+
+
+def invoke_subject(node_id: str, deployment_id: str) -> str:
+    return f"{INVOKE_PREFIX}.{token(node_id, 'node id')}.{token(deployment_id, 'deployment id')}"
+
+
+def telemetry_subject(node_id: str, accelerator_id: str) -> str:
+    return f"{TELEMETRY_PREFIX}.{token(node_id, 'node id')}.{token(accelerator_id, 'accelerator id')}"
+
+
+def parse_event_subject(subject: str) -> tuple[str, str, str] | None:
+    """`mf.evt.<aggregate>.<id>.<EventType>` -> (aggregate, id, event type); None if not one."""
+    parts = subject.split(".")
+    if len(parts) != 5 or f"{parts[0]}.{parts[1]}" != EVENTS_PREFIX:
+        return None
+    return parts[2], parts[3], parts[4]

@@ -1,0 +1,56 @@
+"""`modelforge up` / `down`: the embedded stack on a fresh folder, reused on a second run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+
+from modelforge.devstack.processes import pid_alive
+from modelforge.devstack.stack import StackState
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
+    env["MODELFORGE_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "modelforge.cli", *args], capture_output=True, text=True, env=env, timeout=240,
+        check=False,
+    )
+
+
+def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Path) -> None:
+    home = scratch / "devstack-up"
+    first = run(home, "up")
+    assert first.returncode == 0, first.stderr
+    state = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
+    assert state.nats
+    assert state.postgres
+    assert "MF_EVENTS" in first.stdout
+    try:
+        second = run(home, "up")
+        assert second.returncode == 0, second.stderr
+        again = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
+        assert (again.nats, again.postgres) == (state.nats, state.postgres)
+    finally:
+        down = run(home, "down")
+    assert down.returncode == 0, down.stderr
+    assert not pid_alive(state.nats.pid)
+    assert not pid_alive(state.postgres.pid)
+
+
+def test_up_after_down_restarts_on_the_same_data(scratch: Path) -> None:
+    home = scratch / "devstack-again"
+    assert run(home, "up").returncode == 0
+    run(home, "down")
+    again = run(home, "up")
+    try:
+        assert again.returncode == 0, again.stderr
+        state = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
+        assert state.postgres is not None
+        assert (Path(state.postgres.data_dir) / "PG_VERSION").exists()
+    finally:
+        run(home, "down")
