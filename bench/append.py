@@ -1,0 +1,98 @@
+"""eventstore.append vs raw js.publish with the same headers, sequential and pipelined.
+
+Starts its own nats-server (from the wheel) in a temporary folder; prints rates and ratios.
+    .venv/bin/python bench/append.py [--count 5000] [--window 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from eventstore.connection import connect
+from eventstore.provision import provision
+from eventstore.store import EventStore, ExpectedVersion, prepare
+from modelforge.devstack.nats_server import start_nats
+from modelforge.devstack.processes import stop_pid
+from streams import subjects
+from streams.envelope import SYSTEM, new_id
+from streams.events.control import ClientDisabled
+from streams.subjects import Aggregate
+
+
+async def timed(count: int, window: int, op: Callable[[int], Awaitable[object]]) -> float:
+    start = time.perf_counter()
+    if window <= 1:
+        for i in range(count):
+            await op(i)
+    else:
+        for base in range(0, count, window):
+            await asyncio.gather(*(op(i) for i in range(base, min(count, base + window))))
+    return count / (time.perf_counter() - start)
+
+
+async def main(count: int, window: int) -> None:
+    home = Path(tempfile.mkdtemp(prefix="mf-bench-"))
+    os.chmod(home, 0o755)
+    server = start_nats(home)
+    conn = await connect(server.url, "bench-append")
+    try:
+        await provision(conn.client)
+        js = conn.client.jetstream()
+        store = EventStore(conn)
+        run = new_id()[:8]
+
+        def event(i: int) -> ClientDisabled:
+            return ClientDisabled(client_id=f"{run}-{i}", reason="bench")
+
+        def raw_messages(prefix: str) -> list[tuple[str, bytes, dict[str, str]]]:
+            # Same subject shape, payload and headers as an append with an expected version,
+            # built before the clock starts: the raw limit pays no encoding.
+            built = []
+            for i in range(count):
+                aid = f"{prefix}-{i}"
+                (out,) = prepare([event(i)], Aggregate.CLIENT, aid, SYSTEM, None, None)
+                out.headers["Nats-Expected-Last-Subject-Sequence"] = "0"
+                out.headers["Nats-Expected-Last-Subject-Sequence-Subject"] = subjects.aggregate_filter(
+                    Aggregate.CLIENT, aid
+                )
+                built.append((out.subject, out.data, out.headers))
+            return built
+
+        async def raw(messages: list[tuple[str, bytes, dict[str, str]]], i: int) -> None:
+            subject, data, headers = messages[i]
+            await js.publish(subject, data, headers=headers)
+
+        async def append(prefix: str, i: int) -> None:
+            await store.append(Aggregate.CLIENT, f"{prefix}-{i}", [event(i)], ExpectedVersion.NO_STREAM)
+
+        await timed(500, 1, lambda i: append(f"{run}w", i))  # warm-up
+        rows = []
+        for label, w in (("sequential", 1), (f"pipelined x{window}", window)):
+            # Interleave raw and append runs twice and keep the best of each, to damp noise.
+            raw_rates, app_rates = [], []
+            for rep in range(2):
+                messages = raw_messages(f"{run}r{label[0]}{rep}")
+                raw_rates.append(await timed(count, w, lambda i, m=messages: raw(m, i)))
+                app_rates.append(await timed(count, w, lambda i, p=f"{run}a{label[0]}{rep}": append(p, i)))
+            rows.append((label, max(raw_rates), max(app_rates)))
+        print(f"{'mode':<16}{'raw js.publish/s':>18}{'append/s':>12}{'ratio':>8}")
+        for label, raw_rate, app_rate in rows:
+            print(f"{label:<16}{raw_rate:>18,.0f}{app_rate:>12,.0f}{app_rate / raw_rate:>8.2f}")
+        print("target: ratio >= 0.85 sequential")
+    finally:
+        await conn.close()
+        stop_pid(server.pid)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--count", type=int, default=5000)
+    parser.add_argument("--window", type=int, default=256)
+    args = parser.parse_args()
+    asyncio.run(main(args.count, args.window))
