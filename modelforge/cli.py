@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 Handler = Callable[[argparse.Namespace], int]
+
+# Packages that add subcommands: each module has `register(subparsers) -> None`, whose parsers
+# set `handler` (a Handler) as their default. Imported only when the CLI runs.
+SUBCOMMAND_MODULES: tuple[str, ...] = ("nodeagent.cli", "gateway.cli", "gateway.clients.cli")
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -111,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--since", help="stream sequence or ISO time to start from (default: the beginning)")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     tail.set_defaults(handler=_cmd_audit_tail)
+
+    for module in SUBCOMMAND_MODULES:
+        importlib.import_module(module).register(sub)
     return parser
 
 

@@ -338,6 +338,12 @@ EXPERIMENT_NOT_FOUND: Final = _spec("EXPERIMENT_NOT_FOUND", 404, "The capability
 # --- clients and projects ----------------------------------------------------------------------------
 CLIENT_EXISTS: Final = _spec("CLIENT_EXISTS", 409, "A service client with this name already exists.")
 CLIENT_NOT_FOUND: Final = _spec("CLIENT_NOT_FOUND", 404, "The service client does not exist.")
+CREDENTIAL_NOT_FOUND: Final = _spec(
+    "CREDENTIAL_NOT_FOUND",
+    404,
+    "The service client has no credential with this id, or no active credential to rotate.",
+    from_seed=False,
+)
 PROJECT_NOT_FOUND: Final = _spec("PROJECT_NOT_FOUND", 404, "The project does not exist or is inactive.")
 PROJECT_CAPABILITY_NOT_BOUND: Final = _spec(
     "PROJECT_CAPABILITY_NOT_BOUND",
@@ -426,6 +432,7 @@ ERROR_CODES: Final[dict[str, ErrorSpec]] = {
         EXPERIMENT_NOT_FOUND,
         CLIENT_EXISTS,
         CLIENT_NOT_FOUND,
+        CREDENTIAL_NOT_FOUND,
         PROJECT_NOT_FOUND,
         PROJECT_CAPABILITY_NOT_BOUND,
         PROJECT_FIT_DEPLOYMENT_MISMATCH,

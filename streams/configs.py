@@ -88,3 +88,46 @@ def all_streams(replicas: int = 1, request_max_age_days: float = 30.0) -> list[S
         work_stream(replicas),
         telemetry_stream(replicas),
     ]
+
+
+# ---- client limits: shared by every gateway replica (gateway.clients.limits) --------------------
+# Memory storage: they are counters and leases, not history; a server restart forgets them.
+
+RATE_WINDOW_KEEP_S = 180.0  # a minute window's counter is read only during that minute
+
+
+def limits_rate_stream(replicas: int = 1) -> StreamConfig:
+    # Distributed counters (nats-server >= 2.12, `Nats-Incr`): one atomic increment per request.
+    # A counter stream cannot carry per-message TTLs, so old windows age out by max_age.
+    return StreamConfig(
+        name=subjects.LIMITS_RATE_STREAM,
+        description="ModelForge per-client request counters per minute window",
+        subjects=[f"{subjects.LIMIT_RATE_PREFIX}.>"],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.MEMORY,
+        num_replicas=replicas,
+        max_age=RATE_WINDOW_KEEP_S,
+        max_msgs_per_subject=1,
+        allow_direct=True,
+        allow_msg_counter=True,
+    )
+
+
+def limits_concurrency_stream(replicas: int = 1) -> StreamConfig:
+    # One message per held slot, created with an expected subject sequence of 0 (at most one holder)
+    # and a per-message TTL so a crashed gateway's slot frees itself; renewal replaces the message.
+    return StreamConfig(
+        name=subjects.LIMITS_CONCURRENCY_STREAM,
+        description="ModelForge per-client concurrency slots (held while a request runs)",
+        subjects=[f"{subjects.LIMIT_CONCURRENCY_PREFIX}.>"],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.MEMORY,
+        num_replicas=replicas,
+        max_msgs_per_subject=1,
+        discard=DiscardPolicy.OLD,
+        allow_msg_ttl=True,
+    )
+
+
+def limit_streams(replicas: int = 1) -> list[StreamConfig]:
+    return [limits_rate_stream(replicas), limits_concurrency_stream(replicas)]

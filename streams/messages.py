@@ -68,7 +68,28 @@ class WorkerTimings(msgspec.Struct, frozen=True, kw_only=True):
 
 class InvokeReply(msgspec.Struct, frozen=True, kw_only=True):
     ok: bool
-    result: msgspec.Raw | None = None  # the contract's output, JSON
+    # The contract's output, JSON; `null` on failure. (msgspec cannot decode `Raw | None`: a Raw
+    # holding `null` is how "no result" travels.)
+    result: msgspec.Raw = msgspec.Raw(b"null")
     code: str = ""
     message: str = ""
     timings: WorkerTimings = WorkerTimings()
+
+
+class AcceleratorTelemetry(msgspec.Struct, frozen=True, kw_only=True):
+    """One accelerator's memory observation and the agent's liveness, on `mf.tel.<node>.<accelerator>`.
+
+    MF_TELEMETRY keeps the last value per subject; a node whose last observation is older than a
+    few intervals is stale and ineligible. `healthy=False` is sent when the agent stops cleanly.
+    """
+
+    node_id: str
+    accelerator_id: str
+    generation: int
+    total_bytes: int
+    used_bytes: int  # whole device (GPU) or this process's RSS (CPU device)
+    process_bytes: int  # this agent process's share of used_bytes
+    observed_at_unix_ms: int
+    residencies: list[str]  # deployment ids resident on this accelerator
+    healthy: bool
+    interval_s: float = 0.0  # the publishing interval, so a reader can judge staleness

@@ -111,3 +111,26 @@ def parse_event_subject(subject: str) -> tuple[str, str, str] | None:
     if len(parts) != 5 or f"{parts[0]}.{parts[1]}" != EVENTS_PREFIX:
         return None
     return parts[2], parts[3], parts[4]
+
+
+# ---- client limits (gateway.clients.limits) -------------------------------------------------
+# Counters and slots shared by every gateway replica; never events, never request content.
+
+LIMITS_RATE_STREAM = "MF_LIMITS_RATE"
+LIMITS_CONCURRENCY_STREAM = "MF_LIMITS_CONC"
+LIMIT_RATE_PREFIX = "mf.limit.rate"
+LIMIT_CONCURRENCY_PREFIX = "mf.limit.conc"
+
+
+def rate_window_subject(client_id: str, window: int) -> str:
+    """The request counter of one client for one minute window (`window` = epoch minute)."""
+    return f"{LIMIT_RATE_PREFIX}.{token(client_id, 'client id')}.{int(window)}"
+
+
+def concurrency_slot_subject(client_id: str, slot: int) -> str:
+    """One of a client's `max_concurrency` slots; a message on it means the slot is held."""
+    return f"{LIMIT_CONCURRENCY_PREFIX}.{token(client_id, 'client id')}.{int(slot)}"
+
+
+def concurrency_slots_filter(client_id: str) -> str:
+    return f"{LIMIT_CONCURRENCY_PREFIX}.{token(client_id, 'client id')}.*"

@@ -68,6 +68,9 @@ _BY_AGGREGATE: dict[Aggregate, tuple[type[Event], ...]] = {
         s.PressureChanged,
         s.PlacementRejected,
         s.CoResidencyProven,
+        s.ResidencyHealthChecked,
+        s.ResidencyDrained,
+        s.AgentJobFailed,
     ),
     Aggregate.CLIENT: (
         c.ClientCreated,

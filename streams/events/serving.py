@@ -226,3 +226,39 @@ class CoResidencyProven(Event, frozen=True):
     generation: int
     observed_bytes: int
     state: Literal["PROVEN_SAFE", "PROVEN_UNSAFE"]
+
+
+class ResidencyHealthChecked(Event, frozen=True):
+    """Layered health of one residency, measured by the agent on a health job."""
+
+    accelerator_id: str
+    deployment_id: str
+    generation: int
+    job_id: str
+    process_ok: bool
+    runtime_ok: bool
+    model_ok: bool
+    code: str = ""  # HEALTHCHECK_FAILED (or a more specific code) when a layer is not ok
+    detail: str = ""
+
+
+class ResidencyDrained(Event, frozen=True):
+    """The agent stopped taking invokes for a residency and its in-flight invokes finished."""
+
+    accelerator_id: str
+    deployment_id: str
+    generation: int
+    job_id: str
+
+
+class AgentJobFailed(Event, frozen=True):
+    """A control job that ended without its own outcome event: refused (another node's job) or
+    exhausted its deliveries (its agent died or stalled on every attempt)."""
+
+    job_id: str
+    op: str
+    accelerator_id: str
+    deployment_id: str
+    code: str
+    detail: str
+    deliveries: int = 0

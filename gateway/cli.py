@@ -1,0 +1,72 @@
+"""`modelforge gateway`: the HTTP edge and command side as one process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import socket
+
+import uvicorn
+
+from eventstore.connection import connect
+from eventstore.provision import provision
+from eventstore.store import EventStore
+from gateway.clients.directory import ClientDirectory
+from gateway.clients.limits import RequestLimiter, provision_limits
+from gateway.http.app import create_app
+from gateway.http.edge import Edge
+from gateway.serving.context import ServingContext
+from gateway.state.live import LiveState
+from streams.subjects import token
+
+log = logging.getLogger("modelforge.gateway")
+
+
+async def run_gateway(host: str, port: int, gateway_id: str) -> None:
+    connection = await connect(None, f"gateway-{gateway_id}")
+    await provision(connection.client)
+    await provision_limits(connection.client)
+    live = LiveState()
+    await live.start(connection.client)
+    directory = ClientDirectory(connection.client)
+    await directory.start()
+    await directory.wait_ready(120)
+    ctx = ServingContext(EventStore(connection), live, connection.client, gateway_id)
+    edge = Edge(
+        ctx,
+        directory,
+        RequestLimiter(connection.client),
+        operator_token=os.environ.get("MODELFORGE_OPERATOR_TOKEN", ""),
+    )
+    edge.ready = True
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(edge), host=host, port=port, log_level="warning", access_log=False)
+    )
+    log.info("gateway %s listening on http://%s:%d", gateway_id, host, port)
+    try:
+        await server.serve()
+    finally:
+        await asyncio.gather(*ctx.background, return_exceptions=True)
+        await live.stop()
+        await directory.close()
+        await connection.close()
+
+
+def _cmd_gateway(args: argparse.Namespace) -> int:
+    asyncio.run(run_gateway(args.host, args.port, token(args.gateway_id, "gateway id")))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("gateway", help="run the HTTP gateway")
+    parser.add_argument("--host", default=os.environ.get("MODELFORGE_HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("MODELFORGE_PORT", "8080")))
+    default_id = (
+        os.environ.get("MODELFORGE_GATEWAY_ID") or socket.gethostname().split(".")[0] + f"-{os.getpid()}"
+    )
+    parser.add_argument(
+        "--gateway-id", default="".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in default_id)
+    )
+    parser.set_defaults(handler=_cmd_gateway)

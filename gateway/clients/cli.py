@@ -1,0 +1,178 @@
+"""`modelforge clients …`: create, rotate, revoke, disable, enable and list service clients.
+
+Talks to the event store named by NATS_URL. A new key is printed once; hashes are never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from gateway.clients.model import ClientState
+from gateway.clients.service import ClientService, IssuedKey
+from streams.codes import ServingError
+from streams.envelope import Actor, ActorKind
+
+
+def register(subparsers: Any) -> None:
+    clients = subparsers.add_parser("clients", help="service clients and their API keys")
+    verbs = clients.add_subparsers(dest="clients_command", required=True)
+
+    create = verbs.add_parser("create", help="create a client and print its first API key (once)")
+    create.add_argument("--name", required=True)
+    create.add_argument("--scope", action="append", required=True, help="capability@version; repeatable")
+    create.add_argument("--rpm", type=int, default=60, help="requests per minute (default 60)")
+    create.add_argument("--concurrency", type=int, default=4, help="max concurrent requests (default 4)")
+    create.add_argument("--priority", type=int, default=0, help="workload priority (default 0)")
+    create.add_argument("--project", help="project id to bind the client to")
+    create.add_argument("--expires-in-days", type=float, help="the key expires after this many days")
+    create.set_defaults(handler=_run(_create))
+
+    rotate = verbs.add_parser("rotate", help="issue a new key; the old one stops (after a grace period)")
+    rotate.add_argument("client", help="client id or name")
+    rotate.add_argument("--grace-seconds", type=float, default=0.0)
+    rotate.add_argument("--expires-in-days", type=float)
+    rotate.set_defaults(handler=_run(_rotate))
+
+    revoke = verbs.add_parser("revoke", help="revoke one credential at once")
+    revoke.add_argument("client", help="client id or name")
+    revoke.add_argument("credential")
+    revoke.add_argument("--reason", default="")
+    revoke.set_defaults(handler=_run(_revoke))
+
+    disable = verbs.add_parser("disable", help="refuse every key of a client")
+    disable.add_argument("client", help="client id or name")
+    disable.add_argument("--reason", default="")
+    disable.set_defaults(handler=_run(_disable))
+
+    enable = verbs.add_parser("enable", help="accept a disabled client's keys again")
+    enable.add_argument("client", help="client id or name")
+    enable.set_defaults(handler=_run(_enable))
+
+    verbs.add_parser("list", help="clients, limits and credentials (never keys)").set_defaults(
+        handler=_run(_list)
+    )
+
+
+Verb = Callable[[ClientService, argparse.Namespace], Awaitable[None]]
+
+
+def _run(verb: Verb) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        try:
+            asyncio.run(_with_service(verb, args))
+        except ServingError as exc:
+            print(f"error {exc.code}: {exc.message}", file=sys.stderr)
+            return 1
+        return 0
+
+    return handler
+
+
+async def _with_service(verb: Verb, args: argparse.Namespace) -> None:
+    from eventstore.connection import connect
+    from eventstore.provision import provision
+    from eventstore.store import EventStore
+
+    connection = await connect(None, "modelforge-clients")
+    try:
+        await provision(connection.client)
+        service = ClientService(EventStore(connection), actor=Actor(ActorKind.OPERATOR, "cli"))
+        await verb(service, args)
+    finally:
+        await connection.close()
+
+
+async def _resolve(service: ClientService, ref: str) -> str:
+    """Accept a client id or a client name."""
+    from gateway.clients.service import client_id_for
+
+    for candidate in (ref, client_id_for(ref)):
+        try:
+            if await service.get(candidate) is not None:
+                return candidate
+        except ServingError:
+            continue
+    raise ServingError("CLIENT_NOT_FOUND", f"no service client {ref!r}", "client")
+
+
+def _days(value: float | None) -> timedelta | None:
+    return timedelta(days=value) if value is not None else None
+
+
+def _print_key(issued: IssuedKey) -> None:
+    print(f"client      {issued.client_id}")
+    print(f"credential  {issued.credential_id}")
+    if issued.expires_at is not None:
+        print(f"expires     {issued.expires_at.isoformat()}")
+    print(f"api key     {issued.key}")
+    print("            (shown once: store it now; only its hash is kept)")
+
+
+async def _create(service: ClientService, args: argparse.Namespace) -> None:
+    issued = await service.create(
+        args.name,
+        tuple(args.scope),
+        requests_per_minute=args.rpm,
+        max_concurrency=args.concurrency,
+        priority=args.priority,
+        project_id=args.project,
+        expires_in=_days(args.expires_in_days),
+    )
+    _print_key(issued)
+
+
+async def _rotate(service: ClientService, args: argparse.Namespace) -> None:
+    client_id = await _resolve(service, args.client)
+    issued = await service.rotate(
+        client_id, grace_s=args.grace_seconds, expires_in=_days(args.expires_in_days)
+    )
+    _print_key(issued)
+
+
+async def _revoke(service: ClientService, args: argparse.Namespace) -> None:
+    client_id = await _resolve(service, args.client)
+    await service.revoke(client_id, args.credential, args.reason)
+    print(f"revoked {args.credential} of {client_id}")
+
+
+async def _disable(service: ClientService, args: argparse.Namespace) -> None:
+    client_id = await _resolve(service, args.client)
+    await service.disable(client_id, args.reason)
+    print(f"disabled {client_id}")
+
+
+async def _enable(service: ClientService, args: argparse.Namespace) -> None:
+    client_id = await _resolve(service, args.client)
+    await service.enable(client_id)
+    print(f"enabled {client_id}")
+
+
+async def _list(service: ClientService, args: argparse.Namespace) -> None:
+    for state in await service.all_clients():
+        print(format_client(state))
+
+
+def format_client(state: ClientState) -> str:
+    """Display lines for one client: limits and credentials by id and prefix, never a hash."""
+    status = "enabled" if state.enabled else "disabled"
+    lines = [
+        f"{state.client_id}  {state.name}  [{status}]  scopes={','.join(state.scopes)}  "
+        f"rpm={state.requests_per_minute}  concurrency={state.max_concurrency}  priority={state.priority}"
+        + (f"  project={state.project_id}" if state.project_id else "")
+    ]
+    for credential in state.credentials:
+        if credential.revoked:
+            note = "revoked"
+        elif credential.grace_until is not None:
+            note = f"rotated, valid until {credential.grace_until.isoformat()}"
+        else:
+            note = "active"
+        if credential.expires_at is not None:
+            note += f", expires {credential.expires_at.isoformat()}"
+        lines.append(f"    {credential.credential_id}  {credential.key_prefix}…  {note}")
+    return "\n".join(lines)

@@ -1,0 +1,121 @@
+"""`ClientDirectory`: the `ClientIndex` of one gateway process, kept live from the event log.
+
+Catch-up reads all client events with batched direct gets; then an ordered consumer on
+`mf.evt.client.>` pushes each new event as it is stored, so a revocation, rotation or disable
+reaches every gateway replica within milliseconds (one NATS hop), not at a polling interval.
+`authenticate` and `authorize` are in-memory and synchronous: no I/O on the hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from nats.aio.client import Client
+
+from eventstore import reading
+from eventstore.subscription import subscribe
+from gateway.clients.index import ClientIndex
+from gateway.clients.model import ClientPrincipal, ClientState
+from streams import subjects
+from streams.envelope import utcnow
+from streams.subjects import Aggregate
+
+log = logging.getLogger("modelforge.gateway.clients")
+
+CLIENT_EVENTS = f"{subjects.EVENTS_PREFIX}.{Aggregate.CLIENT.value}.>"
+RESUBSCRIBE_S = 0.5
+
+
+class ClientDirectory:
+    """One per gateway process: `await start()`, `await wait_ready()`, …, `await close()`."""
+
+    def __init__(self, client: Client, *, clock: Callable[[], datetime] = utcnow) -> None:
+        self._nats = client
+        self._clock = clock
+        self._index = ClientIndex()
+        self._changed = asyncio.Condition()
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="client-directory")
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        await asyncio.wait_for(self._ready.wait(), timeout)
+
+    @property
+    def ready(self) -> bool:
+        """True once the catch-up read is applied (serve `/readyz` from this)."""
+        return self._ready.is_set()
+
+    @property
+    def applied_sequence(self) -> int:
+        return self._index.applied_sequence
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def wait_until_applied(self, sequence: int, timeout: float | None = None) -> None:
+        """Return once the client event at `sequence` (an `IssuedKey.sequence` or a version that
+        `ClientService` returned) is reflected here."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: self.applied_sequence >= sequence), timeout)
+
+    # ---- the hot path (in memory, no I/O) -----------------------------------------------------
+
+    def authenticate(self, authorization: str | None) -> ClientPrincipal:
+        """The caller behind an `Authorization: Bearer mf_…` header; else CAPABILITY_NOT_AUTHORIZED
+        with 401 (missing, malformed, unknown, revoked, expired key) or 403 (client disabled)."""
+        return self._index.authenticate(authorization, self._clock())
+
+    def authorize(self, principal: ClientPrincipal, capability: str) -> None:
+        """CAPABILITY_NOT_AUTHORIZED (403) unless `capability` (`name@version`) is in its scopes."""
+        self._index.authorize(principal, capability)
+
+    def client(self, client_id: str) -> ClientState | None:
+        return self._index.client(client_id)
+
+    def clients(self) -> list[ClientState]:
+        return self._index.clients()
+
+    # ---- keeping the index live ---------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if not self._ready.is_set():
+                    history = await reading.read_subject_range(
+                        self._nats, subjects.EVENTS_STREAM, CLIENT_EVENTS, self.applied_sequence
+                    )
+                    for record in history:
+                        self._index.apply(record)
+                    await self._notify()
+                    self._ready.set()
+                live = subscribe(self._nats, self.applied_sequence + 1, filter_subject=CLIENT_EVENTS)
+                async for record in live:
+                    self._index.apply(record)
+                    await self._notify()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("client directory feed failed; resuming after %s", self.applied_sequence)
+            # Resume from the last applied sequence after a pause; the stop event ends it early.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), RESUBSCRIBE_S)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()

@@ -1,0 +1,311 @@
+"""`RequestLimiter`: a client's requests-per-minute and concurrency, exact across gateway replicas.
+
+The shared state lives in JetStream itself (no extra service), in two memory streams that
+`provision_limits` creates (configs in `streams.configs`):
+
+* **rate** — `MF_LIMITS_RATE`, a distributed-counter stream (nats-server ≥ 2.12). Each request
+  publishes `Nats-Incr: +1` to `mf.limit.rate.<client>.<epoch minute>`; the server adds atomically
+  and the ack carries the new total `n`. The request is admitted iff `n <= rpm`. One round trip,
+  never a conflict or retry, whatever the number of replicas. A refused request (over the rate,
+  or admitted by the rate but refused a concurrency slot) gives its unit back with `-1`, so the
+  counter is always "admitted + in flight" and refusals never eat into the next admissions.
+  Windows are fixed UTC minutes on the gateway's clock (replicas must run NTP; skew δ moves a
+  window edge by δ). Old windows age out by the stream's max_age.
+* **concurrency** — `MF_LIMITS_CONC`, per-message TTL, one message per subject. A client has
+  slots `mf.limit.conc.<client>.<0..max-1>`; taking one is a publish with
+  `Nats-Expected-Last-Subject-Sequence: 0`, which the server accepts for exactly one publisher
+  while the slot is empty. A held slot carries `Nats-TTL` (renewed at half-life while held), so a
+  crashed replica's slot frees itself; release deletes the message by its sequence. We first try
+  a random slot this replica does not hold (one round trip when the client is not near its
+  limit); on a conflict we list the occupied slots with one stream-info request and try the free
+  ones; none free → `QUEUE_FULL`.
+
+The two checks run concurrently, so an admitted request costs one round trip of latency (two
+messages); a refused one pays one more to give back what it took. Release is one round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Final
+
+import msgspec
+from nats.aio.client import Client
+from nats.js.errors import NotFoundError
+
+from gateway.clients.model import ClientPrincipal
+from streams import configs, subjects
+from streams.codes import ServingError
+
+log = logging.getLogger("modelforge.gateway.limits")
+
+WINDOW_S: Final = 60
+WRONG_LAST_SEQUENCE: Final = 10071
+SLOT_ROUNDS: Final = 3  # stream-info rounds before a contended client is told QUEUE_FULL
+
+
+class _ApiError(msgspec.Struct):
+    code: int = 0
+    err_code: int = 0
+    description: str = ""
+
+
+class _Ack(msgspec.Struct):
+    seq: int = 0
+    val: str = ""
+    error: _ApiError | None = None
+
+
+class _State(msgspec.Struct):
+    subjects: dict[str, int] = {}
+
+
+class _Info(msgspec.Struct):
+    state: _State | None = None
+    error: _ApiError | None = None
+
+
+_ack = msgspec.json.Decoder(_Ack)
+_info = msgspec.json.Decoder(_Info)
+
+
+async def provision_limits(client: Client, replicas: int = 1) -> list[str]:
+    """Create or update the limit streams; idempotent, safe from every replica."""
+    js = client.jetstream()
+    names = []
+    for config in configs.limit_streams(replicas):
+        assert config.name is not None
+        try:
+            await js.stream_info(config.name)
+        except NotFoundError:
+            await js.add_stream(config)
+        else:
+            await js.update_stream(config)
+        names.append(config.name)
+    return names
+
+
+def _unavailable(exc: BaseException) -> ServingError:
+    return ServingError("AUTH_BACKEND_UNAVAILABLE", f"client limits could not be checked: {exc!r}")
+
+
+class Permit:
+    """One held concurrency slot. Release it exactly once (`release` is idempotent)."""
+
+    def __init__(self, limiter: RequestLimiter, client_id: str, slot: int, sequence: int) -> None:
+        self.client_id = client_id
+        self.slot = slot
+        self.sequence = sequence
+        self.lost = False  # the slot expired before we renewed it (e.g. after a long partition)
+        self._limiter = limiter
+        self._released = False
+        self._renewal: asyncio.TimerHandle | None = None
+        self._renewing: asyncio.Task[None] | None = None
+        self._renew_until = asyncio.get_running_loop().time() + limiter.max_hold_s
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    async def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        if self._renewal is not None:
+            self._renewal.cancel()
+        if self._renewing is not None:
+            with contextlib.suppress(Exception):
+                await self._renewing
+        await self._limiter._release(self)
+
+    def _schedule_renewal(self) -> None:
+        delay = self._limiter.slot_ttl_s / 2
+        loop = asyncio.get_running_loop()
+        self._renewal = loop.call_later(delay, self._start_renewal)
+
+    def _start_renewal(self) -> None:
+        if self._released:
+            return
+        if asyncio.get_running_loop().time() > self._renew_until:
+            # A permit nobody released (a caller's bug) must not hold its slot forever: let the TTL end it.
+            log.warning(
+                "concurrency slot %s/%s held past max_hold_s; letting it expire", self.client_id, self.slot
+            )
+            return
+        self._renewing = asyncio.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        try:
+            renewed = await self._limiter._renew(self)
+        except Exception as exc:  # keep trying at the next half-life; the TTL still covers us
+            log.warning("renewing concurrency slot %s/%s failed: %r", self.client_id, self.slot, exc)
+            renewed = True
+        if renewed and not self._released:
+            self._schedule_renewal()
+
+
+class RequestLimiter:
+    """One per gateway process; each request does `async with limiter.admit(principal): ...`."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        slot_ttl_s: float = 30.0,
+        max_hold_s: float = 900.0,
+        timeout_s: float = 2.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if slot_ttl_s < 2:
+            raise ValueError("slot TTL must be at least 2 s (it is renewed at half-life)")
+        self._nats = client
+        self.slot_ttl_s = slot_ttl_s
+        self.max_hold_s = max_hold_s  # renewals stop after this: longer than any request may run
+        self._timeout = timeout_s
+        self._clock = clock
+        self._held: dict[str, set[int]] = {}  # slots this replica holds, per client
+
+    @contextlib.asynccontextmanager
+    async def admit(self, principal: ClientPrincipal) -> AsyncIterator[Permit]:
+        permit = await self.acquire(principal)
+        try:
+            yield permit
+        finally:
+            await permit.release()
+
+    async def acquire(self, principal: ClientPrincipal) -> Permit:
+        """Count one request and take a concurrency slot, or raise RATE_LIMITED / QUEUE_FULL (429)."""
+        now = self._clock()
+        rate_subject = subjects.rate_window_subject(principal.client_id, int(now // WINDOW_S))
+        counted, slot = await asyncio.gather(
+            self._count(rate_subject),
+            self._take_slot(principal.client_id, principal.max_concurrency),
+            return_exceptions=True,
+        )
+        permit = slot if isinstance(slot, Permit) else None
+        rate_ok = isinstance(counted, int) and counted <= principal.requests_per_minute
+        if rate_ok and permit is not None:
+            permit._schedule_renewal()
+            return permit
+        # Refused (or a backend failure): give back whatever this attempt took, then say why.
+        undo = []
+        if isinstance(counted, int):
+            undo.append(self._uncount(rate_subject))
+        if permit is not None:
+            undo.append(permit.release())
+        if undo:
+            await asyncio.gather(*undo, return_exceptions=True)
+        for outcome in (counted, slot):
+            if isinstance(outcome, ServingError):
+                raise outcome
+            if isinstance(outcome, BaseException):
+                raise _unavailable(outcome) from outcome
+        if not rate_ok:
+            retry_after = max(1, math.ceil(WINDOW_S - now % WINDOW_S))
+            raise ServingError(
+                "RATE_LIMITED",
+                f"more than {principal.requests_per_minute} requests this minute",
+                details={"retry_after_s": retry_after, "limit": principal.requests_per_minute},
+            )
+        raise ServingError(
+            "QUEUE_FULL",
+            f"{principal.max_concurrency} requests of this client are already running",
+            details={"limit": principal.max_concurrency},
+        )
+
+    # ---- rate -----------------------------------------------------------------------------------
+
+    async def _count(self, subject: str) -> int:
+        ack = await self._publish(subject, {"Nats-Incr": "+1"})
+        if ack.error is not None:
+            raise _unavailable(RuntimeError(ack.error.description))
+        return int(ack.val)
+
+    async def _uncount(self, subject: str) -> None:
+        await self._publish(subject, {"Nats-Incr": "-1"})
+
+    # ---- concurrency ----------------------------------------------------------------------------
+
+    async def _take_slot(self, client_id: str, max_concurrency: int) -> Permit | None:
+        held = self._held.setdefault(client_id, set())
+        guesses = [s for s in range(max_concurrency) if s not in held]
+        if not guesses:
+            return None
+        candidates = [random.choice(guesses)]  # the cheap optimistic first try
+        for _ in range(SLOT_ROUNDS + 1):
+            for slot in candidates:
+                permit = await self._try_slot(client_id, slot)
+                if permit is not None:
+                    return permit
+            occupied = await self._occupied(client_id)
+            candidates = [
+                s
+                for s in range(max_concurrency)
+                if s not in held and subjects.concurrency_slot_subject(client_id, s) not in occupied
+            ]
+            if not candidates:
+                return None
+            random.shuffle(candidates)
+        return None
+
+    async def _try_slot(self, client_id: str, slot: int) -> Permit | None:
+        headers = {"Nats-Expected-Last-Subject-Sequence": "0", "Nats-TTL": self._ttl()}
+        held = self._held.setdefault(client_id, set())
+        if slot in held:  # another request of this replica got there first
+            return None
+        held.add(slot)  # reserve locally first, so this replica never races itself for the slot
+        try:
+            ack = await self._publish(subjects.concurrency_slot_subject(client_id, slot), headers)
+        except BaseException:
+            held.discard(slot)
+            raise
+        if ack.error is None:
+            return Permit(self, client_id, slot, ack.seq)
+        held.discard(slot)
+        if ack.error.err_code == WRONG_LAST_SEQUENCE:
+            return None
+        raise _unavailable(RuntimeError(ack.error.description))
+
+    async def _renew(self, permit: Permit) -> bool:
+        headers = {"Nats-Expected-Last-Subject-Sequence": str(permit.sequence), "Nats-TTL": self._ttl()}
+        ack = await self._publish(subjects.concurrency_slot_subject(permit.client_id, permit.slot), headers)
+        if ack.error is None:
+            permit.sequence = ack.seq
+            return True
+        permit.lost = True
+        log.warning("concurrency slot %s/%s expired while held", permit.client_id, permit.slot)
+        return False
+
+    async def _release(self, permit: Permit) -> None:
+        try:
+            if not permit.lost:
+                request = msgspec.json.encode({"seq": permit.sequence, "no_erase": True})
+                api = f"$JS.API.STREAM.MSG.DELETE.{subjects.LIMITS_CONCURRENCY_STREAM}"
+                await self._nats.request(api, request, self._timeout)
+        except Exception as exc:  # the TTL frees the slot anyway
+            log.warning("releasing concurrency slot %s/%s failed: %r", permit.client_id, permit.slot, exc)
+        finally:
+            self._held.get(permit.client_id, set()).discard(permit.slot)
+
+    async def _occupied(self, client_id: str) -> dict[str, int]:
+        request = msgspec.json.encode({"subjects_filter": subjects.concurrency_slots_filter(client_id)})
+        api = f"$JS.API.STREAM.INFO.{subjects.LIMITS_CONCURRENCY_STREAM}"
+        reply = _info.decode((await self._nats.request(api, request, self._timeout)).data)
+        if reply.error is not None:
+            raise _unavailable(RuntimeError(reply.error.description))
+        return reply.state.subjects if reply.state is not None else {}
+
+    # ---- plumbing -------------------------------------------------------------------------------
+
+    async def _publish(self, subject: str, headers: dict[str, str]) -> _Ack:
+        reply = await self._nats.request(subject, b"", self._timeout, headers=headers)
+        return _ack.decode(reply.data)
+
+    def _ttl(self) -> str:
+        return f"{math.ceil(self.slot_ttl_s)}s"

@@ -1,0 +1,28 @@
+"""The gateway's ASGI application: routes, and the start-up that makes the edge ready."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from gateway.http.edge import Edge
+from gateway.http.embeddings import embeddings
+from gateway.http.models import list_models
+from gateway.http.native import invoke_capability
+from gateway.http.ops import healthz, metrics, readyz
+from gateway.http.rerank import rerank
+
+
+def create_app(edge: Edge) -> Starlette:
+    routes = [
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/v1/rerank", rerank, methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/capabilities/{capability}:invoke", invoke_capability, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.edge = edge
+    return app

@@ -1,0 +1,52 @@
+"""Reading a request body with its size limit enforced before the body is fully read."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+from starlette.requests import Request
+
+from streams.codes import ServingError
+
+T = TypeVar("T")
+
+
+async def read_limited(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> ServingError:
+    return ServingError("PAYLOAD_TOO_LARGE", f"the request body is larger than {limit} bytes")
+
+
+def decode_json(body: bytes) -> Any:
+    if not body:
+        raise ServingError("INVALID_INPUT", "the request body is empty; send a JSON object", http_status=400)
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise ServingError(
+            "INVALID_INPUT", f"the request body is not valid JSON: {exc}", http_status=400
+        ) from None
+
+
+def convert(raw: Any, type_: type[T], what: str) -> T:
+    """Typed decode with the offending field named in `param`."""
+    try:
+        return msgspec.convert(raw, type_)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        param = (
+            text.rsplit("at `$.", 1)[-1].rstrip("`").split("[")[0].split(".")[0] if "at `$." in text else None
+        )
+        raise ServingError("INVALID_INPUT", f"invalid {what}: {text}", param=param) from None

@@ -1,0 +1,20 @@
+"""What the HTTP handlers share: the serving context, client directory, limiter and metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gateway.clients.directory import ClientDirectory
+from gateway.clients.limits import RequestLimiter
+from gateway.http.metrics import Metrics
+from gateway.serving.context import ServingContext
+
+
+@dataclass
+class Edge:
+    ctx: ServingContext
+    directory: ClientDirectory
+    limiter: RequestLimiter
+    operator_token: str = ""
+    metrics: Metrics = field(default_factory=Metrics)
+    ready: bool = False

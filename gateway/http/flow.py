@@ -1,0 +1,137 @@
+"""The shape every capability call takes at the edge, whatever API dialect it arrives in.
+
+authenticate → authorise the capability → read the body within its limit → parse and validate
+(the dialect's job) → client limits → serve → render (the dialect's job). A refusal before
+serving is recorded as the request's only event (`RequestRejected`); later failures are
+recorded by the pipeline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.clients.model import ClientPrincipal
+from gateway.http.body import decode_json, read_limited
+from gateway.http.edge import Edge
+from gateway.http.responses import error_response, json_response, latency_body, timing_headers
+from gateway.serving.pipeline import RequestShape, Served, serve, spawn
+from streams.codes import ServingError
+from streams.contracts import CapabilityContract
+from streams.envelope import new_id
+from streams.events.requests import RequestRejected
+
+
+class Prepared(msgspec.Struct, frozen=True):
+    """A validated call: the contract input to send, its shape, and how to answer in the dialect."""
+
+    payload: bytes
+    shape: RequestShape
+    render: Callable[[bytes, Served, str], object]
+
+
+Parse = Callable[[Any, CapabilityContract], Prepared]
+
+
+def check_texts(texts: list[str], contract: CapabilityContract, param: str) -> RequestShape:
+    limits = contract.limits
+    if not texts:
+        raise ServingError("INVALID_INPUT", f"`{param}` must not be empty", param=param)
+    if len(texts) > limits.max_items:
+        raise ServingError(
+            "INVALID_INPUT", f"`{param}` has {len(texts)} items; at most {limits.max_items}", param=param
+        )
+    total = 0
+    for index, text in enumerate(texts):
+        if not text.strip():
+            raise ServingError("INVALID_INPUT", f"`{param}[{index}]` is empty", param=param)
+        if limits.max_chars_per_item and len(text) > limits.max_chars_per_item:
+            raise ServingError(
+                "INVALID_INPUT",
+                f"`{param}[{index}]` has {len(text)} characters; at most {limits.max_chars_per_item}",
+                param=param,
+                http_status=413,
+            )
+        total += len(text)
+    if limits.max_total_chars and total > limits.max_total_chars:
+        raise ServingError(
+            "INVALID_INPUT",
+            f"`{param}` totals {total} characters; at most {limits.max_total_chars}",
+            param=param,
+            http_status=413,
+        )
+    return RequestShape(items=len(texts), chars=total)
+
+
+async def run_capability(
+    edge: Edge, request: Request, contract: CapabilityContract, parse: Parse
+) -> Response:
+    started = time.perf_counter()
+    request_id = request.headers.get("x-request-id") or new_id()
+    capability = contract.capability
+    principal: ClientPrincipal | None = None
+    serving = False
+    try:
+        principal = edge.directory.authenticate(request.headers.get("authorization"))
+        edge.directory.authorize(principal, capability)
+        resolved = time.perf_counter()
+        raw = decode_json(await read_limited(request, contract.limits.max_request_bytes))
+        prepared = parse(raw, contract)
+        validated = time.perf_counter()
+        permit = await edge.limiter.acquire(principal)
+        try:
+            serving = True
+            result = await serve(
+                edge.ctx,
+                request_id=request_id,
+                client_id=principal.client_id,
+                capability=capability,
+                payload=prepared.payload,
+                shape=prepared.shape,
+                deadline=time.time() + _timeout_s(request, contract),
+                started=started,
+                validation_ms=(validated - resolved) * 1000,
+                resolution_ms=(resolved - started) * 1000,
+            )
+        finally:
+            spawn(edge.ctx, permit.release())
+    except ServingError as error:
+        if principal is not None and not serving:
+            spawn(
+                edge.ctx,
+                edge.ctx.store.record_request(
+                    capability,
+                    request_id,
+                    RequestRejected(
+                        request_id=request_id,
+                        client_id=principal.client_id,
+                        capability=capability,
+                        code=error.code,
+                        http_status=error.http_status,
+                    ),
+                ),
+            )
+        edge.metrics.observe(
+            capability, error.code, error.http_status, (time.perf_counter() - started) * 1000
+        )
+        return error_response(error, request_id)
+    body = prepared.render(result.result, result, request_id)
+    if isinstance(body, dict):
+        body["request_id"] = request_id
+        body["latency"] = latency_body(result.latency)
+    edge.metrics.observe(capability, "OK", 200, result.latency.total_ms)
+    headers = {**timing_headers(result.latency), "x-mf-deployment": result.deployment_id}
+    return json_response(body, 200, request_id, headers)
+
+
+def _timeout_s(request: Request, contract: CapabilityContract) -> float:
+    """A client may shorten (never lengthen) the contract's deadline with `x-request-timeout-ms`."""
+    default = contract.limits.default_timeout_ms
+    asked = request.headers.get("x-request-timeout-ms", "")
+    timeout_ms = min(default, int(asked)) if asked.isdigit() and int(asked) > 0 else default
+    return timeout_ms / 1000

@@ -1,0 +1,46 @@
+"""One error shape, request ids and timing headers on every response."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+from starlette.responses import Response
+
+from streams.codes import ServingError
+from streams.events.requests import LatencyBreakdown
+
+_encoder = msgspec.json.Encoder()
+
+
+def json_response(
+    body: object, status: int = 200, request_id: str | None = None, headers: Mapping[str, str] | None = None
+) -> Response:
+    out = dict(headers or {})
+    if request_id:
+        out["x-request-id"] = request_id
+    return Response(_encoder.encode(body), status_code=status, media_type="application/json", headers=out)
+
+
+def error_response(error: ServingError, request_id: str | None) -> Response:
+    headers = {}
+    retry_after = error.details.get("retry_after_s")
+    if error.http_status in (429, 503) and retry_after is not None:
+        headers["retry-after"] = str(max(1, int(float(str(retry_after)) + 0.999)))
+    elif error.http_status == 429:
+        headers["retry-after"] = "1"
+    return json_response(error.to_body(request_id), error.http_status, request_id, headers)
+
+
+def timing_headers(latency: LatencyBreakdown) -> dict[str, str]:
+    """`Server-Timing` (what browsers and proxies understand) plus the total on its own."""
+    parts = [
+        f"{name.removesuffix('_ms')};dur={value:.3f}"
+        for name, value in msgspec.structs.asdict(latency).items()
+        if value
+    ]
+    return {"server-timing": ", ".join(parts), "x-mf-latency-ms": f"{latency.total_ms:.3f}"}
+
+
+def latency_body(latency: LatencyBreakdown) -> dict[str, float]:
+    return {k: round(v, 3) for k, v in msgspec.structs.asdict(latency).items()}

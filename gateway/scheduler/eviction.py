@@ -1,0 +1,129 @@
+"""Eviction choice: which idle residents to unload, and no more of them than needed.
+
+Only a resident that is loaded, idle (no active leases), not pinned and not always-warm may be
+evicted; a lab request may evict only lab residents.  Candidates are taken cheapest first —
+lab before production, then least recently used, then cheapest to reload — until the deficit is
+covered; then every member whose removal still leaves enough is dropped again, so the final set
+is minimal: without any one of its members the model would not fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import attrgetter
+
+from gateway.scheduler.state import AcceleratorState, Channel, ResidencyState, Resident
+
+
+def busy_deployments(state: AcceleratorState) -> frozenset[str]:
+    """Deployments holding at least one lease on this accelerator."""
+    return frozenset([lease.deployment_id for lease in state.leases])
+
+
+def evictable_when_idle(resident: Resident, requester: Channel) -> bool:
+    """Loaded, not pinned, not always-warm, and lab unless the requester is production."""
+    return (
+        resident.state is ResidencyState.LOADED
+        and not resident.pinned
+        and not resident.always_warm
+        and (requester is Channel.PRODUCTION or resident.channel is Channel.LAB)
+    )
+
+
+def is_evictable(resident: Resident, busy: frozenset[str], requester: Channel) -> bool:
+    """Evictable now: as above, and idle (no active leases, by count or by lease record)."""
+    return (
+        resident.active_leases == 0
+        and resident.deployment_id not in busy
+        and evictable_when_idle(resident, requester)
+    )
+
+
+# Channel values sort "lab" < "production", so this C-level key is exactly the documented order.
+_EVICTION_KEY = attrgetter("channel", "last_used_at", "reload_cost_ms", "deployment_id")
+assert Channel.LAB < Channel.PRODUCTION
+
+
+def eviction_order(resident: Resident) -> tuple[Channel, float, float, str]:
+    """Sort key, cheapest eviction first: lab before production, least recently used, cheapest
+    to reload; the deployment id breaks ties."""
+    key: tuple[Channel, float, float, str] = _EVICTION_KEY(resident)
+    return key
+
+
+def eviction_candidates(
+    state: AcceleratorState, requester: Channel, exclude: str = "", skip: tuple[Resident, ...] = ()
+) -> list[Resident]:
+    """Residents of ``state`` evictable right now, cheapest first (see ``eviction_order``).
+
+    ``exclude`` (the deployment being placed) and the residents in ``skip`` are left out.
+    """
+    busy = busy_deployments(state) if state.leases else frozenset()
+    production = requester is Channel.PRODUCTION
+    loaded = ResidencyState.LOADED
+    lab = Channel.LAB
+    candidates = [
+        item
+        for item in state.residents
+        if item.state is loaded
+        and item.active_leases == 0
+        and not item.pinned
+        and not item.always_warm
+        and (production or item.channel is lab)
+        and item.deployment_id != exclude
+        and item.deployment_id not in busy
+        and (not skip or item not in skip)
+    ]
+    candidates.sort(key=_EVICTION_KEY)
+    return candidates
+
+
+def choose_evictions(
+    candidates: Sequence[Resident], deficit: int, ordered: bool = False
+) -> tuple[Resident, ...] | None:
+    """The cheapest minimal set of ``candidates`` freeing at least ``deficit`` bytes.
+
+    Candidates are taken in ``eviction_order`` (pass ``ordered=True`` if they already are) until
+    the deficit is covered, then every member whose removal still leaves enough is dropped,
+    most expensive first.  ``()`` when nothing needs evicting; ``None`` when all of them together
+    are not enough.
+    """
+    if deficit <= 0:
+        return ()
+    chosen: list[Resident] = []
+    freed = 0
+    for resident in candidates if ordered else sorted(candidates, key=_EVICTION_KEY):
+        if resident.measured_bytes <= 0:
+            continue
+        chosen.append(resident)
+        freed += resident.measured_bytes
+        if freed >= deficit:
+            break
+    if freed < deficit:
+        return None
+    for index in range(len(chosen) - 1, -1, -1):
+        size = chosen[index].measured_bytes
+        if freed - size >= deficit:
+            freed -= size
+            del chosen[index]
+    return tuple(chosen)
+
+
+def eviction_cost(evicted: tuple[Resident, ...]) -> tuple[int, float, int]:
+    """Cost of an eviction set, for comparing accelerators: production victims, reload ms, count."""
+    production = 0
+    reload_ms = 0.0
+    for resident in evicted:
+        production += resident.channel is Channel.PRODUCTION
+        reload_ms += resident.reload_cost_ms
+    return (production, reload_ms, len(evicted))
+
+
+def in_cooldown(state: AcceleratorState, cooldown_seconds: float, now: float) -> bool:
+    return state.last_eviction_at is not None and now - state.last_eviction_at < cooldown_seconds
+
+
+def cooldown_remaining_ms(state: AcceleratorState, cooldown_seconds: float, now: float) -> float:
+    if state.last_eviction_at is None:
+        return 0.0
+    return max(0.0, (state.last_eviction_at + cooldown_seconds - now) * 1000.0)

@@ -1,0 +1,51 @@
+"""Pressure with hysteresis: rises at once, falls only after the lower level held a stable period.
+
+``next_pressure`` is the pure step the accelerator aggregate runs on each telemetry sample (and
+placement runs to see the level that applies *now*); a changed ``level`` is a
+``PressureChanged`` event.
+"""
+
+from __future__ import annotations
+
+from gateway.scheduler.policy import SchedulerPolicy
+from gateway.scheduler.state import SEVERITY, Pressure, PressureReading
+
+
+def level_for(utilisation: float, policy: SchedulerPolicy) -> Pressure:
+    """The raw (unstabilised) pressure level for a utilisation in ``[0, 1]``."""
+    if utilisation >= policy.pressure_critical_at:
+        return Pressure.CRITICAL
+    if utilisation >= policy.pressure_high_at:
+        return Pressure.HIGH
+    if utilisation >= policy.pressure_elevated_at:
+        return Pressure.ELEVATED
+    return Pressure.NORMAL
+
+
+def next_pressure(
+    current: PressureReading, utilisation: float, now: float, policy: SchedulerPolicy
+) -> PressureReading:
+    """The stabilised reading after observing ``utilisation`` at ``now``.
+
+    Higher level: taken at once.  Same level: any recovery in progress is cancelled.  Lower
+    level: remembered; once utilisation has stayed below the current level for
+    ``pressure_stable_seconds`` the level falls to the highest level seen in that window.
+    """
+    candidate = level_for(utilisation, policy)
+    rank = SEVERITY[candidate]
+    held = SEVERITY[current.level]
+    if rank > held:
+        return PressureReading(level=candidate, since=now)
+    if rank == held:
+        if current.below_since is None:
+            return current
+        return PressureReading(level=current.level, since=current.since)
+    below_since = now if current.below_since is None else current.below_since
+    peak = candidate
+    if current.below_peak is not None and SEVERITY[current.below_peak] > rank:
+        peak = current.below_peak
+    if now - below_since >= policy.pressure_stable_seconds:
+        if peak == candidate:
+            return PressureReading(level=peak, since=now)
+        return PressureReading(level=peak, since=now, below_since=now, below_peak=candidate)
+    return PressureReading(level=current.level, since=current.since, below_since=below_since, below_peak=peak)

@@ -1,0 +1,240 @@
+"""Getting VRAM for one request: decide, lease, load or evict, queue — until admitted or refused.
+
+Each round takes a pure placement decision on the live view and turns it into events on the
+chosen accelerator (with its expected version). Everything that takes time — a cold load, an
+unload for eviction, waiting in the queue — happens outside the decision lock, waiting on the
+live view's change notifications, bounded by the request's deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+import msgspec
+
+from eventstore.errors import ConcurrencyConflict
+from gateway.scheduler import (
+    Channel,
+    ModelEnvelope,
+    PlacementDecision,
+    PlacementRequest,
+    ResidencyState,
+    Verdict,
+)
+from gateway.scheduler.placement import plan_placement
+from gateway.serving.appends import append_to_accelerator, catch_up_after
+from gateway.serving.context import ServingContext
+from gateway.serving.errors import rejection
+from gateway.serving.jobs import publish_load, publish_unload
+from gateway.state.catalog import DeploymentInfo
+from streams.codes import ServingError
+from streams.envelope import new_id
+from streams.events import serving as s
+
+
+class Grant(msgspec.Struct, kw_only=True):
+    lease_id: str
+    accelerator_id: str
+    node_id: str
+    deployment_id: str
+    cold: bool
+    fingerprint: str
+    scheduling_ms: float = 0.0
+    load_ms: float = 0.0
+    queue_ms: float = 0.0
+
+
+def envelope_of(deployment: DeploymentInfo) -> ModelEnvelope:
+    env = deployment.envelope
+    return ModelEnvelope(
+        deployment_id=deployment.deployment_id,
+        required_bytes=env.required_bytes,
+        peak_bytes=env.peak_bytes,
+        request_floor_bytes=env.per_request_bytes,
+        channel=Channel.PRODUCTION if deployment.channel == "stable" else Channel.LAB,
+        cold_load_ms=env.cold_load_ms,
+    )
+
+
+def _lease(
+    decision: PlacementDecision, deployment_id: str, request_id: str, client_id: str, ttl_s: float
+) -> s.LeaseGranted:
+    assert decision.accelerator_id is not None
+    return s.LeaseGranted(
+        lease_id=new_id(),
+        accelerator_id=decision.accelerator_id,
+        deployment_id=deployment_id,
+        request_id=request_id,
+        client_id=client_id,
+        reserved_bytes=decision.required_bytes,
+        expires_at=datetime.fromtimestamp(time.time() + ttl_s, UTC),
+        decision_fingerprint=decision.fingerprint,
+    )
+
+
+async def acquire(
+    ctx: ServingContext, deployment: DeploymentInfo, request_id: str, client_id: str, deadline: float
+) -> Grant:
+    """A lease on an accelerator where `deployment` is loaded, or a ServingError."""
+    envelope = envelope_of(deployment)
+    spent = {"scheduling": 0.0, "load": 0.0, "queue": 0.0}
+    while True:
+        now = time.time()
+        if now >= deadline:
+            raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline")
+        started = time.perf_counter()
+        async with ctx.live.decision_lock:
+            decision = plan_placement(
+                ctx.live.schedulable_accelerators(now),
+                envelope,
+                PlacementRequest(
+                    channel=envelope.channel, deadline_ms=(deadline - now) * 1000, queue_depth=ctx.queued
+                ),
+                ctx.live.policy,
+                now,
+            )
+            step: s.LeaseGranted | s.EvictionPlanned | ConcurrencyConflict | None
+            try:
+                step = await _act(ctx, decision, deployment, request_id, client_id)
+            except ConcurrencyConflict as conflict:
+                step = conflict
+        spent["scheduling"] += (time.perf_counter() - started) * 1000
+        match step:
+            case s.LeaseGranted() as lease if decision.verdict is Verdict.ADMIT and not decision.cold_load:
+                return _grant(lease, decision, deployment, cold=False, spent=spent)
+            case s.LeaseGranted() as lease:  # cold load under way: wait for the agent's measurement
+                waited = time.perf_counter()
+                await _await_loaded(ctx, lease, deployment, deadline)
+                spent["load"] += (time.perf_counter() - waited) * 1000
+                return _grant(lease, decision, deployment, cold=True, spent=spent)
+            case ConcurrencyConflict() as clash:
+                await catch_up_after(ctx, clash, max(0.0, deadline - time.time()))
+            case s.EvictionPlanned() as eviction:
+                waited = time.perf_counter()
+                await _await_evicted(ctx, eviction, deadline)
+                spent["load"] += (time.perf_counter() - waited) * 1000
+            case None:  # QUEUE: wait for the view to change (a lease released, a load finished)
+                waited = time.perf_counter()
+                await _queue(ctx, deadline)
+                spent["queue"] += (time.perf_counter() - waited) * 1000
+
+
+async def _act(
+    ctx: ServingContext,
+    decision: PlacementDecision,
+    deployment: DeploymentInfo,
+    request_id: str,
+    client_id: str,
+) -> s.LeaseGranted | s.EvictionPlanned | None:
+    """Turn a decision into events (under the decision lock). None means queue."""
+    verdict, acc = decision.verdict, decision.accelerator_id
+    if verdict.rejects:
+        raise rejection(decision, deployment.deployment_id)
+    if verdict is Verdict.QUEUE or acc is None:
+        return None
+    if verdict is Verdict.ADMIT_AFTER_EVICTION and decision.evictions:
+        eviction = s.EvictionPlanned(
+            eviction_id=new_id(),
+            accelerator_id=acc,
+            victims=decision.evictions,
+            for_deployment_id=deployment.deployment_id,
+            required_bytes=decision.required_bytes,
+            decision_fingerprint=decision.fingerprint,
+        )
+        await append_to_accelerator(ctx, acc, [eviction], request_id)
+        node_id = decision.node_id or ""
+        for victim in decision.evictions:
+            await publish_unload(ctx, node_id, acc, victim, "eviction")
+        return eviction
+    lease = _lease(decision, deployment.deployment_id, request_id, client_id, ctx.lease_ttl_s)
+    if not decision.cold_load:
+        await append_to_accelerator(ctx, acc, [lease], request_id)
+        return lease
+    load = s.ResidencyLoadRequested(
+        load_id=new_id(),
+        accelerator_id=acc,
+        node_id=decision.node_id or "",
+        deployment_id=deployment.deployment_id,
+        required_bytes=decision.required_bytes,
+        reason="request",
+    )
+    # The request's own lease holds the execution floor; the load reservation holds the envelope.
+    floor = msgspec.structs.replace(lease, reserved_bytes=envelope_of(deployment).request_floor_bytes)
+    await append_to_accelerator(ctx, acc, [load, floor], request_id)
+    await publish_load(ctx, load, deployment)
+    return floor
+
+
+def _grant(
+    lease: s.LeaseGranted,
+    decision: PlacementDecision,
+    deployment: DeploymentInfo,
+    cold: bool,
+    spent: dict[str, float],
+) -> Grant:
+    return Grant(
+        lease_id=lease.lease_id,
+        accelerator_id=lease.accelerator_id,
+        node_id=decision.node_id or "",
+        deployment_id=deployment.deployment_id,
+        cold=cold,
+        fingerprint=decision.fingerprint,
+        scheduling_ms=spent["scheduling"],
+        load_ms=spent["load"],
+        queue_ms=spent["queue"],
+    )
+
+
+async def _await_loaded(
+    ctx: ServingContext, lease: s.LeaseGranted, deployment: DeploymentInfo, deadline: float
+) -> None:
+    acc, dep = lease.accelerator_id, deployment.deployment_id
+
+    def settled() -> bool:
+        state = ctx.live.accelerators.get(acc)
+        resident = next((r for r in state.residents if r.deployment_id == dep), None) if state else None
+        return resident is None or resident.state is ResidencyState.LOADED
+
+    if not await ctx.live.wait_for(settled, max(0.0, deadline - time.time())):
+        raise ServingError("REQUEST_TIMEOUT", f"{dep} did not finish loading before the deadline")
+    state = ctx.live.accelerators.get(acc)
+    if state is None or not any(r.deployment_id == dep for r in state.residents):
+        failure = ctx.live.load_failures.get(dep)
+        detail = f": {failure.code} {failure.detail}" if failure else ""
+        raise ServingError("RESIDENCY_LOAD_FAILED", f"loading {dep} failed{detail}", http_status=503)
+
+
+async def _await_evicted(ctx: ServingContext, eviction: s.EvictionPlanned, deadline: float) -> None:
+    victims = set(eviction.victims)
+
+    def gone() -> bool:
+        state = ctx.live.accelerators.get(eviction.accelerator_id)
+        return state is None or not any(r.deployment_id in victims for r in state.residents)
+
+    if not await ctx.live.wait_for(gone, max(0.0, deadline - time.time())):
+        raise ServingError("REQUEST_TIMEOUT", "evicting idle models did not finish before the deadline")
+
+
+async def _queue(ctx: ServingContext, deadline: float) -> None:
+    ctx.queued += 1
+    try:
+        async with ctx.live.changed:
+            await asyncio.wait_for(ctx.live.changed.wait(), max(0.0, deadline - time.time()))
+    except TimeoutError:
+        raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline") from None
+    finally:
+        ctx.queued -= 1
+
+
+async def release(ctx: ServingContext, grant: Grant, outcome: str, attempts: int = 20) -> None:
+    """Give the lease back (retrying on conflicts: releasing never needs a new decision)."""
+    event = s.LeaseReleased(lease_id=grant.lease_id, accelerator_id=grant.accelerator_id, outcome=outcome)  # type: ignore[arg-type]
+    for _ in range(attempts):
+        try:
+            async with ctx.live.decision_lock:
+                await append_to_accelerator(ctx, grant.accelerator_id, [event])
+            return
+        except ConcurrencyConflict as conflict:
+            await catch_up_after(ctx, conflict, 5.0)

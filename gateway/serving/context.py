@@ -1,0 +1,27 @@
+"""What every serving step needs: the event store, the live view, NATS, and this gateway's identity."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from nats.aio.client import Client
+
+from eventstore.store import EventStore
+from gateway.state.live import LiveState
+from streams.envelope import Actor, ActorKind
+
+
+@dataclass
+class ServingContext:
+    store: EventStore
+    live: LiveState
+    client: Client
+    gateway_id: str
+    lease_ttl_s: float = 300.0
+    queued: int = 0  # requests of this gateway waiting for capacity right now
+    background: set[asyncio.Task[object]] = field(default_factory=set)
+
+    @property
+    def actor(self) -> Actor:
+        return Actor(ActorKind.GATEWAY, self.gateway_id)

@@ -1,0 +1,32 @@
+"""Scheduler verdicts and reasons as client-facing errors (stable codes, honest statuses)."""
+
+from __future__ import annotations
+
+from gateway.scheduler import PlacementDecision, ReasonCode, Verdict
+from streams import codes
+from streams.codes import ServingError
+
+
+def rejection(decision: PlacementDecision, deployment_id: str) -> ServingError:
+    """The first reason that is a catalogue code names the error, as the reference does."""
+    details: dict[str, object] = {
+        "verdict": decision.verdict.value,
+        "reason_codes": [r.value for r in decision.reason_codes],
+        "decision_fingerprint": decision.fingerprint,
+        "deployment_id": deployment_id,
+    }
+    if decision.verdict is Verdict.REJECT_QUEUE_FULL:
+        return ServingError("QUEUE_FULL", "the scheduler's queue is full; retry shortly", details=details)
+    if decision.verdict is Verdict.REJECT_DEADLINE:
+        return ServingError(
+            "REQUEST_TIMEOUT", "the request's deadline is too short to serve it", details=details
+        )
+    code = next((r.value for r in decision.reason_codes if r.value in codes.ERROR_CODES), None)
+    if decision.verdict is Verdict.REJECT_NO_ELIGIBLE_ACCELERATOR and code is None:
+        code = ReasonCode.NO_ELIGIBLE_NODE.value
+    return ServingError(
+        code or "INSUFFICIENT_SCHEDULABLE_VRAM",
+        f"cannot place {deployment_id}: {decision.verdict.value} ({', '.join(details['reason_codes'])})",  # type: ignore[arg-type]
+        http_status=503,
+        details=details,
+    )

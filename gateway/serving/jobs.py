@@ -1,0 +1,58 @@
+"""Control jobs for node agents, published to MF_WORK (deduplicated by job id)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from gateway.serving.context import ServingContext
+from gateway.state.catalog import DeploymentInfo
+from streams import subjects
+from streams.codes import ServingError
+from streams.envelope import new_id
+from streams.events import serving as s
+from streams.messages import AnyJob, LoadJob, UnloadJob
+
+
+async def publish_job(ctx: ServingContext, job: AnyJob, op: str) -> None:
+    subject = subjects.job_subject(job.node_id, job.deployment_id, op)
+    await ctx.client.jetstream().publish(
+        subject, msgspec.json.encode(job), headers={"Nats-Msg-Id": job.job_id}
+    )
+
+
+async def publish_load(
+    ctx: ServingContext, load: s.ResidencyLoadRequested, deployment: DeploymentInfo
+) -> None:
+    artifacts = ctx.live.catalog.artifact_sets.get(deployment.artifact_set_id)
+    if artifacts is None:
+        raise ServingError(
+            "ARTIFACT_INCOMPLETE", f"artifact set {deployment.artifact_set_id} is not registered"
+        )
+    job = LoadJob(
+        job_id=new_id(),
+        node_id=load.node_id,
+        deployment_id=load.deployment_id,
+        accelerator_id=load.accelerator_id,
+        requested_by=str(ctx.actor),
+        load_id=load.load_id,
+        artifact_set_id=artifacts.artifact_set_id,
+        capability=deployment.capability,
+        artifact_root=artifacts.root,
+        manifest=[msgspec.to_builtins(f) for f in artifacts.files],
+        max_batch_size=deployment.max_batch_size,
+    )
+    await publish_job(ctx, job, "load")
+
+
+async def publish_unload(
+    ctx: ServingContext, node_id: str, accelerator_id: str, deployment_id: str, reason: str
+) -> None:
+    job = UnloadJob(
+        job_id=new_id(),
+        node_id=node_id,
+        deployment_id=deployment_id,
+        accelerator_id=accelerator_id,
+        requested_by=str(ctx.actor),
+        reason=reason,
+    )
+    await publish_job(ctx, job, "unload")

@@ -1,0 +1,174 @@
+"""One request end to end: accept, get capacity, invoke, release, record — with its timings.
+
+Request events (MF_REQUESTS) and the lease release are written off the response's path: the
+client gets its answer as soon as the model replies; every path releases the lease and records
+how the request ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+import msgspec
+
+from gateway.serving import capacity
+from gateway.serving.context import ServingContext
+from gateway.serving.dispatch import invoke
+from streams.codes import ServingError
+from streams.events.base import Event
+from streams.events.requests import LatencyBreakdown, RequestAccepted, RequestCompleted, RequestFailed, Usage
+
+log = logging.getLogger("modelforge.gateway.pipeline")
+
+
+class RequestShape(msgspec.Struct, frozen=True):
+    items: int
+    chars: int
+
+    @property
+    def bucket(self) -> str:
+        return f"items:{_bucket(self.items)}/chars:{_bucket(self.chars)}"
+
+
+def _bucket(n: int) -> str:
+    """Powers-of-four buckets: the shape of a request without its content."""
+    upper = 1
+    while upper < n:
+        upper *= 4
+    return f"{upper // 4 + 1 if upper > 1 else 0}-{upper}"
+
+
+class Served(msgspec.Struct, frozen=True):
+    result: bytes
+    deployment_id: str
+    model_name: str
+    latency: LatencyBreakdown
+    cold: bool
+
+
+def spawn(ctx: ServingContext, work: Coroutine[Any, Any, object]) -> None:
+    task = asyncio.create_task(work)
+    ctx.background.add(task)
+    task.add_done_callback(_finished(ctx))
+
+
+def _finished(ctx: ServingContext) -> Any:
+    def done(task: asyncio.Task[object]) -> None:
+        ctx.background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background write failed: %r", task.exception())
+
+    return done
+
+
+def _record(ctx: ServingContext, capability: str, request_id: str, event: Event) -> None:
+    spawn(ctx, ctx.store.record_request(capability, request_id, event, actor=ctx.actor))
+
+
+async def serve(
+    ctx: ServingContext,
+    *,
+    request_id: str,
+    client_id: str,
+    capability: str,
+    payload: bytes,
+    shape: RequestShape,
+    deadline: float,
+    started: float,
+    validation_ms: float,
+    resolution_ms: float,
+    input_tokens: int = 0,
+) -> Served:
+    deployment = ctx.live.catalog.stable_for(capability)
+    if deployment is None:
+        raise ServingError("CAPABILITY_UNAVAILABLE", f"no deployment serves {capability}", http_status=503)
+    _record(
+        ctx,
+        capability,
+        request_id,
+        RequestAccepted(
+            request_id=request_id,
+            client_id=client_id,
+            capability=capability,
+            input_sha256=hashlib.sha256(payload).hexdigest(),
+            shape_bucket=shape.bucket,
+            items=shape.items,
+        ),
+    )
+    grant: capacity.Grant | None = None
+    try:
+        grant = await capacity.acquire(ctx, deployment, request_id, client_id, deadline)
+        invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
+    except ServingError as failure:
+        if grant is not None:
+            spawn(ctx, capacity.release(ctx, grant, "failed"))
+        latency = LatencyBreakdown(
+            validation_ms=validation_ms,
+            resolution_ms=resolution_ms,
+            total_ms=(time.perf_counter() - started) * 1000,
+        )
+        _record(
+            ctx,
+            capability,
+            request_id,
+            RequestFailed(
+                request_id=request_id,
+                client_id=client_id,
+                capability=capability,
+                code=failure.code,
+                http_status=failure.http_status,
+                deployment_id=deployment.deployment_id,
+                latency=latency,
+            ),
+        )
+        raise
+    spawn(ctx, capacity.release(ctx, grant, "completed"))
+    worker = invoked.worker
+    worker_ms = worker.queue_ms + worker.preprocess_ms + worker.inference_ms + worker.serialize_ms
+    total = (time.perf_counter() - started) * 1000
+    accounted = (
+        validation_ms
+        + resolution_ms
+        + grant.scheduling_ms
+        + grant.load_ms
+        + grant.queue_ms
+        + invoked.payload_ms
+        + invoked.round_trip_ms
+    )
+    latency = LatencyBreakdown(
+        validation_ms=validation_ms,
+        resolution_ms=resolution_ms,
+        scheduling_ms=grant.scheduling_ms,
+        load_ms=grant.load_ms,
+        queue_ms=grant.queue_ms + worker.queue_ms,
+        payload_ms=invoked.payload_ms,
+        dispatch_ms=invoked.round_trip_ms,
+        worker_preprocess_ms=worker.preprocess_ms,
+        worker_inference_ms=worker.inference_ms,
+        worker_serialize_ms=worker.serialize_ms,
+        transport_ms=max(0.0, invoked.round_trip_ms - worker_ms),
+        gateway_ms=max(0.0, total - accounted),
+        total_ms=total,
+    )
+    _record(
+        ctx,
+        capability,
+        request_id,
+        RequestCompleted(
+            request_id=request_id,
+            client_id=client_id,
+            capability=capability,
+            deployment_id=grant.deployment_id,
+            node_id=grant.node_id,
+            accelerator_id=grant.accelerator_id,
+            cold=grant.cold,
+            latency=latency,
+            usage=Usage(items=shape.items, input_tokens=input_tokens),
+        ),
+    )
+    return Served(invoked.result, grant.deployment_id, deployment.model_name, latency, grant.cold)

@@ -1,0 +1,183 @@
+"""The serving catalogue: deployments, artifact sets and nodes, folded from their events.
+
+Pure: `evolve_catalog(catalog, event, at)` returns a new catalogue. The gateway resolves a
+capability to a deployment and a deployment to the artifact files a node must load from here.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from streams.events import control as c
+from streams.events import serving as s
+from streams.events.base import Event
+
+
+class DeploymentInfo(msgspec.Struct, frozen=True, kw_only=True):
+    deployment_id: str
+    capability: str
+    model_name: str
+    artifact_set_id: str
+    channel: str  # "stable" | "experiment"
+    envelope: s.ResourceEnvelope
+    residency: s.ResidencyPolicy
+    embedding_space: s.EmbeddingSpace | None
+    max_batch_size: int = 32
+    route: str = ""
+    active: bool = True
+    draining: bool = False
+
+
+class ArtifactSetInfo(msgspec.Struct, frozen=True, kw_only=True):
+    artifact_set_id: str
+    node_id: str
+    root: str
+    files: tuple[c.ArtifactFile, ...]
+    capability: str
+    verified: bool = False
+    quarantined: bool = False
+
+
+class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
+    node_id: str
+    accelerators: tuple[c.AcceleratorSpec, ...]
+    enabled: bool = True
+    production_eligible: bool = True
+    decommissioned: bool = False
+    generation: int = 0
+
+    @property
+    def schedulable(self) -> bool:
+        return self.enabled and self.production_eligible and not self.decommissioned
+
+
+class Catalog(msgspec.Struct, frozen=True):
+    deployments: dict[str, DeploymentInfo] = msgspec.field(default_factory=dict)
+    artifact_sets: dict[str, ArtifactSetInfo] = msgspec.field(default_factory=dict)
+    nodes: dict[str, NodeInfo] = msgspec.field(default_factory=dict)
+
+    def stable_for(self, capability: str) -> DeploymentInfo | None:
+        """The capability's stable deployment that takes traffic (not draining)."""
+        for deployment in self.deployments.values():
+            if (
+                deployment.capability == capability
+                and deployment.channel == "stable"
+                and deployment.active
+                and not deployment.draining
+            ):
+                return deployment
+        return None
+
+    def node_of_accelerator(self, accelerator_id: str) -> NodeInfo | None:
+        for node in self.nodes.values():
+            if any(a.accelerator_id == accelerator_id for a in node.accelerators):
+                return node
+        return None
+
+
+def _with(catalog: Catalog, **changes: object) -> Catalog:
+    return msgspec.structs.replace(catalog, **changes)
+
+
+def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
+    deployments, artifacts, nodes = catalog.deployments, catalog.artifact_sets, catalog.nodes
+    match event:
+        case s.DeploymentPromoted():
+            info = DeploymentInfo(
+                deployment_id=event.deployment_id,
+                capability=event.capability,
+                model_name=event.model_name,
+                artifact_set_id=event.artifact_set_id,
+                channel="stable",
+                envelope=event.envelope,
+                residency=event.residency,
+                embedding_space=event.embedding_space,
+                max_batch_size=event.max_batch_size,
+            )
+            return _with(catalog, deployments={**deployments, event.deployment_id: info})
+        case s.ExperimentCreated():
+            info = DeploymentInfo(
+                deployment_id=event.deployment_id,
+                capability=event.capability,
+                model_name=event.model_name,
+                artifact_set_id=event.artifact_set_id,
+                channel="experiment",
+                envelope=event.envelope,
+                residency=s.ResidencyPolicy(),
+                embedding_space=event.embedding_space,
+                route=event.route,
+            )
+            return _with(catalog, deployments={**deployments, event.deployment_id: info})
+        case (
+            s.ExperimentActivated()
+            | s.ExperimentDeactivated()
+            | s.DeploymentDraining()
+            | s.DeploymentDrained()
+        ):
+            current = deployments.get(event.deployment_id)
+            if current is None:
+                return catalog
+            changed = {
+                s.ExperimentActivated: {"active": True},
+                s.ExperimentDeactivated: {"active": False},
+                s.DeploymentDraining: {"draining": True},
+                s.DeploymentDrained: {"draining": True, "active": False},
+            }[type(event)]
+            updated = msgspec.structs.replace(current, **changed)
+            return _with(catalog, deployments={**deployments, event.deployment_id: updated})
+        case s.ResidencyPolicyChanged():
+            current = deployments.get(event.deployment_id)
+            if current is None:
+                return catalog
+            updated = msgspec.structs.replace(current, residency=event.residency)
+            return _with(catalog, deployments={**deployments, event.deployment_id: updated})
+        case c.ArtifactSetRegistered():
+            art = ArtifactSetInfo(
+                artifact_set_id=event.artifact_set_id,
+                node_id=event.node_id,
+                root=event.root,
+                files=event.files,
+                capability=event.capability,
+            )
+            return _with(catalog, artifact_sets={**artifacts, event.artifact_set_id: art})
+        case c.ArtifactSetVerified() | c.ArtifactSetQuarantined():
+            current_art = artifacts.get(event.artifact_set_id)
+            if current_art is None:
+                return catalog
+            flag = {"verified": True} if isinstance(event, c.ArtifactSetVerified) else {"quarantined": True}
+            updated_art = msgspec.structs.replace(current_art, **flag)
+            return _with(catalog, artifact_sets={**artifacts, event.artifact_set_id: updated_art})
+        case c.NodeRegistered():
+            previous = nodes.get(event.node_id)
+            node = NodeInfo(
+                node_id=event.node_id,
+                accelerators=event.accelerators,
+                enabled=previous.enabled if previous else True,
+                production_eligible=previous.production_eligible if previous else True,
+                generation=previous.generation if previous else 0,
+            )
+            return _with(catalog, nodes={**nodes, event.node_id: node})
+        case (
+            c.NodeEnabled()
+            | c.NodeDisabled()
+            | c.NodeProductionEligibilityChanged()
+            | c.NodeDecommissioned()
+            | (c.WorkerStarted())
+        ):
+            current_node = nodes.get(event.node_id)
+            if current_node is None:
+                return catalog
+            match event:
+                case c.NodeEnabled():
+                    node = msgspec.structs.replace(current_node, enabled=True)
+                case c.NodeDisabled():
+                    node = msgspec.structs.replace(current_node, enabled=False)
+                case c.NodeProductionEligibilityChanged():
+                    node = msgspec.structs.replace(current_node, production_eligible=event.eligible)
+                case c.NodeDecommissioned():
+                    node = msgspec.structs.replace(current_node, decommissioned=True)
+                case _:
+                    node = msgspec.structs.replace(current_node, generation=event.generation)
+            return _with(catalog, nodes={**nodes, event.node_id: node})
+        case _:
+            return catalog

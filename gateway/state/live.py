@@ -1,0 +1,188 @@
+"""The gateway's live view: catalogue, accelerators and telemetry, kept current by subscriptions.
+
+One ordered subscription to MF_EVENTS folds the catalogue and every accelerator aggregate; one
+to MF_TELEMETRY (last value per subject) keeps observed memory and node liveness. Waiters block
+on an `asyncio.Condition` notified after every applied event: no polling. The gateway's own
+successful appends are applied at once (`apply_own`), so its next decision does not wait for
+the subscription to echo them back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+import msgspec
+from nats.aio.client import Client
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from eventstore.records import RecordedEvent
+from eventstore.subscription import subscribe
+from gateway.scheduler import DEFAULT_POLICY, AcceleratorState, SchedulerPolicy
+from gateway.state.accelerators import evolve_accelerator, new_accelerator, with_telemetry
+from gateway.state.catalog import Catalog, evolve_catalog
+from streams import subjects
+from streams.codec import UnknownEvent
+from streams.events import control as c
+from streams.events import serving as s
+from streams.messages import AcceleratorTelemetry
+
+log = logging.getLogger("modelforge.gateway.state")
+_telemetry_decoder = msgspec.json.Decoder(AcceleratorTelemetry)
+
+
+def policy_from(event: c.SchedulerPolicyRevised) -> SchedulerPolicy:
+    """Settings override the defaults field by field; unknown names are ignored."""
+    known = {k: v for k, v in event.settings.items() if k in SchedulerPolicy.__struct_fields__}
+    fields = {**msgspec.structs.asdict(DEFAULT_POLICY), **known, "revision": event.revision}
+    return msgspec.convert(fields, SchedulerPolicy, strict=False)
+
+
+class LiveState:
+    def __init__(self, telemetry_stale_s: float = 10.0) -> None:
+        self.catalog = Catalog()
+        self.policy = DEFAULT_POLICY
+        self.accelerators: dict[str, AcceleratorState] = {}
+        self.versions: dict[str, int] = {}  # accelerator id -> its aggregate version
+        self.telemetry: dict[str, AcceleratorTelemetry] = {}
+        self.applied = 0
+        self.telemetry_stale_s = telemetry_stale_s
+        self.changed = asyncio.Condition()
+        # One lock for decide-and-append: decisions read every accelerator; appends take ~0.2 ms.
+        self.decision_lock = asyncio.Lock()
+        self.load_failures: dict[str, s.ResidencyLoadFailed] = {}  # deployment id -> last failure
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ---- folding -------------------------------------------------------------------------
+
+    def apply(self, record: RecordedEvent) -> None:
+        """Fold one MF_EVENTS record (idempotent: older sequences are ignored per aggregate)."""
+        event, envelope = record.event, record.envelope
+        if isinstance(event, UnknownEvent) or envelope is None:
+            log.warning(
+                "skipping undecodable event at sequence %d: %s", record.sequence, getattr(event, "reason", "")
+            )
+            self.applied = max(self.applied, record.sequence)
+            return
+        if envelope.aggregate_type == subjects.Aggregate.ACCELERATOR.value:
+            acc_id = envelope.aggregate_id
+            if isinstance(event, s.ResidencyLoadFailed):
+                self.load_failures[event.deployment_id] = event
+            if record.sequence > self.versions.get(acc_id, 0):
+                state = self.accelerators.get(acc_id) or self._new_accelerator(acc_id)
+                self.accelerators[acc_id] = evolve_accelerator(
+                    state, event, envelope.occurred_at, self.catalog
+                )
+                self.versions[acc_id] = record.sequence
+        elif isinstance(event, c.SchedulerPolicyRevised):
+            self.policy = policy_from(event)
+        else:
+            self.catalog = evolve_catalog(self.catalog, event)
+            if isinstance(event, c.NodeRegistered):
+                for spec in event.accelerators:
+                    if spec.accelerator_id not in self.accelerators:
+                        self.accelerators[spec.accelerator_id] = new_accelerator(
+                            spec.accelerator_id, event.node_id, spec.total_bytes
+                        )
+        self.applied = max(self.applied, record.sequence)
+
+    def apply_own(self, record: RecordedEvent, expected_version: int) -> None:
+        """Apply our own append at once if nothing else can have come in between."""
+        acc_id = record.envelope.aggregate_id if record.envelope else ""
+        if self.versions.get(acc_id, 0) == expected_version:
+            self.apply(record)
+
+    def _new_accelerator(self, accelerator_id: str) -> AcceleratorState:
+        node = self.catalog.node_of_accelerator(accelerator_id)
+        spec = (
+            next((a for a in node.accelerators if a.accelerator_id == accelerator_id), None) if node else None
+        )
+        return new_accelerator(accelerator_id, node.node_id if node else "", spec.total_bytes if spec else 0)
+
+    def apply_telemetry(self, sample: AcceleratorTelemetry) -> None:
+        self.telemetry[sample.accelerator_id] = sample
+        state = self.accelerators.get(sample.accelerator_id)
+        if state is not None:
+            self.accelerators[sample.accelerator_id] = with_telemetry(
+                state, sample.used_bytes, sample.observed_at_unix_ms / 1000
+            )
+
+    # ---- queries -------------------------------------------------------------------------
+
+    def node_live(self, node_id: str, now: float | None = None) -> bool:
+        now = time.time() if now is None else now
+        samples = [t for t in self.telemetry.values() if t.node_id == node_id]
+        return any(
+            t.healthy and now - t.observed_at_unix_ms / 1000 <= self.telemetry_stale_s for t in samples
+        )
+
+    def schedulable_accelerators(self, now: float | None = None) -> list[AcceleratorState]:
+        """Accelerators of enabled nodes with fresh telemetry, marked available for placement."""
+        out = []
+        for node in self.catalog.nodes.values():
+            ok = node.schedulable and self.node_live(node.node_id, now)
+            for spec in node.accelerators:
+                state = self.accelerators.get(spec.accelerator_id)
+                if state is not None:
+                    out.append(
+                        state if state.available == ok else msgspec.structs.replace(state, available=ok)
+                    )
+        return out
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        async with self.changed:
+            try:
+                await asyncio.wait_for(self.changed.wait_for(predicate), timeout)
+            except TimeoutError:
+                return False
+        return True
+
+    async def wait_applied(self, sequence: int, timeout: float = 5.0) -> bool:
+        return await self.wait_for(lambda: self.applied >= sequence, timeout)
+
+    async def notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+
+    # ---- subscriptions -------------------------------------------------------------------
+
+    async def start(self, client: Client) -> None:
+        """Subscribe; returns once the state has caught up with the streams as they were."""
+        js = client.jetstream()
+        last = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+        self._tasks.append(asyncio.create_task(self._follow_events(client)))
+        self._tasks.append(asyncio.create_task(self._follow_telemetry(client)))
+        if last and not await self.wait_applied(last, timeout=120):
+            raise RuntimeError(f"gateway state did not catch up to sequence {last}")
+
+    async def _follow_events(self, client: Client) -> None:
+        async for record in subscribe(client, 1):
+            self.apply(record)
+            await self.notify()
+
+    async def _follow_telemetry(self, client: Client) -> None:
+        js = client.jetstream()
+        sub = await js.subscribe(
+            f"{subjects.TELEMETRY_PREFIX}.>",
+            stream=subjects.TELEMETRY_STREAM,
+            ordered_consumer=True,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT),
+        )
+        async for msg in sub.messages:
+            try:
+                self.apply_telemetry(_telemetry_decoder.decode(msg.data))
+            except msgspec.DecodeError:
+                log.warning("ignoring malformed telemetry on %s", msg.subject)
+                continue
+            await self.notify()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()

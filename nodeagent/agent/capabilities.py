@@ -1,0 +1,196 @@
+"""Contract-level serving of one capability: contract input JSON in, contract output JSON out.
+
+The adapters speak rows and tensors; a server here decodes the contract's input, submits its rows to
+the deployment's dynamic batcher, checks the result against the contract (INVALID_OUTPUT otherwise)
+and encodes the contract's output. Content is never logged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
+import numpy as np
+
+from nodeagent.adapters.base import CapabilityAdapter, invalid_output, run_rows
+from nodeagent.adapters.embedding import EmbeddingAdapter, EmbeddingResult, validate_embeddings
+from nodeagent.adapters.reranking import (
+    RerankDocument,
+    RerankingAdapter,
+    expected_ranking_length,
+    rank_documents,
+    validate_ranking,
+)
+from nodeagent.batching import DynamicBatcher
+from nodeagent.runtimes.base import Runtime
+from streams import codes, contracts
+from streams.codes import ServingError
+from streams.messages import WorkerTimings
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
+BATCH_WAIT_S = 0.002  # how long a lone request waits for company before it runs alone
+_TEST_TEXTS = ["ModelForge health check", "a second, longer sentence to embed for the warm-up"]
+_TEST_PAIRS = [("health check", "the service answers health checks"), ("health check", "unrelated text")]
+
+
+@dataclass(frozen=True)
+class Timed(Generic[ResultT]):
+    """One row's result plus the facts of the runtime call it shared."""
+
+    result: ResultT
+    batch_rows: int
+    inference_ms: float
+
+
+def timed_runner(
+    adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runtime
+) -> Callable[[Sequence[ItemT]], list[Timed[ResultT]]]:
+    def run(items: Sequence[ItemT]) -> list[Timed[ResultT]]:
+        started = time.perf_counter()
+        results = run_rows(adapter, runtime, items)
+        elapsed = (time.perf_counter() - started) * 1000
+        return [Timed(result, len(items), elapsed) for result in results]
+
+    return run
+
+
+class CapabilityServer(Protocol):
+    capability: str
+
+    async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]: ...
+
+    def test_inference(self) -> None:
+        """One blocking inference on fixed input, validated: warm-up, health and probe use it."""
+
+    async def check(self) -> None:
+        """The same fixed inference through the batcher, so it never races a serving runtime call."""
+
+    async def close(self) -> None: ...
+
+
+def _decode(payload: bytes, input_type: type[Any]) -> Any:
+    try:
+        return msgspec.json.decode(payload, type=input_type)
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        raise ServingError(codes.INVALID_INPUT.code, f"input breaks the contract: {error}") from None
+
+
+def _check_items(count: int, limits: contracts.Limits) -> None:
+    if not 1 <= count <= limits.max_items:
+        raise ServingError(codes.INVALID_INPUT.code, f"between 1 and {limits.max_items} items are allowed")
+
+
+def _timings(timed: Sequence[Timed[Any]], waited_ms: float, decode_ms: float) -> WorkerTimings:
+    inference_ms = max((t.inference_ms for t in timed), default=0.0)
+    return WorkerTimings(
+        queue_ms=max(0.0, waited_ms - inference_ms),
+        preprocess_ms=decode_ms,
+        inference_ms=inference_ms,
+        batch_size=max((t.batch_rows for t in timed), default=0),
+    )
+
+
+class EmbeddingServer:
+    capability = contracts.EMBEDDING.capability
+
+    def __init__(self, adapter: EmbeddingAdapter, runtime: Runtime, max_batch_size: int) -> None:
+        self.adapter, self.runtime = adapter, runtime
+        self.batcher: DynamicBatcher[str, Timed[EmbeddingResult]] = DynamicBatcher(
+            timed_runner(adapter, runtime), max_batch_size=max_batch_size, max_wait_s=BATCH_WAIT_S
+        )
+
+    async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
+        started = time.perf_counter()
+        request: contracts.EmbeddingInput = _decode(payload, contracts.EmbeddingInput)
+        _check_items(len(request.texts), contracts.EMBEDDING.limits)
+        dimension = self.adapter.config.dimension
+        if request.dimensions is not None and request.dimensions != dimension:
+            raise ServingError(
+                codes.INVALID_INPUT.code, f"this deployment serves {dimension} dimensions only", "dimensions"
+            )
+        decoded = time.perf_counter()
+        timed = await self.batcher.submit(request.texts)
+        ran = time.perf_counter()
+        vectors = [t.result.vector for t in timed]
+        validate_embeddings(
+            vectors,
+            expected_count=len(request.texts),
+            dimension=dimension,
+            normalized=self.adapter.config.normalize,
+        )
+        output = contracts.EmbeddingOutput(
+            embeddings=np.stack(vectors).tolist(),
+            dimension=dimension,
+            input_tokens=sum(t.result.token_count for t in timed),
+        )
+        body = msgspec.json.encode(output)
+        timings = _timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
+        serialize_ms = (time.perf_counter() - ran) * 1000
+        return body, msgspec.structs.replace(timings, serialize_ms=serialize_ms)
+
+    def test_inference(self) -> None:
+        self._validate([r.vector for r in run_rows(self.adapter, self.runtime, _TEST_TEXTS)])
+
+    async def check(self) -> None:
+        self._validate([t.result.vector for t in await self.batcher.submit(_TEST_TEXTS)])
+
+    def _validate(self, vectors: Sequence[Any]) -> None:
+        validate_embeddings(
+            vectors,
+            expected_count=len(_TEST_TEXTS),
+            dimension=self.adapter.config.dimension,
+            normalized=self.adapter.config.normalize,
+        )
+
+    async def close(self) -> None:
+        await self.batcher.close()
+
+
+class RerankServer:
+    capability = contracts.RERANKING.capability
+
+    def __init__(self, adapter: RerankingAdapter, runtime: Runtime, max_batch_size: int) -> None:
+        self.adapter, self.runtime = adapter, runtime
+        self.batcher: DynamicBatcher[tuple[str, str], Timed[float]] = DynamicBatcher(
+            timed_runner(adapter, runtime), max_batch_size=max_batch_size, max_wait_s=BATCH_WAIT_S
+        )
+
+    async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
+        started = time.perf_counter()
+        request: contracts.RerankInput = _decode(payload, contracts.RerankInput)
+        _check_items(len(request.documents), contracts.RERANKING.limits)
+        decoded = time.perf_counter()
+        timed = await self.batcher.submit([(request.query, text) for text in request.documents])
+        ran = time.perf_counter()
+        documents = [RerankDocument(str(index), text) for index, text in enumerate(request.documents)]
+        ranking = rank_documents(documents, [t.result for t in timed], request.top_n)
+        validate_ranking(
+            ranking,
+            expected_ids={d.id for d in documents},
+            expected_count=expected_ranking_length(len(documents), request.top_n),
+        )
+        output = contracts.RerankOutput(
+            results=[contracts.RankedDocument(index=r.index, relevance_score=r.score) for r in ranking],
+            input_tokens=sum(self.adapter.count_tokens((request.query, text)) for text in request.documents),
+        )
+        body = msgspec.json.encode(output)
+        timings = _timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
+        return body, msgspec.structs.replace(timings, serialize_ms=(time.perf_counter() - ran) * 1000)
+
+    def test_inference(self) -> None:
+        _check_scores(run_rows(self.adapter, self.runtime, _TEST_PAIRS))
+
+    async def check(self) -> None:
+        _check_scores([t.result for t in await self.batcher.submit(_TEST_PAIRS)])
+
+    async def close(self) -> None:
+        await self.batcher.close()
+
+
+def _check_scores(scores: Sequence[float]) -> None:
+    if len(scores) != len(_TEST_PAIRS):
+        raise invalid_output("reranker test inference returned the wrong number of scores")

@@ -1,0 +1,123 @@
+"""Serving invokes: core NATS request-reply on `mf.invoke.<node>.<deployment>`, one queue group per
+deployment so replicas share the load. Results go straight to the request's reply inbox and are
+never stored; payloads are never logged. The gateway owns the deadline and any retry: a request
+already past its deadline is answered REQUEST_TIMEOUT without running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import msgspec
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from nodeagent.agent.residency import Residency
+from streams import codes, subjects
+from streams.codes import ServingError
+from streams.messages import InvokeReply, InvokeRequest
+
+log = logging.getLogger("modelforge.agent.invoke")
+
+_request_decoder = msgspec.json.Decoder(InvokeRequest)
+_reply_encoder = msgspec.json.Encoder()
+
+
+def now_unix_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def failure(code: str, message: str) -> bytes:
+    return _reply_encoder.encode(InvokeReply(ok=False, code=code, message=message))
+
+
+async def answer(residency: Residency, request: InvokeRequest) -> bytes:
+    """The reply for one decoded request: the contract output, or a failure with a stable code."""
+    remaining_s = (request.deadline_unix_ms - now_unix_ms()) / 1000
+    if remaining_s <= 0:
+        return failure(codes.REQUEST_TIMEOUT.code, "the request's deadline passed before it ran")
+    if request.deployment_id != residency.deployment_id:
+        return failure(codes.RESIDENCY_CONFLICT.code, "the request names another deployment")
+    if request.capability != residency.capability:
+        return failure(codes.CAPABILITY_UNAVAILABLE.code, f"this deployment serves {residency.capability}")
+    try:
+        async with asyncio.timeout(remaining_s):
+            body, timings = await residency.server.serve(bytes(request.payload))
+    except TimeoutError:
+        return failure(codes.REQUEST_TIMEOUT.code, "the worker did not finish before the deadline")
+    except ServingError as error:
+        return failure(error.code, error.message)
+    except Exception as error:  # an engine fault: report it, never its input
+        log.exception("invoke %s on %s failed", request.request_id, residency.deployment_id)
+        return failure(codes.INFERENCE_FAILED.code, f"inference failed: {type(error).__name__}")
+    reply = InvokeReply(ok=True, result=msgspec.Raw(body), timings=timings)
+    return _reply_encoder.encode(reply)
+
+
+class InvokeServer:
+    """The invoke subscriptions of every residency this agent serves."""
+
+    def __init__(self, client: Client, node_id: str) -> None:
+        self.client = client
+        self.node_id = node_id
+        self._subscriptions: dict[str, Subscription] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def serving(self, deployment_id: str) -> bool:
+        return deployment_id in self._subscriptions
+
+    async def start(self, residency: Residency) -> None:
+        deployment = residency.deployment_id
+        if deployment in self._subscriptions:
+            return
+
+        async def on_request(msg: Msg) -> None:
+            # Return at once so the next request can join the same batch; count it in flight now,
+            # so a drain that starts before the task runs still waits for it.
+            residency.started()
+            task = asyncio.get_running_loop().create_task(self._handle(residency, msg))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        self._subscriptions[deployment] = await self.client.subscribe(
+            subjects.invoke_subject(self.node_id, deployment),
+            queue=f"dep-{deployment}",
+            cb=on_request,
+            pending_msgs_limit=-1,
+            pending_bytes_limit=-1,
+        )
+        await self.client.flush()  # the interest is live before anyone is told the model is loaded
+
+    async def stop(self, residency: Residency) -> None:
+        """Take no new invokes for this residency, then wait for its in-flight ones to reply."""
+        subscription = self._subscriptions.pop(residency.deployment_id, None)
+        if subscription is not None:
+            await subscription.unsubscribe()
+        await residency.idle.wait()
+
+    async def close(self) -> None:
+        for subscription in self._subscriptions.values():
+            await subscription.unsubscribe()
+        self._subscriptions.clear()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _handle(self, residency: Residency, msg: Msg) -> None:
+        if not msg.reply:
+            residency.finished()
+            return  # a publish without an inbox has nobody to answer
+        try:
+            try:
+                request = _request_decoder.decode(msg.data)
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                reply = failure(codes.INVALID_INPUT.code, "not an InvokeRequest")
+            else:
+                reply = await answer(residency, request)
+            await self.client.publish(msg.reply, reply)
+        except Exception:
+            log.exception("could not answer an invoke on %s", residency.deployment_id)
+        finally:
+            residency.finished()

@@ -1,0 +1,145 @@
+"""Control jobs: a durable pull consumer per node on MF_WORK (`mf.job.<node>.>`).
+
+Jobs run one at a time, so each load's memory measurement is its own. A job is acked only after its
+outcome event is appended; while it runs, in-progress acks keep its lease alive. An agent that dies
+mid-job stops renewing, so the server redelivers the job after `ack_wait` (to this node's next
+generation). The last allowed delivery is not attempted: it records the job's failure event
+(`LEASE_TIMEOUT`) and acks, so a job that keeps killing its agent ends visibly instead of vanishing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import msgspec
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.client import JetStreamContext
+from nats.js.errors import BadRequestError
+
+from nodeagent.agent.operations import Operations
+from streams import codes, subjects
+from streams.messages import AnyJob
+
+log = logging.getLogger("modelforge.agent.jobs")
+
+_job_decoder = msgspec.json.Decoder(AnyJob)
+
+
+def consumer_name(node_id: str) -> str:
+    return f"agent-{subjects.token(node_id, 'node id')}"
+
+
+def consumer_config(node_id: str, ack_wait_s: float, max_deliver: int) -> ConsumerConfig:
+    return ConsumerConfig(
+        durable_name=consumer_name(node_id),
+        filter_subject=subjects.node_jobs_filter(node_id),
+        deliver_policy=DeliverPolicy.ALL,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait_s,
+        max_deliver=max_deliver,
+        max_ack_pending=16,
+    )
+
+
+@contextlib.asynccontextmanager
+async def kept_alive(msg: Msg, every_s: float) -> AsyncIterator[None]:
+    """Send in-progress acks on a timer while the body runs, so a long load keeps its lease."""
+    done = asyncio.Event()
+
+    async def renew() -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), every_s)
+            if done.is_set():
+                return
+            with contextlib.suppress(Exception):  # a missed renewal only risks a redelivery
+                await msg.in_progress()
+
+    task = asyncio.get_running_loop().create_task(renew())
+    try:
+        yield
+    finally:
+        done.set()
+        await task
+
+
+class JobConsumer:
+    def __init__(
+        self,
+        client: Client,
+        node_id: str,
+        operations: Operations,
+        *,
+        ack_wait_s: float = 30.0,
+        max_deliver: int = 5,
+        fetch_expiry_s: float = 5.0,
+    ) -> None:
+        self.js = client.jetstream()
+        self.node_id = node_id
+        self.operations = operations
+        self.ack_wait_s = ack_wait_s
+        self.max_deliver = max_deliver
+        self.fetch_expiry_s = fetch_expiry_s
+
+    async def bind(self) -> JetStreamContext.PullSubscription:
+        config = consumer_config(self.node_id, self.ack_wait_s, self.max_deliver)
+        try:
+            await self.js.add_consumer(subjects.WORK_STREAM, config)
+        except BadRequestError:
+            # Settings changed since the consumer was made: replace it. Jobs live in the work-queue
+            # stream, not in the consumer, so nothing is lost; unacked ones are delivered again.
+            await self.js.delete_consumer(subjects.WORK_STREAM, consumer_name(self.node_id))
+            await self.js.add_consumer(subjects.WORK_STREAM, config)
+        return await self.js.pull_subscribe_bind(consumer_name(self.node_id), stream=subjects.WORK_STREAM)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        subscription = await self.bind()
+        try:
+            while not stop.is_set():
+                try:
+                    # A long-poll pull: the server holds it open until a job arrives or it expires.
+                    messages = await subscription.fetch(1, timeout=self.fetch_expiry_s)
+                except (NatsTimeoutError, TimeoutError):
+                    continue
+                for msg in messages:
+                    await self.handle(msg)
+        finally:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+
+    async def handle(self, msg: Msg) -> None:
+        deliveries = msg.metadata.num_delivered
+        try:
+            job = _job_decoder.decode(msg.data)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            log.error("undecodable job on %s: terminated", msg.subject)
+            await msg.term()
+            return
+        try:
+            if job.node_id != self.node_id:
+                detail = f"job for node {job.node_id} arrived at {self.node_id}"
+                await self.operations.fail(job, codes.NODE_OWNERSHIP_MISMATCH.code, detail, deliveries)
+            elif deliveries >= self.max_deliver:
+                detail = f"delivered {deliveries} times; its agent died or stalled on every attempt"
+                log.error("job %s (%s): %s", job.job_id, msg.subject, detail)
+                await self.operations.fail(job, codes.LEASE_TIMEOUT.code, detail, deliveries)
+            else:
+                log.info("job %s: %s delivery %d", job.job_id, msg.subject, deliveries)
+                async with kept_alive(msg, self.ack_wait_s / 3):
+                    await self.operations.run(job)
+            await msg.ack_sync()
+        except asyncio.CancelledError:
+            raise  # stopping: the job stays unacked and is delivered again
+        except Exception:
+            # Its outcome could not be recorded (NATS unreachable, an append refused): try again.
+            log.exception(
+                "job %s failed before its outcome was recorded; it will be delivered again", job.job_id
+            )
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=min(5.0, self.ack_wait_s))

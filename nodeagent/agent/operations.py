@@ -1,0 +1,311 @@
+"""What each control job does on this node, and the facts it appends (accelerator aggregate, with
+`ExpectedVersion.ANY`: they are observations; the gateway's decisions carry expected versions).
+
+load:   ResidencyLoading → ResidencyLoaded (measured) | ResidencyLoadFailed (code)
+unload: ResidencyUnloading → ResidencyUnloaded (reclaimed bytes) | ResidencyUnloadFailed
+health: ResidencyHealthChecked (process, runtime, model layers)
+drain:  ResidencyDrained (no new invokes; in-flight ones finished)
+probe:  ProbeCompleted | ProbeFailed (candidate aggregate): load → health → test inference → unload
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eventstore.store import EventStore, ExpectedVersion
+from nodeagent.agent.hardware import Accelerator, Hardware
+from nodeagent.agent.invoke import InvokeServer
+from nodeagent.agent.residency import Residency, load_blocking, unload_blocking
+from streams import codes
+from streams.codes import ServingError
+from streams.envelope import Actor
+from streams.events import Event
+from streams.events import serving as s
+from streams.events.control import HealthLayers, ProbeCompleted, ProbeFailed
+from streams.messages import AnyJob, DrainJob, HealthJob, LoadJob, ProbeJob, UnloadJob
+from streams.subjects import Aggregate
+
+PROBE_MAX_BATCH = 8
+
+
+@dataclass
+class AgentState:
+    node_id: str
+    artifact_root: Path
+    hardware: Hardware
+    generation: int
+    store: EventStore
+    invokes: InvokeServer
+    actor: Actor
+    residencies: dict[str, Residency] = field(default_factory=dict)
+
+    def residencies_on(self, accelerator_id: str) -> list[str]:
+        return sorted(d for d, r in self.residencies.items() if r.accelerator_id == accelerator_id)
+
+
+class Operations:
+    def __init__(self, state: AgentState) -> None:
+        self.state = state
+
+    async def run(self, job: AnyJob) -> None:
+        match job:
+            case LoadJob():
+                await self.load(job)
+            case UnloadJob():
+                await self.unload(job)
+            case HealthJob():
+                await self.health(job)
+            case DrainJob():
+                await self.drain(job)
+            case ProbeJob():
+                await self.probe(job)
+
+    async def fail(self, job: AnyJob, code: str, detail: str, deliveries: int = 0) -> None:
+        """The job's own failure event, for a job refused or out of deliveries."""
+        match job:
+            case LoadJob():
+                await self._record(job, self._load_failed(job, code, detail))
+            case UnloadJob():
+                await self._record(job, self._unload_failed(job, code, detail))
+            case ProbeJob():
+                failed = ProbeFailed(
+                    candidate_id=job.candidate_id,
+                    probe_id=job.probe_id,
+                    node_id=job.node_id,
+                    code=code,
+                    detail=detail,
+                )
+                await self._append(Aggregate.CANDIDATE, job.candidate_id, failed, job.job_id)
+            case _:
+                failed_job = s.AgentJobFailed(
+                    job_id=job.job_id,
+                    op=str(type(job).__struct_config__.tag),
+                    accelerator_id=job.accelerator_id,
+                    deployment_id=job.deployment_id,
+                    code=code,
+                    detail=detail,
+                    deliveries=deliveries,
+                )
+                await self._record(job, failed_job)
+
+    # ---- load / unload ------------------------------------------------------------------------
+
+    async def load(self, job: LoadJob) -> None:
+        accelerator = self._accelerator(job)
+        if accelerator is None:
+            await self.fail(
+                job, codes.NODE_OWNERSHIP_MISMATCH.code, f"no accelerator {job.accelerator_id} here"
+            )
+            return
+        resident = self.state.residencies.get(job.deployment_id)
+        if resident is not None:  # a redelivered or repeated load: report what is already held
+            await self.state.invokes.start(resident)
+            await self._record(job, self._loaded(job, resident))
+            return
+        await self._record(
+            job,
+            s.ResidencyLoading(
+                load_id=job.load_id,
+                accelerator_id=job.accelerator_id,
+                deployment_id=job.deployment_id,
+                generation=self.state.generation,
+            ),
+        )
+        try:
+            runtime, server, measurement = await asyncio.to_thread(
+                load_blocking,
+                self.state.artifact_root,
+                job.artifact_root,
+                job.manifest,
+                job.capability,
+                accelerator,
+                job.max_batch_size,
+            )
+        except ServingError as error:
+            await self._record(job, self._load_failed(job, error.code, error.message))
+            return
+        except Exception as error:  # an unforeseen fault is still this load's outcome, with a code
+            detail = f"load failed: {type(error).__name__}"
+            await self._record(job, self._load_failed(job, codes.RESIDENCY_LOAD_FAILED.code, detail))
+            return
+        residency = Residency(
+            deployment_id=job.deployment_id,
+            accelerator_id=job.accelerator_id,
+            capability=job.capability,
+            generation=self.state.generation,
+            runtime=runtime,
+            server=server,
+            measurement=measurement,
+        )
+        self.state.residencies[job.deployment_id] = residency
+        await self.state.invokes.start(residency)  # serving before anyone reads "loaded"
+        await self._record(job, self._loaded(job, residency))
+
+    async def unload(self, job: UnloadJob) -> None:
+        await self._record(
+            job,
+            s.ResidencyUnloading(
+                accelerator_id=job.accelerator_id, deployment_id=job.deployment_id, reason=job.reason
+            ),
+        )
+        residency = self.state.residencies.get(job.deployment_id)
+        if residency is None:  # not held by this generation: it is already cold
+            await self._record(job, self._unloaded(job, 0))
+            return
+        await self.state.invokes.stop(residency)
+        del self.state.residencies[job.deployment_id]
+        await residency.server.close()
+        reclaimed = await asyncio.to_thread(unload_blocking, residency.runtime)
+        if reclaimed <= 0:
+            detail = f"unloaded, but memory did not go down ({reclaimed} bytes)"
+            await self._record(job, self._unload_failed(job, codes.RESIDENCY_UNLOAD_FAILED.code, detail))
+            return
+        await self._record(job, self._unloaded(job, reclaimed))
+
+    # ---- health / drain -----------------------------------------------------------------------
+
+    async def health(self, job: HealthJob) -> None:
+        residency = self.state.residencies.get(job.deployment_id)
+        runtime_ok = residency is not None and bool(residency.runtime.input_specs)
+        model_ok, detail = False, "not resident in this worker generation"
+        if residency is not None:
+            model_ok, detail = await _checked(residency)
+        await self._record(
+            job,
+            s.ResidencyHealthChecked(
+                accelerator_id=job.accelerator_id,
+                deployment_id=job.deployment_id,
+                generation=self.state.generation,
+                job_id=job.job_id,
+                process_ok=True,
+                runtime_ok=runtime_ok,
+                model_ok=model_ok,
+                code="" if runtime_ok and model_ok else codes.HEALTHCHECK_FAILED.code,
+                detail=detail,
+            ),
+        )
+
+    async def drain(self, job: DrainJob) -> None:
+        residency = self.state.residencies.get(job.deployment_id)
+        if residency is not None:
+            await self.state.invokes.stop(residency)  # a later load job resumes serving
+        drained = s.ResidencyDrained(
+            accelerator_id=job.accelerator_id,
+            deployment_id=job.deployment_id,
+            generation=self.state.generation,
+            job_id=job.job_id,
+        )
+        await self._record(job, drained)
+
+    # ---- probe --------------------------------------------------------------------------------
+
+    async def probe(self, job: ProbeJob) -> None:
+        accelerator = self._accelerator(job)
+        if accelerator is None:
+            await self.fail(
+                job, codes.NODE_OWNERSHIP_MISMATCH.code, f"no accelerator {job.accelerator_id} here"
+            )
+            return
+        try:
+            runtime, server, measured = await asyncio.to_thread(
+                load_blocking,
+                self.state.artifact_root,
+                job.artifact_root,
+                job.manifest,
+                job.capability,
+                accelerator,
+                PROBE_MAX_BATCH,
+            )
+        except ServingError as error:
+            await self.fail(job, error.code, error.message)
+            return
+        except Exception as error:
+            await self.fail(job, codes.RESIDENCY_LOAD_FAILED.code, f"load failed: {type(error).__name__}")
+            return
+        started = time.perf_counter()
+        model_ok, detail = True, ""
+        try:
+            await asyncio.to_thread(server.test_inference)
+        except ServingError as error:
+            model_ok, detail = False, f"{error.code}: {error.message}"
+        inference_ms = (time.perf_counter() - started) * 1000
+        await server.close()
+        reclaimed = await asyncio.to_thread(unload_blocking, runtime)
+        completed = ProbeCompleted(
+            candidate_id=job.candidate_id,
+            probe_id=job.probe_id,
+            node_id=job.node_id,
+            accelerator_id=job.accelerator_id,
+            hardware_fingerprint=self.state.hardware.fingerprint,
+            runtime=measured.runtime,
+            health=HealthLayers(process=True, runtime=True, model=model_ok, detail=detail),
+            output_valid=model_ok,
+            baseline_bytes=measured.baseline_bytes,
+            loaded_bytes=measured.loaded_bytes,
+            peak_bytes=measured.peak_bytes,
+            cold_load_ms=measured.cold_load_ms,
+            inference_ms=inference_ms,
+            unload_reclaimed_bytes=max(0, reclaimed),
+        )
+        await self._append(Aggregate.CANDIDATE, job.candidate_id, completed, job.job_id)
+
+    # ---- helpers ------------------------------------------------------------------------------
+
+    def _accelerator(self, job: AnyJob) -> Accelerator | None:
+        return self.state.hardware.accelerator(job.accelerator_id)
+
+    def _loaded(self, job: LoadJob, residency: Residency) -> s.ResidencyLoaded:
+        m = residency.measurement
+        return s.ResidencyLoaded(
+            load_id=job.load_id,
+            accelerator_id=job.accelerator_id,
+            deployment_id=job.deployment_id,
+            generation=residency.generation,
+            runtime=m.runtime,
+            baseline_bytes=m.baseline_bytes,
+            loaded_bytes=m.loaded_bytes,
+            peak_bytes=m.peak_bytes,
+            measured_bytes=m.measured_bytes,
+            cold_load_ms=m.cold_load_ms,
+        )
+
+    @staticmethod
+    def _load_failed(job: LoadJob, code: str, detail: str) -> s.ResidencyLoadFailed:
+        return s.ResidencyLoadFailed(
+            load_id=job.load_id,
+            accelerator_id=job.accelerator_id,
+            deployment_id=job.deployment_id,
+            code=code,
+            detail=detail,
+        )
+
+    @staticmethod
+    def _unloaded(job: UnloadJob, reclaimed: int) -> s.ResidencyUnloaded:
+        return s.ResidencyUnloaded(
+            accelerator_id=job.accelerator_id, deployment_id=job.deployment_id, reclaimed_bytes=reclaimed
+        )
+
+    @staticmethod
+    def _unload_failed(job: UnloadJob, code: str, detail: str) -> s.ResidencyUnloadFailed:
+        return s.ResidencyUnloadFailed(
+            accelerator_id=job.accelerator_id, deployment_id=job.deployment_id, code=code, detail=detail
+        )
+
+    async def _record(self, job: AnyJob, event: Event) -> None:
+        await self._append(Aggregate.ACCELERATOR, job.accelerator_id, event, job.job_id)
+
+    async def _append(self, aggregate: Aggregate, aggregate_id: str, event: Event, job_id: str) -> None:
+        await self.state.store.append(
+            aggregate, aggregate_id, [event], ExpectedVersion.ANY, actor=self.state.actor, causation_id=job_id
+        )
+
+
+async def _checked(residency: Residency) -> tuple[bool, str]:
+    try:
+        await residency.server.check()
+    except ServingError as error:
+        return False, f"{error.code}: {error.message}"
+    return True, ""

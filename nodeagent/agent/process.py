@@ -1,0 +1,112 @@
+"""The agent process: connect (outbound only), register, start a generation, then publish telemetry,
+consume control jobs and serve invokes until told to stop.
+
+A stop (SIGTERM, SIGINT) stops taking jobs — the one in progress stays unacked and is delivered to
+the next generation — tells the gateway the node is unhealthy, and drains the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from eventstore.connection import connect
+from eventstore.store import EventStore
+from nodeagent.agent.hardware import DEFAULT_CPU_MEMORY_BUDGET, detect
+from nodeagent.agent.invoke import InvokeServer
+from nodeagent.agent.jobs import JobConsumer
+from nodeagent.agent.operations import AgentState, Operations
+from nodeagent.agent.registration import start_generation
+from nodeagent.agent.telemetry import TelemetryPublisher
+from nodeagent.runtimes.select import tensorrt_installed
+from streams import subjects
+from streams.envelope import Actor, ActorKind
+
+log = logging.getLogger("modelforge.agent")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    node_id: str
+    artifact_root: Path
+    nats_url: str | None = None
+    cpu_memory_budget: int = DEFAULT_CPU_MEMORY_BUDGET
+    telemetry_interval_s: float = 5.0
+    job_ack_wait_s: float = 30.0
+    max_deliver: int = 5
+    fetch_expiry_s: float = 5.0
+
+
+async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
+    node_id = subjects.token(config.node_id, "node id")
+    artifact_root = config.artifact_root.resolve(strict=True)
+    hardware = detect(node_id, config.cpu_memory_budget)
+    gpus = any(a.is_gpu for a in hardware.accelerators)
+    runtimes = ("tensorrt", "onnxruntime-cpu") if gpus and tensorrt_installed() else ("onnxruntime-cpu",)
+    connection = await connect(config.nats_url, f"agent-{node_id}")
+    actor = Actor(ActorKind.AGENT, node_id)
+    invokes = InvokeServer(connection.client, node_id)
+    state: AgentState | None = None
+    telemetry_task: asyncio.Task[None] | None = None
+    jobs_task: asyncio.Task[None] | None = None
+    try:
+        generation = await start_generation(EventStore(connection), hardware, runtimes, actor)
+        state = AgentState(
+            node_id, artifact_root, hardware, generation, EventStore(connection), invokes, actor
+        )
+        telemetry = TelemetryPublisher(
+            connection.client, hardware, generation, state.residencies_on, config.telemetry_interval_s
+        )
+        consumer = JobConsumer(
+            connection.client,
+            node_id,
+            Operations(state),
+            ack_wait_s=config.job_ack_wait_s,
+            max_deliver=config.max_deliver,
+            fetch_expiry_s=config.fetch_expiry_s,
+        )
+        loop = asyncio.get_running_loop()
+        telemetry_task = loop.create_task(telemetry.run(stop))
+        jobs_task = loop.create_task(consumer.run(stop))
+        log.info(
+            "agent %s ready: generation %d, %d accelerator(s)",
+            node_id,
+            generation,
+            len(hardware.accelerators),
+        )
+        stopped = loop.create_task(stop.wait())
+        await asyncio.wait([stopped, telemetry_task, jobs_task], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        for task in (telemetry_task, jobs_task):
+            if task.done() and task.exception() is not None:
+                raise RuntimeError(f"agent {node_id} stopped on an error") from task.exception()
+    finally:
+        stop.set()
+        if jobs_task is not None:
+            jobs_task.cancel()  # an unfinished job stays unacked and goes to the next generation
+        for pending in (jobs_task, telemetry_task):  # telemetry ends by sending healthy=False
+            if pending is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await pending
+        await invokes.close()
+        if state is not None:
+            for residency in state.residencies.values():
+                await residency.server.close()
+        await connection.close()
+
+
+def main(config: AgentConfig) -> int:
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await run_agent(config, stop)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
+    return 0

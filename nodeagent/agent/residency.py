@@ -1,0 +1,199 @@
+"""A residency: one deployment's model loaded on one accelerator, with the memory it was measured at.
+
+Loading verifies the artifact set first (confinement, sha256 and size, no pickle, no remote code),
+then loads the runtime and runs one warm-up inference, measuring the runtime's memory domain
+(process RSS on the CPU device, device memory on a GPU) before, after load and at the warm-up's
+peak. These functions block: the agent runs them on a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodeagent.adapters.embedding import EmbeddingAdapter, EmbeddingConfig
+from nodeagent.adapters.reranking import RerankingAdapter, RerankingConfig
+from nodeagent.agent.capabilities import CapabilityServer, EmbeddingServer, RerankServer
+from nodeagent.agent.hardware import Accelerator
+from nodeagent.artifacts import (
+    ArtifactManifest,
+    VerifiedArtifactSet,
+    resolve_artifact_path,
+    verify_artifact_set,
+)
+from nodeagent.runtimes import Runtime, RuntimeOptions
+from nodeagent.runtimes.select import RuntimeKind, create_runtime, tensorrt_installed
+from streams import codes
+from streams.codes import ServingError
+
+SERVING_CONFIG_FILE = "serving_config.json"
+
+
+@dataclass(frozen=True)
+class LoadMeasurement:
+    runtime: str
+    baseline_bytes: int
+    loaded_bytes: int
+    peak_bytes: int
+    cold_load_ms: float  # verification + runtime load + warm-up: the time a cold start costs
+    warmup_ms: float
+
+    @property
+    def measured_bytes(self) -> int:
+        return self.loaded_bytes - self.baseline_bytes
+
+
+@dataclass
+class Residency:
+    deployment_id: str
+    accelerator_id: str
+    capability: str
+    generation: int
+    runtime: Runtime
+    server: CapabilityServer
+    measurement: LoadMeasurement
+    in_flight: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+    def started(self) -> None:
+        self.in_flight += 1
+        self.idle.clear()
+
+    def finished(self) -> None:
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self.idle.set()
+
+
+def manifest_from_job(records: list[dict[str, object]]) -> ArtifactManifest:
+    """The job's manifest (ArtifactFile records: path, sha256, size, format) as the verifier's type."""
+    try:
+        files = [
+            {
+                "path": r["path"],
+                "sha256": r["sha256"],
+                "size_bytes": r.get("size_bytes", r.get("size")),
+                "format": r["format"],
+            }
+            for r in records
+        ]
+        return ArtifactManifest.from_dict({"files": files})
+    except ServingError:
+        raise
+    except (KeyError, TypeError, ValueError) as error:
+        raise ServingError(codes.ARTIFACT_INCOMPLETE.code, f"malformed manifest: {error}") from None
+
+
+def verify(node_root: Path, artifact_root: str, records: list[dict[str, object]]) -> VerifiedArtifactSet:
+    """Confine the set's folder to the node's artifact root, then verify every file in it."""
+    folder = resolve_artifact_path(node_root, artifact_root)
+    if not folder.is_dir():
+        raise ServingError(codes.ARTIFACT_NOT_VERIFIED.code, f"artifact folder {artifact_root!r} is missing")
+    return verify_artifact_set(folder, manifest_from_job(records))
+
+
+def _serving_config(verified: VerifiedArtifactSet) -> dict[str, Any]:
+    try:
+        verified.manifest.file(SERVING_CONFIG_FILE)
+    except KeyError:
+        raise ServingError(codes.ARTIFACT_INCOMPLETE.code, f"the set has no {SERVING_CONFIG_FILE}") from None
+    data = json.loads(verified.path_of(SERVING_CONFIG_FILE).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ServingError(codes.ARTIFACT_INCOMPLETE.code, f"{SERVING_CONFIG_FILE} is not an object")
+    return data
+
+
+def _verified_file(verified: VerifiedArtifactSet, name: str) -> Path:
+    try:
+        verified.manifest.file(name)
+    except KeyError:
+        raise ServingError(codes.ARTIFACT_INCOMPLETE.code, f"{name} is not in the manifest") from None
+    return verified.path_of(name)
+
+
+def _known(config_type: Any, data: dict[str, Any]) -> dict[str, Any]:
+    return {name: data[name] for name in config_type.__dataclass_fields__ if name in data}
+
+
+def _server(
+    capability: str, verified: VerifiedArtifactSet, runtime: Runtime, max_batch: int
+) -> tuple[CapabilityServer, Path]:
+    data = _serving_config(verified)
+    declared = str(data.get("capability", ""))
+    name = capability.partition("@")[0]
+    if declared and declared.partition("@")[0] != name:
+        raise ServingError(codes.CAPABILITY_UNAVAILABLE.code, f"the set serves {declared}, not {capability}")
+    if name == "rag.embedding":
+        e_config = EmbeddingConfig(**_known(EmbeddingConfig, data))
+        adapter = EmbeddingAdapter(_verified_file(verified, e_config.tokenizer_file), e_config)
+        return EmbeddingServer(adapter, runtime, max_batch), _verified_file(verified, e_config.onnx_file)
+    if name == "rag.reranking":
+        r_config = RerankingConfig(**_known(RerankingConfig, data))
+        tokenizer = _verified_file(verified, str(data.get("tokenizer_file", "tokenizer.json")))
+        onnx = _verified_file(verified, str(data.get("onnx_file", "model.onnx")))
+        return RerankServer(RerankingAdapter(tokenizer, r_config), runtime, max_batch), onnx
+    raise ServingError(codes.CAPABILITY_UNAVAILABLE.code, f"this agent cannot serve {capability}")
+
+
+def runtime_for(accelerator: Accelerator) -> Runtime:
+    if accelerator.is_gpu and tensorrt_installed():
+        return create_runtime(RuntimeKind.TENSORRT, accelerator.device_index)
+    return create_runtime(RuntimeKind.ONNXRUNTIME_CPU)
+
+
+def load_blocking(
+    node_root: Path,
+    artifact_root: str,
+    manifest: list[dict[str, object]],
+    capability: str,
+    accelerator: Accelerator,
+    max_batch: int,
+) -> tuple[Runtime, CapabilityServer, LoadMeasurement]:
+    """Verify, load, warm up and measure. Raises ServingError with a stable code on any refusal."""
+    started = time.perf_counter()
+    verified = verify(node_root, artifact_root, manifest)
+    runtime = runtime_for(accelerator)
+    server, onnx_path = _server(capability, verified, runtime, max_batch)
+    try:
+        runtime.load(onnx_path, RuntimeOptions(max_batch=max_batch))
+        loaded = runtime.memory_stats()
+        warm_started = time.perf_counter()
+        server.test_inference()
+        warmup_ms = (time.perf_counter() - warm_started) * 1000
+        peak = runtime.memory_stats()
+    except ServingError:
+        runtime.unload()
+        raise
+    except Exception as error:
+        runtime.unload()
+        raise ServingError(
+            codes.RESIDENCY_LOAD_FAILED.code, f"runtime load failed: {type(error).__name__}"
+        ) from None
+    measurement = LoadMeasurement(
+        runtime=runtime.kind,
+        baseline_bytes=loaded.baseline_bytes,
+        loaded_bytes=loaded.current_bytes,
+        peak_bytes=max(peak.peak_bytes, loaded.current_bytes),
+        cold_load_ms=(time.perf_counter() - started) * 1000,
+        warmup_ms=warmup_ms,
+    )
+    if measurement.measured_bytes <= 0:
+        runtime.unload()
+        raise ServingError(
+            codes.RESIDENCY_LOAD_FAILED.code, "the load showed no resident memory (loaded <= baseline)"
+        )
+    return runtime, server, measurement
+
+
+def unload_blocking(runtime: Runtime) -> int:
+    """Unload and return the bytes the runtime's memory domain gave back (≤ 0: nothing shown)."""
+    before = runtime.memory_stats().current_bytes
+    runtime.unload()
+    return before - runtime.memory_stats().current_bytes

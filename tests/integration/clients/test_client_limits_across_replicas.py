@@ -1,0 +1,175 @@
+"""Requests per minute and concurrency, exact across two gateway replicas sharing JetStream."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from gateway.clients.limits import Permit, RequestLimiter
+from gateway.clients.model import ClientPrincipal
+from streams.codes import ServingError
+from streams.subjects import LIMITS_CONCURRENCY_STREAM, concurrency_slot_subject
+from tests.integration.clients.conftest import Gateways
+
+
+def principal(name: str, rpm: int, concurrency: int) -> ClientPrincipal:
+    return ClientPrincipal(
+        client_id=name.replace("app-", "cl_"),
+        name=name,
+        scopes=frozenset({"rag.embedding@1"}),
+        requests_per_minute=rpm,
+        max_concurrency=concurrency,
+        priority=0,
+        project_id=None,
+        credential_id="cred_test",
+    )
+
+
+async def attempt_all(
+    gateways: Gateways, who: ClientPrincipal, attempts: int
+) -> tuple[list[Permit], list[ServingError]]:
+    limiters = [gateways.a.limiter, gateways.b.limiter]
+    outcomes = await asyncio.gather(
+        *(limiters[i % 2].acquire(who) for i in range(attempts)), return_exceptions=True
+    )
+    permits = [o for o in outcomes if isinstance(o, Permit)]
+    errors = [o for o in outcomes if isinstance(o, ServingError)]
+    assert len(permits) + len(errors) == attempts, outcomes
+    return permits, errors
+
+
+async def release_all(permits: list[Permit]) -> None:
+    await asyncio.gather(*(p.release() for p in permits))
+
+
+async def test_rpm_is_exact_across_two_replicas(gateways: Gateways, unique_name: str) -> None:
+    who = principal(unique_name, rpm=10, concurrency=100)
+    permits, errors = await attempt_all(gateways, who, 25)
+    assert len(permits) == 10
+    assert {e.code for e in errors} == {"RATE_LIMITED"}
+    assert all(e.http_status == 429 and e.details["retry_after_s"] == 30 for e in errors)
+    await release_all(permits)
+    # Finishing requests does not give back rate: the minute's budget is spent on both replicas.
+    for limiter in (gateways.a.limiter, gateways.b.limiter):
+        with pytest.raises(ServingError) as caught:
+            await limiter.acquire(who)
+        assert caught.value.code == "RATE_LIMITED"
+
+
+async def test_the_next_minute_admits_again(gateways: Gateways, unique_name: str) -> None:
+    who = principal(unique_name, rpm=3, concurrency=100)
+    permits, _ = await attempt_all(gateways, who, 6)
+    assert len(permits) == 3
+    await release_all(permits)
+    gateways.minute.now += 60
+    permits, errors = await attempt_all(gateways, who, 6)
+    assert (len(permits), len(errors)) == (3, 3)
+    await release_all(permits)
+
+
+async def test_requests_refused_for_concurrency_do_not_use_up_the_rate(
+    gateways: Gateways, unique_name: str
+) -> None:
+    who = principal(unique_name, rpm=4, concurrency=1)
+    held = await gateways.a.limiter.acquire(who)
+    for limiter in (gateways.a.limiter, gateways.b.limiter, gateways.b.limiter):
+        with pytest.raises(ServingError) as caught:
+            await limiter.acquire(who)
+        assert caught.value.code == "QUEUE_FULL"
+    await held.release()
+    admitted = []
+    for limiter in (gateways.b.limiter, gateways.a.limiter, gateways.b.limiter):
+        permit = await limiter.acquire(who)  # rpm 4: the three refusals above cost nothing
+        admitted.append(permit)
+        await permit.release()
+    with pytest.raises(ServingError) as caught:
+        await gateways.a.limiter.acquire(who)
+    assert caught.value.code == "RATE_LIMITED"
+
+
+async def test_concurrency_is_exact_across_two_replicas(gateways: Gateways, unique_name: str) -> None:
+    who = principal(unique_name, rpm=1000, concurrency=3)
+    permits, errors = await attempt_all(gateways, who, 10)
+    assert len(permits) == 3
+    assert {(e.code, e.http_status) for e in errors} == {("QUEUE_FULL", 429)}
+    assert len({p.slot for p in permits}) == 3
+    # A fourth from either replica is refused until one is released; then exactly one more fits.
+    for limiter in (gateways.a.limiter, gateways.b.limiter):
+        with pytest.raises(ServingError) as caught:
+            await limiter.acquire(who)
+        assert caught.value.code == "QUEUE_FULL"
+    await permits.pop().release()
+    more, errors = await attempt_all(gateways, who, 4)
+    assert (len(more), len(errors)) == (1, 3)
+    await release_all(permits + more)
+
+
+async def test_concurrency_never_exceeds_its_limit_under_churn(gateways: Gateways, unique_name: str) -> None:
+    who = principal(unique_name, rpm=10_000, concurrency=3)
+    holding = 0
+    most = 0
+    admitted = 0
+
+    async def worker(limiter: RequestLimiter, rounds: int) -> None:
+        nonlocal holding, most, admitted
+        for _ in range(rounds):
+            try:
+                permit = await limiter.acquire(who)
+            except ServingError as error:
+                assert error.code == "QUEUE_FULL"
+                continue
+            holding += 1
+            admitted += 1
+            most = max(most, holding)
+            await asyncio.sleep(random.random() / 1000)  # hold it across other workers' attempts
+            holding -= 1
+            await permit.release()
+
+    await asyncio.gather(*(worker([gateways.a.limiter, gateways.b.limiter][i % 2], 20) for i in range(8)))
+    assert most <= 3
+    assert admitted >= 3
+
+
+async def test_a_permit_is_released_once_even_if_released_twice(gateways: Gateways, unique_name: str) -> None:
+    who = principal(unique_name, rpm=100, concurrency=1)
+    async with gateways.a.limiter.admit(who) as permit:
+        assert not permit.released
+    assert permit.released
+    await permit.release()
+    second = await gateways.b.limiter.acquire(who)
+    await second.release()
+
+
+async def test_a_held_slot_carries_a_ttl_so_a_crashed_replica_frees_it(
+    gateways: Gateways, unique_name: str
+) -> None:
+    who = principal(unique_name, rpm=100, concurrency=1)
+    permit = await gateways.a.limiter.acquire(who)
+    js = gateways.b.connection.client.jetstream()
+    stored = await js.get_last_msg(
+        LIMITS_CONCURRENCY_STREAM, concurrency_slot_subject(who.client_id, permit.slot)
+    )
+    assert stored.headers is not None
+    assert stored.headers["Nats-TTL"] == f"{int(gateways.a.limiter.slot_ttl_s)}s"
+    await permit.release()
+
+
+async def test_renewing_a_held_slot_keeps_it_held_and_release_frees_the_renewed_message(
+    gateways: Gateways, unique_name: str
+) -> None:
+    who = principal(unique_name, rpm=100, concurrency=1)
+    permit = await gateways.a.limiter.acquire(who)
+    first = permit.sequence
+    permit._start_renewal()  # what the half-life timer does
+    assert permit._renewing is not None
+    await permit._renewing
+    assert permit.sequence > first
+    assert not permit.lost
+    with pytest.raises(ServingError) as caught:
+        await gateways.b.limiter.acquire(who)
+    assert caught.value.code == "QUEUE_FULL"
+    await permit.release()
+    again = await gateways.b.limiter.acquire(who)
+    await again.release()

@@ -1,0 +1,221 @@
+"""Load, invoke (dynamic batching), health, drain, unload and probe through a real agent process."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+from nats.errors import NoRespondersError
+
+from eventstore.connection import Connection
+from nodeagent.adapters.base import run_rows
+from nodeagent.adapters.embedding import EmbeddingAdapter
+from nodeagent.runtimes.base import RuntimeOptions
+from nodeagent.runtimes.onnx import OnnxRuntimeCpu
+from streams import codes, subjects
+from streams.contracts import EmbeddingInput, EmbeddingOutput
+from streams.envelope import new_id
+from streams.events import serving as s
+from streams.events.control import ProbeCompleted
+from streams.messages import DrainJob, HealthJob, InvokeReply, InvokeRequest, ProbeJob, UnloadJob
+from streams.subjects import Aggregate
+from tests.integration.nodeagent.conftest import (
+    MINILM,
+    AgentProcess,
+    load_job,
+    next_event,
+    publish_job,
+)
+
+
+async def load(
+    connection: Connection, agent: AgentProcess, deployment: str, manifest: list[dict[str, object]]
+) -> s.ResidencyLoaded | s.ResidencyLoadFailed:
+    job = load_job(agent.node, deployment, MINILM, manifest)
+    await publish_job(connection, job)
+    outcome: s.ResidencyLoaded | s.ResidencyLoadFailed = await next_event(
+        connection,
+        Aggregate.ACCELERATOR,
+        job.accelerator_id,
+        lambda e: isinstance(e, s.ResidencyLoaded | s.ResidencyLoadFailed) and e.load_id == job.load_id,
+    )
+    return outcome
+
+
+async def invoke(
+    connection: Connection,
+    node: str,
+    deployment: str,
+    texts: list[str],
+    deadline_ms: int = 30_000,
+    timeout: float = 30.0,
+) -> InvokeReply:
+    request = InvokeRequest(
+        request_id=new_id(),
+        capability="rag.embedding@1",
+        deployment_id=deployment,
+        deadline_unix_ms=time.time_ns() // 1_000_000 + deadline_ms,
+        payload=msgspec.Raw(msgspec.json.encode(EmbeddingInput(texts=texts))),
+    )
+    msg = await connection.client.request(
+        subjects.invoke_subject(node, deployment), msgspec.json.encode(request), timeout=timeout
+    )
+    return msgspec.json.decode(msg.data, type=InvokeReply)
+
+
+def embeddings_of(reply: InvokeReply) -> EmbeddingOutput:
+    assert reply.ok, (reply.code, reply.message)
+    return msgspec.json.decode(reply.result, type=EmbeddingOutput)
+
+
+@pytest.fixture(scope="module")
+def direct(artifact_root: Path) -> tuple[EmbeddingAdapter, OnnxRuntimeCpu]:
+    runtime = OnnxRuntimeCpu()
+    runtime.load(artifact_root / MINILM / "model.onnx", RuntimeOptions())
+    return EmbeddingAdapter.from_model_dir(artifact_root / MINILM), runtime
+
+
+async def test_a_load_job_appends_loading_then_loaded_with_measured_memory(
+    connection: Connection, serving_agent: AgentProcess, minilm_manifest: list[dict[str, object]]
+) -> None:
+    loaded = await load(connection, serving_agent, "dep-load", minilm_manifest)
+    assert isinstance(loaded, s.ResidencyLoaded)
+    assert loaded.runtime == "onnxruntime-cpu"
+    assert loaded.measured_bytes == loaded.loaded_bytes - loaded.baseline_bytes > 0
+    assert loaded.peak_bytes >= loaded.loaded_bytes
+    assert loaded.cold_load_ms > 0
+    loading = await next_event(
+        connection,
+        Aggregate.ACCELERATOR,
+        loaded.accelerator_id,
+        lambda e: isinstance(e, s.ResidencyLoading) and e.load_id == loaded.load_id,
+    )
+    assert loading.generation == loaded.generation
+
+
+async def test_concurrent_invokes_get_their_own_correct_embeddings(
+    connection: Connection,
+    serving_agent: AgentProcess,
+    minilm_manifest: list[dict[str, object]],
+    direct: tuple[EmbeddingAdapter, OnnxRuntimeCpu],
+) -> None:
+    assert isinstance(await load(connection, serving_agent, "dep-batch", minilm_manifest), s.ResidencyLoaded)
+    texts = [f"sentence number {i} about {'cats' if i % 2 else 'distributed systems'}" for i in range(32)]
+    replies = await asyncio.gather(*(invoke(connection, serving_agent.node, "dep-batch", [t]) for t in texts))
+    expected = run_rows(direct[0], direct[1], texts)
+    for text, reply, want in zip(texts, replies, expected, strict=True):
+        output = embeddings_of(reply)
+        assert output.dimension == 384
+        assert len(output.embeddings) == 1
+        got = np.asarray(output.embeddings[0])
+        assert float(got @ want.vector) > 0.999, text
+        assert output.input_tokens == want.token_count
+
+
+async def test_an_invoke_past_its_deadline_is_refused_without_running(
+    connection: Connection, serving_agent: AgentProcess, minilm_manifest: list[dict[str, object]]
+) -> None:
+    assert isinstance(await load(connection, serving_agent, "dep-late", minilm_manifest), s.ResidencyLoaded)
+    reply = await invoke(connection, serving_agent.node, "dep-late", ["too late"], deadline_ms=-1)
+    assert (reply.ok, reply.code) == (False, codes.REQUEST_TIMEOUT.code)
+
+
+async def test_an_invoke_that_breaks_the_contract_is_invalid_input(
+    connection: Connection, serving_agent: AgentProcess, minilm_manifest: list[dict[str, object]]
+) -> None:
+    assert isinstance(await load(connection, serving_agent, "dep-bad", minilm_manifest), s.ResidencyLoaded)
+    reply = await invoke(connection, serving_agent.node, "dep-bad", [])
+    assert (reply.ok, reply.code) == (False, codes.INVALID_INPUT.code)
+
+
+async def test_health_reports_every_layer_of_a_resident_model(
+    connection: Connection, serving_agent: AgentProcess, minilm_manifest: list[dict[str, object]]
+) -> None:
+    loaded = await load(connection, serving_agent, "dep-health", minilm_manifest)
+    job = HealthJob(
+        job_id=new_id(),
+        node_id=serving_agent.node,
+        deployment_id="dep-health",
+        accelerator_id=loaded.accelerator_id,
+    )
+    await publish_job(connection, job)
+    checked = await next_event(
+        connection,
+        Aggregate.ACCELERATOR,
+        job.accelerator_id,
+        lambda e: isinstance(e, s.ResidencyHealthChecked) and e.job_id == job.job_id,
+    )
+    assert (checked.process_ok, checked.runtime_ok, checked.model_ok, checked.code) == (True, True, True, "")
+
+
+async def test_drain_stops_invokes_and_unload_shows_memory_reclaimed(
+    connection: Connection, serving_agent: AgentProcess, minilm_manifest: list[dict[str, object]]
+) -> None:
+    loaded = await load(connection, serving_agent, "dep-drain", minilm_manifest)
+    embeddings_of(await invoke(connection, serving_agent.node, "dep-drain", ["still serving"]))
+    drain = DrainJob(
+        job_id=new_id(),
+        node_id=serving_agent.node,
+        deployment_id="dep-drain",
+        accelerator_id=loaded.accelerator_id,
+    )
+    await publish_job(connection, drain)
+    await next_event(
+        connection,
+        Aggregate.ACCELERATOR,
+        loaded.accelerator_id,
+        lambda e: isinstance(e, s.ResidencyDrained) and e.job_id == drain.job_id,
+    )
+    with pytest.raises(NoRespondersError):
+        await invoke(connection, serving_agent.node, "dep-drain", ["no longer served"])
+    unload = UnloadJob(
+        job_id=new_id(),
+        node_id=serving_agent.node,
+        deployment_id="dep-drain",
+        accelerator_id=loaded.accelerator_id,
+    )
+    await publish_job(connection, unload)
+    outcome = await next_event(
+        connection,
+        Aggregate.ACCELERATOR,
+        loaded.accelerator_id,
+        lambda e: (
+            isinstance(e, s.ResidencyUnloaded | s.ResidencyUnloadFailed) and e.deployment_id == "dep-drain"
+        ),
+    )
+    assert isinstance(outcome, s.ResidencyUnloaded)
+    assert outcome.reclaimed_bytes > 0
+
+
+async def test_a_probe_measures_the_envelope_and_unloads(
+    connection: Connection, serving_agent: AgentProcess, minilm_manifest: list[dict[str, object]]
+) -> None:
+    candidate = f"cand-{new_id()[:8]}"
+    job = ProbeJob(
+        job_id=new_id(),
+        node_id=serving_agent.node,
+        deployment_id="dep-probe",
+        accelerator_id=f"{serving_agent.node}-cpu0",
+        probe_id=new_id(),
+        candidate_id=candidate,
+        artifact_set_id="set-minilm",
+        capability="rag.embedding@1",
+        artifact_root=MINILM,
+        manifest=minilm_manifest,
+    )
+    await publish_job(connection, job)
+    done = await next_event(connection, Aggregate.CANDIDATE, candidate, lambda e: True)
+    assert isinstance(done, ProbeCompleted), done
+    assert done.health.process
+    assert done.health.runtime
+    assert done.health.model
+    assert done.output_valid
+    assert done.loaded_bytes > done.baseline_bytes
+    assert done.peak_bytes >= done.loaded_bytes
+    assert done.cold_load_ms > 0
+    assert done.inference_ms > 0
+    assert done.unload_reclaimed_bytes > 0

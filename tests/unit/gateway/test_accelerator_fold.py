@@ -1,0 +1,158 @@
+"""The accelerator aggregate's fold: what each event does to the scheduler's view."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gateway.scheduler import ResidencyState, account
+from gateway.scheduler.policy import SchedulerPolicy
+from gateway.state.accelerators import evolve_accelerator, new_accelerator, with_telemetry
+from gateway.state.catalog import Catalog, evolve_catalog
+from streams.events import serving as s
+from streams.events.base import Event
+
+AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+MIB = 1 << 20
+ENVELOPE = s.ResourceEnvelope(
+    required_bytes=300 * MIB, peak_bytes=200 * MIB, per_request_bytes=16 * MIB, cold_load_ms=900
+)
+CATALOG = evolve_catalog(
+    Catalog(),
+    s.DeploymentPromoted(
+        deployment_id="emb",
+        capability="rag.embedding@1",
+        candidate_id="c",
+        approval_id="a",
+        artifact_set_id="set",
+        model_name="minilm",
+        channel="stable",
+        envelope=ENVELOPE,
+        residency=s.ResidencyPolicy(kind="always_warm"),
+    ),
+)
+
+
+def fold(*events: Event):  # type: ignore[no-untyped-def]
+    state = new_accelerator("n1-cpu0", "n1", 4096 * MIB)
+    for event in events:
+        state = evolve_accelerator(state, event, AT, CATALOG)
+    return state
+
+
+LOAD = s.ResidencyLoadRequested(
+    load_id="L1", accelerator_id="n1-cpu0", node_id="n1", deployment_id="emb", required_bytes=900 * MIB
+)
+LOADED = s.ResidencyLoaded(
+    load_id="L1",
+    accelerator_id="n1-cpu0",
+    deployment_id="emb",
+    generation=1,
+    runtime="onnxruntime-cpu",
+    baseline_bytes=100 * MIB,
+    loaded_bytes=220 * MIB,
+    peak_bytes=260 * MIB,
+    measured_bytes=120 * MIB,
+    cold_load_ms=850,
+)
+
+
+def lease(lease_id: str, reserved: int) -> s.LeaseGranted:
+    return s.LeaseGranted(
+        lease_id=lease_id,
+        accelerator_id="n1-cpu0",
+        deployment_id="emb",
+        request_id="r",
+        client_id="c",
+        reserved_bytes=reserved,
+        expires_at=AT,
+        decision_fingerprint="f",
+    )
+
+
+def test_a_requested_load_reserves_its_required_bytes_until_measured() -> None:
+    state = fold(LOAD)
+    assert [r.state for r in state.residents] == [ResidencyState.LOADING]
+    assert sum(item.reserved_bytes for item in state.leases) == 900 * MIB
+
+
+def test_a_loaded_residency_holds_what_the_agent_measured_and_frees_the_reservation() -> None:
+    state = fold(LOAD, LOADED)
+    (resident,) = state.residents
+    assert resident.state is ResidencyState.LOADED
+    assert resident.measured_bytes == 120 * MIB
+    assert state.leases == ()
+
+
+def test_residents_take_their_scheduling_attributes_from_the_deployment() -> None:
+    (resident,) = fold(LOAD, LOADED).residents
+    assert resident.always_warm
+    assert resident.reload_cost_ms == 900
+
+
+def test_a_failed_load_leaves_nothing_behind() -> None:
+    failed = s.ResidencyLoadFailed(
+        load_id="L1", accelerator_id="n1-cpu0", deployment_id="emb", code="ARTIFACT_NOT_VERIFIED", detail="x"
+    )
+    state = fold(LOAD, failed)
+    assert state.residents == ()
+    assert state.leases == ()
+
+
+def test_leases_count_against_their_resident_until_released() -> None:
+    state = fold(LOAD, LOADED, lease("a", 16 * MIB), lease("b", 16 * MIB))
+    assert state.residents[0].active_leases == 2
+    state = evolve_accelerator(
+        state, s.LeaseReleased(lease_id="a", accelerator_id="n1-cpu0", outcome="completed"), AT, CATALOG
+    )
+    assert state.residents[0].active_leases == 1
+    assert [item.lease_id for item in state.leases] == ["b"]
+
+
+def test_an_unknown_lease_release_changes_nothing() -> None:
+    state = fold(LOAD, LOADED)
+    after = evolve_accelerator(
+        state, s.LeaseReleased(lease_id="nope", accelerator_id="n1-cpu0", outcome="failed"), AT, CATALOG
+    )
+    assert after == state
+
+
+def test_a_planned_eviction_stops_new_work_on_its_victims() -> None:
+    planned = s.EvictionPlanned(
+        eviction_id="e",
+        accelerator_id="n1-cpu0",
+        victims=("emb",),
+        for_deployment_id="other",
+        required_bytes=1,
+        decision_fingerprint="f",
+    )
+    state = fold(LOAD, LOADED, planned)
+    assert state.residents[0].state is ResidencyState.UNLOADING
+    assert state.last_eviction_at == AT.timestamp()
+
+
+def test_an_unloaded_residency_is_gone_and_a_failed_unload_stays_resident() -> None:
+    unloaded = s.ResidencyUnloaded(accelerator_id="n1-cpu0", deployment_id="emb", reclaimed_bytes=120 * MIB)
+    assert fold(LOAD, LOADED, unloaded).residents == ()
+    failed = s.ResidencyUnloadFailed(
+        accelerator_id="n1-cpu0", deployment_id="emb", code="RESIDENCY_UNLOAD_FAILED", detail=""
+    )
+    assert fold(LOAD, LOADED, failed).residents[0].state is ResidencyState.LOADED
+
+
+def test_reconciliation_keeps_only_what_the_new_generation_holds() -> None:
+    reconciled = s.ResidencyReconciled(accelerator_id="n1-cpu0", generation=2, held=(), dropped=("emb",))
+    state = fold(LOAD, LOADED, lease("a", 16 * MIB), reconciled)
+    assert state.residents == ()
+    assert state.leases == ()
+
+
+def test_the_view_accounts_resident_and_leased_bytes_with_fresh_telemetry() -> None:
+    state = with_telemetry(
+        fold(LOAD, LOADED, lease("a", 16 * MIB)), used_bytes=400 * MIB, observed_at=AT.timestamp()
+    )
+    policy = SchedulerPolicy(safety_reserve_min_bytes=256 * MIB, safety_reserve_fraction=0.0)
+    budget = account(state, policy, AT.timestamp() + 1)
+    assert budget.resident_bytes == 120 * MIB
+    assert budget.leased_bytes == 16 * MIB
+    assert budget.external_bytes == 280 * MIB  # 400 observed - 120 attributed
+    assert budget.schedulable_bytes == 4096 * MIB - 256 * MIB - 400 * MIB - 16 * MIB

@@ -1,0 +1,77 @@
+"""Decision fingerprints: a stable sha256 over the canonical form of a placement's inputs."""
+
+from __future__ import annotations
+
+import msgspec
+from sched_builders import NOW, POLICY, ask, gpu, lease, model, resident
+
+from gateway.scheduler import (
+    AcceleratorState,
+    CoResidencyPair,
+    CoResidencyStatus,
+    decision_fingerprint,
+    plan_placement,
+)
+
+FLEET = (
+    gpu(
+        "gpu-0",
+        residents=(resident("a", 4), resident("b", 6)),
+        leases=(lease("l1", "a", 1), lease("l2", "b", 1)),
+    ),
+    gpu("gpu-1", residents=(resident("c", 8),)),
+)
+PAIR = CoResidencyPair(left="new-model", right="c", status=CoResidencyStatus.PROVEN_SAFE)
+
+
+def fingerprint(fleet: tuple[AcceleratorState, ...] = FLEET, **changes: object) -> str:
+    inputs: dict[str, object] = {
+        "accelerators": fleet,
+        "envelope": model(),
+        "request": ask(),
+        "policy": POLICY,
+        "now": NOW,
+        "co_residency": (PAIR,),
+    }
+    inputs.update(changes)
+    return decision_fingerprint(**inputs)  # type: ignore[arg-type]
+
+
+def test_the_fingerprint_is_a_stable_known_value() -> None:
+    # Changing the canonical encoding changes every stored fingerprint: bump FINGERPRINT_VERSION.
+    assert fingerprint() == "ec2e2805460ced243fb2abc1f011dfd0a9e076d46d34eb7b3e9ebe067bce0d49"
+
+
+def test_order_of_accelerators_residents_and_leases_does_not_matter() -> None:
+    shuffled = (
+        FLEET[1],
+        msgspec.structs.replace(
+            FLEET[0], residents=tuple(reversed(FLEET[0].residents)), leases=tuple(reversed(FLEET[0].leases))
+        ),
+    )
+    assert fingerprint(shuffled) == fingerprint()
+
+
+def test_orientation_of_a_co_residency_pair_does_not_matter() -> None:
+    flipped = CoResidencyPair(left=PAIR.right, right=PAIR.left, status=PAIR.status)
+    assert fingerprint(co_residency=(flipped,)) == fingerprint()
+
+
+def test_every_input_is_covered() -> None:
+    baseline = fingerprint()
+    changed = [
+        fingerprint(now=NOW + 1),
+        fingerprint(policy=msgspec.structs.replace(POLICY, revision=2)),
+        fingerprint(envelope=model(cold_load_ms=2001.0)),
+        fingerprint(request=ask(queue_depth=1)),
+        fingerprint(co_residency=()),
+        fingerprint((msgspec.structs.replace(FLEET[0], observed_used_bytes=1), FLEET[1])),
+    ]
+    assert baseline not in changed
+    assert len(set(changed)) == len(changed)
+
+
+def test_the_decision_carries_the_fingerprint_of_its_relevant_inputs() -> None:
+    unrelated = CoResidencyPair(left="x", right="y", status=CoResidencyStatus.PROVEN_UNSAFE)
+    decision = plan_placement(FLEET, model(), ask(), POLICY, NOW, (PAIR, unrelated))
+    assert decision.fingerprint == fingerprint()
