@@ -10,48 +10,22 @@ import socket
 
 import uvicorn
 
-from eventstore.connection import connect
-from eventstore.provision import provision
-from eventstore.store import EventStore
-from gateway.clients.directory import ClientDirectory
-from gateway.clients.limits import RequestLimiter, provision_limits
-from gateway.http.app import create_app
-from gateway.http.edge import Edge
-from gateway.serving.context import ServingContext
-from gateway.state.live import LiveState
+from gateway.process import start_replica
 from streams.subjects import token
 
 log = logging.getLogger("modelforge.gateway")
 
 
 async def run_gateway(host: str, port: int, gateway_id: str) -> None:
-    connection = await connect(None, f"gateway-{gateway_id}")
-    await provision(connection.client)
-    await provision_limits(connection.client)
-    live = LiveState()
-    await live.start(connection.client)
-    directory = ClientDirectory(connection.client)
-    await directory.start()
-    await directory.wait_ready(120)
-    ctx = ServingContext(EventStore(connection), live, connection.client, gateway_id)
-    edge = Edge(
-        ctx,
-        directory,
-        RequestLimiter(connection.client),
-        operator_token=os.environ.get("MODELFORGE_OPERATOR_TOKEN", ""),
-    )
-    edge.ready = True
+    replica = await start_replica(gateway_id)
     server = uvicorn.Server(
-        uvicorn.Config(create_app(edge), host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.Config(replica.app, host=host, port=port, log_level="warning", access_log=False)
     )
     log.info("gateway %s listening on http://%s:%d", gateway_id, host, port)
     try:
         await server.serve()
     finally:
-        await asyncio.gather(*ctx.background, return_exceptions=True)
-        await live.stop()
-        await directory.close()
-        await connection.close()
+        await replica.close()
 
 
 def _cmd_gateway(args: argparse.Namespace) -> int:

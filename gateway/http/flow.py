@@ -33,6 +33,7 @@ class Prepared(msgspec.Struct, frozen=True):
     payload: bytes
     shape: RequestShape
     render: Callable[[bytes, Served, str], object]
+    model: str = ""  # an experiment's route, where the dialect names one
 
 
 Parse = Callable[[Any, CapabilityContract], Prepared]

@@ -44,7 +44,7 @@ def parse_rerank(raw: Any, contract: CapabilityContract) -> Prepared:
     if call.top_n is not None and call.top_n < 1:
         raise ServingError("INVALID_INPUT", "`top_n` must be at least 1", param="top_n")
     payload = msgspec.json.encode(RerankInput(query=call.query, documents=texts, top_n=call.top_n))
-    return Prepared(payload, shape, _render(call, texts))
+    return Prepared(payload, shape, _render(call, texts), call.model)
 
 
 def _render(call: RerankRequest, texts: list[str]) -> Any:

@@ -43,6 +43,13 @@ def _bucket(n: int) -> str:
     return f"{upper // 4 + 1 if upper > 1 else 0}-{upper}"
 
 
+class _Tokens(msgspec.Struct):
+    input_tokens: int = 0  # embedding and reranking outputs carry it; others count none
+
+
+_tokens = msgspec.json.Decoder(_Tokens)
+
+
 class Served(msgspec.Struct, frozen=True):
     result: bytes
     deployment_id: str
@@ -82,9 +89,9 @@ async def serve(
     started: float,
     validation_ms: float,
     resolution_ms: float,
-    input_tokens: int = 0,
+    model: str = "",
 ) -> Served:
-    deployment = ctx.live.catalog.stable_for(capability)
+    deployment = ctx.live.catalog.resolve(capability, model)
     if deployment is None:
         raise ServingError("CAPABILITY_UNAVAILABLE", f"no deployment serves {capability}", http_status=503)
     _record(
@@ -155,6 +162,7 @@ async def serve(
         gateway_ms=max(0.0, total - accounted),
         total_ms=total,
     )
+    usage = Usage(items=shape.items, input_tokens=_tokens.decode(invoked.result).input_tokens)
     _record(
         ctx,
         capability,
@@ -168,7 +176,7 @@ async def serve(
             accelerator_id=grant.accelerator_id,
             cold=grant.cold,
             latency=latency,
-            usage=Usage(items=shape.items, input_tokens=input_tokens),
+            usage=usage,
         ),
     )
     return Served(invoked.result, grant.deployment_id, deployment.model_name, latency, grant.cold)

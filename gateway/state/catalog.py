@@ -68,6 +68,21 @@ class Catalog(msgspec.Struct, frozen=True):
                 return deployment
         return None
 
+    def resolve(self, capability: str, model: str = "") -> DeploymentInfo | None:
+        """An active experiment whose route the client named, else the stable deployment.
+        Experiments are reached only through their route."""
+        if model:
+            for deployment in self.deployments.values():
+                if (
+                    deployment.capability == capability
+                    and deployment.channel == "experiment"
+                    and deployment.route == model
+                    and deployment.active
+                    and not deployment.draining
+                ):
+                    return deployment
+        return self.stable_for(capability)
+
     def node_of_accelerator(self, accelerator_id: str) -> NodeInfo | None:
         for node in self.nodes.values():
             if any(a.accelerator_id == accelerator_id for a in node.accelerators):

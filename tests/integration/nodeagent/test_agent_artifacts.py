@@ -12,7 +12,7 @@ from eventstore.connection import Connection
 from streams import codes, subjects
 from streams.events import serving as s
 from streams.subjects import Aggregate
-from tests.integration.nodeagent.conftest import (
+from tests.support.agents import (
     MINILM,
     AgentProcess,
     load_job,

@@ -18,7 +18,8 @@ from streams import codes, subjects
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.subjects import Aggregate
-from tests.integration.nodeagent.conftest import (
+from tests.integration.nodeagent.test_agent_serving import embeddings_of, invoke
+from tests.support.agents import (
     MINILM,
     PADDED,
     WAIT_S,
@@ -28,7 +29,6 @@ from tests.integration.nodeagent.conftest import (
     next_event,
     publish_job,
 )
-from tests.integration.nodeagent.test_agent_serving import embeddings_of, invoke
 
 
 async def kill_during_load(

@@ -23,7 +23,7 @@ from streams.events import serving as s
 from streams.events.control import ProbeCompleted
 from streams.messages import DrainJob, HealthJob, InvokeReply, InvokeRequest, ProbeJob, UnloadJob
 from streams.subjects import Aggregate
-from tests.integration.nodeagent.conftest import (
+from tests.support.agents import (
     MINILM,
     AgentProcess,
     load_job,

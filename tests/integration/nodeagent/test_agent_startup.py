@@ -14,7 +14,7 @@ from streams.events import serving as s
 from streams.events.control import NodeRegistered, WorkerStarted
 from streams.messages import AcceleratorTelemetry
 from streams.subjects import Aggregate
-from tests.integration.nodeagent.conftest import AgentProcess, aggregate_events
+from tests.support.agents import AgentProcess, aggregate_events
 
 BUDGET = 2 << 30
 

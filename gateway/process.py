@@ -1,0 +1,50 @@
+"""Assembling one gateway replica: connect, provision, fold the live state, open the edge."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+
+from starlette.applications import Starlette
+
+from eventstore.connection import Connection, connect
+from eventstore.provision import provision
+from eventstore.store import EventStore
+from gateway.clients.directory import ClientDirectory
+from gateway.clients.limits import RequestLimiter, provision_limits
+from gateway.http.app import create_app
+from gateway.http.edge import Edge
+from gateway.serving.context import ServingContext
+from gateway.state.live import LiveState
+
+
+@dataclass
+class GatewayReplica:
+    connection: Connection
+    edge: Edge
+    app: Starlette
+
+    async def close(self) -> None:
+        ctx = self.edge.ctx
+        await asyncio.gather(*ctx.background, return_exceptions=True)
+        await ctx.live.stop()
+        await self.edge.directory.close()
+        await self.connection.close()
+
+
+async def start_replica(gateway_id: str, nats_url: str | None = None) -> GatewayReplica:
+    """Ready to serve: state caught up with the event log, clients directory caught up."""
+    connection = await connect(nats_url, f"gateway-{gateway_id}")
+    await provision(connection.client)
+    await provision_limits(connection.client)
+    live = LiveState()
+    await live.start(connection.client)
+    directory = ClientDirectory(connection.client)
+    await directory.start()
+    await directory.wait_ready(120)
+    ctx = ServingContext(EventStore(connection), live, connection.client, gateway_id)
+    token = os.environ.get("MODELFORGE_OPERATOR_TOKEN", "")
+    edge = Edge(ctx, directory, RequestLimiter(connection.client), operator_token=token)
+    edge.ready = True
+    return GatewayReplica(connection, edge, create_app(edge))

@@ -1,0 +1,1 @@
+"""The gated path to production: artifacts, probes, approvals, promotion."""

@@ -1,0 +1,67 @@
+"""Gateway fixtures: each test module gets its own nats-server, a real agent serving MiniLM
+(promoted from a real probe), a service client and an in-process gateway replica."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from eventstore.connection import Connection, connect
+from eventstore.provision import provision
+from eventstore.store import EventStore
+from gateway.clients.service import ClientService, IssuedKey
+from modelforge.devstack.nats_server import NatsServer, start_nats
+from modelforge.devstack.processes import stop_pid
+from nodeagent.models.pull import pull_minilm
+from streams.envelope import new_id
+from tests.support.agents import MINILM, AgentProcess
+from tests.support.serving import InProcessGateway, probe, promote, register_artifacts
+
+
+class Stack(msgspec.Struct):
+    nats_url: str
+    connection: Connection
+    store: EventStore
+    node: str
+    root: Path
+    deployment_id: str
+    key: IssuedKey
+    gateway: InProcessGateway
+
+
+@pytest.fixture(scope="session")
+def minilm_root(scratch: Path) -> Path:
+    root = scratch / "gateway-artifacts"
+    pull_minilm(root / MINILM, install_missing=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def module_nats(scratch: Path) -> Iterator[NatsServer]:
+    server = start_nats(scratch / f"nats-{new_id()[:8]}")
+    yield server
+    stop_pid(server.pid)
+
+
+@pytest.fixture(scope="module")
+async def stack(module_nats: NatsServer, minilm_root: Path, scratch: Path) -> AsyncIterator[Stack]:
+    connection = await connect(module_nats.url, "gateway-tests")
+    await provision(connection.client)
+    store = EventStore(connection)
+    node = f"node-{new_id()[:6]}"
+    agent = AgentProcess(module_nats.url, node, minilm_root, scratch)
+    await agent.start(connection)
+    artifacts = await register_artifacts(store, node, minilm_root, MINILM)
+    deployment_id = await promote(store, artifacts, await probe(connection, node, artifacts, minilm_root))
+    key = await ClientService(store).create(
+        f"app-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=100_000, max_concurrency=64
+    )
+    gateway = InProcessGateway()
+    await gateway.start(module_nats.url)
+    yield Stack(module_nats.url, connection, store, node, minilm_root, deployment_id, key, gateway)
+    await gateway.stop()
+    agent.stop()
+    await connection.close()

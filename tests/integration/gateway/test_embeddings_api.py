@@ -1,0 +1,169 @@
+"""`POST /v1/embeddings` through the whole system: gateway, scheduler, agent, MiniLM."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from nodeagent.adapters.embedding import EmbeddingAdapter
+from nodeagent.runtimes.base import RuntimeOptions
+from nodeagent.runtimes.onnx import OnnxRuntimeCpu
+from streams import subjects
+from streams.codec import UnknownEvent
+from streams.events.requests import RequestCompleted, RequestRejected
+from tests.integration.gateway.conftest import Stack
+from tests.support.agents import MINILM
+
+SENTENCES = ["A cat sits on the mat.", "Stock markets fell sharply today.", "ModelForge serves embeddings."]
+
+
+def direct_embeddings(stack: Stack, texts: list[str]) -> np.ndarray:
+    folder = stack.root / MINILM
+    runtime = OnnxRuntimeCpu()
+    runtime.load(folder / "model.onnx", RuntimeOptions())
+    adapter = EmbeddingAdapter.from_model_dir(folder)
+    batch = adapter.preprocess(texts)
+    rows = adapter.postprocess(batch, runtime.run(batch.feeds))
+    runtime.unload()
+    return np.array([row.vector for row in rows])
+
+
+def client_for(stack: Stack) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{stack.gateway.url}/v1", api_key=stack.key.key, max_retries=0)
+
+
+async def test_the_openai_client_gets_the_engines_vectors_as_base64_by_default(stack: Stack) -> None:
+    response = await client_for(stack).embeddings.create(model="all-MiniLM-L6-v2", input=SENTENCES)
+    got = np.array([item.embedding for item in response.data])
+    assert got.shape == (3, 384)
+    np.testing.assert_allclose(got, direct_embeddings(stack, SENTENCES), atol=1e-5)
+    assert response.usage.prompt_tokens > 0
+
+
+async def test_the_openai_client_gets_the_same_vectors_as_floats(stack: Stack) -> None:
+    response = await client_for(stack).embeddings.create(
+        model="all-MiniLM-L6-v2", input="A cat sits on the mat.", encoding_format="float"
+    )
+    np.testing.assert_allclose(
+        response.data[0].embedding, direct_embeddings(stack, SENTENCES[:1])[0], atol=1e-5
+    )
+
+
+async def test_concurrent_requests_each_get_their_own_vector(stack: Stack) -> None:
+    client = client_for(stack)
+    texts = [f"sentence number {i} about topic {i % 5}" for i in range(24)]
+    responses = await asyncio.gather(*(client.embeddings.create(model="m", input=t) for t in texts))
+    expected = direct_embeddings(stack, texts)
+    for response, want in zip(responses, expected, strict=True):
+        np.testing.assert_allclose(response.data[0].embedding, want, atol=1e-5)
+
+
+async def test_a_completed_request_is_recorded_with_its_latency_breakdown(stack: Stack) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{stack.gateway.url}/v1/embeddings",
+            json={"input": "hello", "model": "m"},
+            headers={"authorization": f"Bearer {stack.key.key}", "x-request-id": "req-latency-1"},
+        )
+    assert response.status_code == 200
+    assert response.headers["x-request-id"] == "req-latency-1"
+    assert "server-timing" in response.headers
+    body = response.json()
+    assert body["latency"]["total_ms"] > 0
+    event = await _request_event(stack, "req-latency-1", RequestCompleted)
+    assert event.latency.worker_inference_ms > 0
+    assert event.usage.input_tokens > 0
+
+
+async def _request_event(stack: Stack, request_id: str, kind: type) -> object:
+    from eventstore.subscription import subscribe
+
+    async with asyncio.timeout(20):
+        async for record in subscribe(stack.connection.client, 1, stream=subjects.REQUESTS_STREAM):
+            event = record.event
+            if (
+                not isinstance(event, UnknownEvent)
+                and isinstance(event, kind)
+                and event.request_id == request_id
+            ):  # type: ignore[attr-defined]
+                return event
+    raise AssertionError("no such request event")
+
+
+BAD_INPUTS = [
+    ("malformed json", b'{"input": "x"', 400, "INVALID_INPUT"),
+    ("empty body", b"", 400, "INVALID_INPUT"),
+    ("wrong type", b'{"input": 42, "model": "m"}', 422, "INVALID_INPUT"),
+    ("empty list", b'{"input": [], "model": "m"}', 422, "INVALID_INPUT"),
+    ("blank string", b'{"input": "   ", "model": "m"}', 422, "INVALID_INPUT"),
+    ("token ids", b'{"input": [[101, 2023, 102]], "model": "m"}', 400, "INVALID_INPUT"),
+    (
+        "too many items",
+        b'{"input": [' + b",".join([b'"x"'] * 300) + b'], "model": "m"}',
+        422,
+        "INVALID_INPUT",
+    ),
+    ("item too long", b'{"input": "' + b"a" * 40_000 + b'", "model": "m"}', 413, "INVALID_INPUT"),
+    ("bad encoding", b'{"input": "x", "encoding_format": "int8"}', 422, "INVALID_INPUT"),
+    ("unsupported dimensions", b'{"input": "x", "dimensions": 128}', 400, "INVALID_INPUT"),
+    ("oversized body", b'{"input": "' + b"a" * (5 << 20) + b'"}', 413, "PAYLOAD_TOO_LARGE"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "status", "code"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+async def test_bad_input_is_refused_with_a_code_and_changes_no_state(
+    stack: Stack, case: str, body: bytes, status: int, code: str
+) -> None:
+    js = stack.connection.client.jetstream()
+    before = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    request_id = f"bad-{case.replace(' ', '-')}"
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{stack.gateway.url}/v1/embeddings",
+            content=body,
+            headers={
+                "authorization": f"Bearer {stack.key.key}",
+                "x-request-id": request_id,
+                "content-type": "application/json",
+            },
+        )
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert error["request_id"] == request_id
+    assert set(error) >= {"code", "message", "type", "param", "request_id"}
+    rejected = await _request_event(stack, request_id, RequestRejected)
+    assert rejected.code == code  # type: ignore[attr-defined]
+    assert (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq == before
+
+
+async def test_token_ids_are_refused_with_the_langchain_fix_named(stack: Stack) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{stack.gateway.url}/v1/embeddings",
+            json={"input": [[1, 2, 3]], "model": "m"},
+            headers={"authorization": f"Bearer {stack.key.key}"},
+        )
+    assert "check_embedding_ctx_length=False" in response.json()["error"]["message"]
+
+
+async def test_a_missing_key_is_401_and_a_missing_scope_is_403(stack: Stack) -> None:
+    async with httpx.AsyncClient() as http:
+        anonymous = await http.post(f"{stack.gateway.url}/v1/embeddings", json={"input": "x"})
+        wrong_scope = await http.post(
+            f"{stack.gateway.url}/v1/rerank",
+            json={"query": "q", "documents": ["d"]},
+            headers={"authorization": f"Bearer {stack.key.key}"},
+        )
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["code"] == "CAPABILITY_NOT_AUTHORIZED"
+    assert wrong_scope.status_code == 403
+
+
+async def test_models_lists_what_the_key_may_call(stack: Stack) -> None:
+    models = await client_for(stack).models.list()
+    assert [(m.id, m.capability) for m in models.data] == [("all-MiniLM-L6-v2", "rag.embedding@1")]  # type: ignore[attr-defined]

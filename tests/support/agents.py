@@ -1,0 +1,131 @@
+"""Node-agent test support: a real MiniLM artifact set on disk, agent subprocesses, jobs on MF_WORK
+and waits on the event log — shared by the agent and gateway integration tests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from eventstore.connection import Connection
+from eventstore.subscription import subscribe
+from nodeagent.artifacts import build_manifest
+from streams import subjects
+from streams.codec import UnknownEvent
+from streams.envelope import new_id
+from streams.events import Event
+from streams.messages import AcceleratorTelemetry, AnyJob, LoadJob
+from streams.subjects import Aggregate
+
+WAIT_S = 60.0  # generous: a bound on a hung test, not a timing assertion
+
+
+MINILM = "minilm"
+
+
+PADDED = "minilm-padded"  # the same model plus 96 MiB of zeros: a load slow enough to be killed mid-way
+
+
+def manifest_records(folder: Path) -> list[dict[str, object]]:
+    return [
+        {"path": f.path, "sha256": f.sha256, "size": f.size_bytes, "format": f.format.value}
+        for f in build_manifest(folder).files
+    ]
+
+
+def load_job(node: str, deployment: str, folder: str, manifest: list[dict[str, object]]) -> LoadJob:
+    return LoadJob(
+        job_id=new_id(),
+        node_id=node,
+        deployment_id=deployment,
+        accelerator_id=f"{node}-cpu0",
+        load_id=new_id(),
+        artifact_set_id=f"set-{folder}",
+        capability="rag.embedding@1",
+        artifact_root=folder,
+        manifest=manifest,
+    )
+
+
+async def publish_job(connection: Connection, job: AnyJob) -> None:
+    op = str(type(job).__struct_config__.tag)
+    subject = subjects.job_subject(job.node_id, job.deployment_id, op)
+    js = connection.client.jetstream()
+    await js.publish(subject, msgspec.json.encode(job), headers={"Nats-Msg-Id": job.job_id})
+
+
+async def next_event(
+    connection: Connection, aggregate: Aggregate, aggregate_id: str, matches: Callable[[Event], bool]
+) -> Any:
+    """The first event of the aggregate (from its beginning) that matches; fails after WAIT_S."""
+    scope = subjects.aggregate_filter(aggregate, aggregate_id)
+    async with asyncio.timeout(WAIT_S):
+        async for record in subscribe(connection.client, filter_subject=scope):
+            event = record.event
+            if not isinstance(event, UnknownEvent) and matches(event):
+                return event
+    raise AssertionError("subscription ended")
+
+
+async def aggregate_events(connection: Connection, aggregate: Aggregate, aggregate_id: str) -> list[Event]:
+    from eventstore import reading
+
+    records, _ = await reading.load(connection.client, aggregate, aggregate_id)
+    return [r.event for r in records if not isinstance(r.event, UnknownEvent)]
+
+
+class AgentProcess:
+    """`modelforge agent` as a real subprocess (so it can be SIGKILLed)."""
+
+    def __init__(self, nats_url: str, node: str, root: Path, log_dir: Path, **options: str) -> None:
+        self.node, self.root, self.nats_url = node, root, nats_url
+        self.options = {"--telemetry-interval": "0.5", "--job-ack-wait": "2", **options}
+        self.log = log_dir / f"agent-{node}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    async def start(self, connection: Connection) -> AcceleratorTelemetry:
+        """Start it and return its first telemetry: the new generation is registered and live."""
+        sub = await connection.client.subscribe(f"{subjects.TELEMETRY_PREFIX}.{self.node}.>")
+        self.process = self._spawn()
+        try:
+            async with asyncio.timeout(WAIT_S):
+                while True:
+                    msg = await sub.next_msg(timeout=WAIT_S)
+                    sample = msgspec.json.decode(msg.data, type=AcceleratorTelemetry)
+                    if sample.healthy:
+                        return sample
+        finally:
+            await sub.unsubscribe()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        args = [arg for pair in self.options.items() for arg in pair]
+        command = [sys.executable, "-m", "modelforge.cli", "agent", "--node-id", self.node]
+        with open(self.log, "ab") as log:
+            return subprocess.Popen(
+                [*command, "--artifact-root", str(self.root), *args],
+                env={**os.environ, "NATS_URL": self.nats_url},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> int:
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return -9

@@ -1,0 +1,176 @@
+"""Gateway test support: a MiniLM deployment promoted from a real probe, and gateway replicas
+(in-process or as `modelforge gateway` subprocesses) against a test's own nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from eventstore.connection import Connection
+from eventstore.store import EventStore, ExpectedVersion
+from gateway.process import GatewayReplica, start_replica
+from gateway.promotion.envelope import envelope_from_probe
+from modelforge.devstack.processes import free_port, wait_for_port
+from nodeagent.artifacts import build_manifest
+from nodeagent.artifacts.registration import content_id, registration
+from streams import codec
+from streams.envelope import new_id
+from streams.events import control as c
+from streams.events import serving as s
+from streams.messages import ProbeJob
+from streams.subjects import Aggregate
+from tests.support.agents import WAIT_S, manifest_records, next_event, publish_job
+
+EMBEDDING = "rag.embedding@1"
+
+
+async def register_artifacts(
+    store: EventStore, node_id: str, root: Path, folder: str
+) -> c.ArtifactSetRegistered:
+    manifest = build_manifest(root / folder)
+    event = registration(
+        manifest,
+        set_id=content_id(manifest, folder),
+        name=folder,
+        capability=EMBEDDING,
+        node_id=node_id,
+        folder=folder,
+        source="tests",
+    )
+    await store.append(Aggregate.ARTIFACT_SET, event.artifact_set_id, [event], ExpectedVersion.ANY)
+    return event
+
+
+async def probe(
+    connection: Connection, node_id: str, artifacts: c.ArtifactSetRegistered, root: Path
+) -> c.ProbeCompleted:
+    candidate = new_id()
+    job = ProbeJob(
+        job_id=new_id(),
+        node_id=node_id,
+        deployment_id=f"probe-{candidate[:8]}",
+        accelerator_id=f"{node_id}-cpu0",
+        probe_id=new_id(),
+        candidate_id=candidate,
+        artifact_set_id=artifacts.artifact_set_id,
+        capability=EMBEDDING,
+        artifact_root=artifacts.root,
+        manifest=manifest_records(root / artifacts.root),
+    )
+    await publish_job(connection, job)
+    result = await next_event(
+        connection, Aggregate.CANDIDATE, candidate, lambda e: isinstance(e, c.ProbeCompleted | c.ProbeFailed)
+    )
+    assert isinstance(result, c.ProbeCompleted), result
+    return result
+
+
+async def promote(
+    store: EventStore, artifacts: c.ArtifactSetRegistered, measured: c.ProbeCompleted, *, route: str = ""
+) -> str:
+    """A stable deployment, or with `route` an active experiment reached by that model name."""
+    deployment_id = f"dep-{new_id()[:10]}"
+    envelope = envelope_from_probe(measured)
+    space = s.EmbeddingSpace(
+        space_id="minilm-l6-v2", dimension=384, normalized=True, input_semantics="symmetric"
+    )
+    events: list[codec.Event] = (
+        [
+            s.ExperimentCreated(
+                deployment_id=deployment_id,
+                capability=EMBEDDING,
+                candidate_id=measured.candidate_id,
+                artifact_set_id=artifacts.artifact_set_id,
+                model_name=route,
+                route=route,
+                envelope=envelope,
+                embedding_space=space,
+            ),
+            s.ExperimentActivated(deployment_id=deployment_id),
+        ]
+        if route
+        else [
+            s.DeploymentPromoted(
+                deployment_id=deployment_id,
+                capability=EMBEDDING,
+                candidate_id=measured.candidate_id,
+                approval_id="test",
+                artifact_set_id=artifacts.artifact_set_id,
+                model_name="all-MiniLM-L6-v2",
+                channel="stable",
+                envelope=envelope,
+                embedding_space=space,
+            )
+        ]
+    )
+    await store.append(Aggregate.DEPLOYMENT, deployment_id, events, ExpectedVersion.NO_STREAM)
+    return deployment_id
+
+
+class InProcessGateway:
+    """One replica in this event loop, served by uvicorn on a free port."""
+
+    def __init__(self) -> None:
+        self.replica: GatewayReplica | None = None
+        self.server: uvicorn.Server | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.url = ""
+
+    async def start(self, nats_url: str) -> str:
+        self.replica = await start_replica(f"gw-{new_id()[:8]}", nats_url)
+        # A socket bound and listening before uvicorn starts: connections queue until it accepts.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(512)
+        port = sock.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(self.replica.app, log_level="warning"))
+        self.task = asyncio.create_task(self.server.serve(sockets=[sock]))
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
+
+    async def stop(self) -> None:
+        if self.server and self.task:
+            self.server.should_exit = True
+            await self.task
+        if self.replica:
+            await self.replica.close()
+
+
+class GatewayProcess:
+    """`modelforge gateway` as a real subprocess (a second replica in its own process)."""
+
+    def __init__(self, nats_url: str, log_dir: Path) -> None:
+        self.nats_url, self.port = nats_url, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log_dir / f"gateway-{self.port}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> str:
+        await asyncio.to_thread(self._spawn)
+        assert self.process is not None
+        await asyncio.to_thread(wait_for_port, self.port, self.process, self.log, WAIT_S)
+        async with httpx.AsyncClient() as client:
+            ready = await client.get(f"{self.url}/readyz")
+            assert ready.status_code == 200, ready.text
+        return self.url
+
+    def _spawn(self) -> None:
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "modelforge.cli", "gateway", "--port", str(self.port)],
+                env={**os.environ, "NATS_URL": self.nats_url},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(WAIT_S)
