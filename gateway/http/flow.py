@@ -98,6 +98,7 @@ async def run_capability(
                 started=started,
                 validation_ms=(validated - resolved) * 1000,
                 resolution_ms=(resolved - started) * 1000,
+                model=prepared.model,
             )
         finally:
             spawn(edge.ctx, permit.release())

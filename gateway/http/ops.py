@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from starlette.requests import Request
@@ -17,13 +18,27 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
+    """Ready when caught up. `?applied=N` waits (up to 10 s) until event N is folded into the
+    serving state, `?clients_applied=N` until client event N is in the key directory: an operator
+    (or a test) can read its own write through this replica."""
     edge: Edge = request.app.state.edge
     live = edge.ctx.live
+    wanted = request.query_params.get("applied", "")
+    clients_wanted = request.query_params.get("clients_applied", "")
+    if wanted.isdigit():
+        await live.wait_applied(int(wanted), timeout=10.0)
+    if clients_wanted.isdigit():
+        with contextlib.suppress(TimeoutError):
+            await edge.directory.wait_until_applied(int(clients_wanted), timeout=10.0)
     checks = {
         "event_state": edge.ready,
         "clients": edge.directory.ready,
         "nats": edge.ctx.client.is_connected,
     }
+    if wanted.isdigit():
+        checks["applied"] = live.applied >= int(wanted)
+    if clients_wanted.isdigit():
+        checks["clients_applied"] = edge.directory.applied_sequence >= int(clients_wanted)
     ok = all(checks.values())
     return json_response(
         {"status": "ready" if ok else "not_ready", "checks": checks, "applied_sequence": live.applied},
