@@ -16,6 +16,7 @@ from gateway.clients.limits import RequestLimiter, provision_limits
 from gateway.http.app import create_app
 from gateway.http.edge import Edge
 from gateway.serving.context import ServingContext
+from gateway.serving.keeper import run_upkeep
 from gateway.state.live import LiveState
 
 
@@ -24,9 +25,14 @@ class GatewayReplica:
     connection: Connection
     edge: Edge
     app: Starlette
+    upkeep: asyncio.Task[None]
+    stop: asyncio.Event
 
     async def close(self) -> None:
         ctx = self.edge.ctx
+        self.stop.set()
+        await ctx.live.notify()
+        await self.upkeep
         await asyncio.gather(*ctx.background, return_exceptions=True)
         await ctx.live.stop()
         await self.edge.directory.close()
@@ -47,4 +53,6 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     token = os.environ.get("MODELFORGE_OPERATOR_TOKEN", "")
     edge = Edge(ctx, directory, RequestLimiter(connection.client), operator_token=token)
     edge.ready = True
-    return GatewayReplica(connection, edge, create_app(edge))
+    stop = asyncio.Event()
+    upkeep = asyncio.create_task(run_upkeep(ctx, stop), name="residency-upkeep")
+    return GatewayReplica(connection, edge, create_app(edge), upkeep, stop)

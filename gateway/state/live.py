@@ -54,6 +54,7 @@ class LiveState:
         # One lock for decide-and-append: decisions read every accelerator; appends take ~0.2 ms.
         self.decision_lock = asyncio.Lock()
         self.load_failures: dict[str, s.ResidencyLoadFailed] = {}  # deployment id -> last failure
+        self.lease_expiry: dict[str, tuple[str, float]] = {}  # lease id -> (accelerator, expires at)
         self._tasks: list[asyncio.Task[None]] = []
 
     # ---- folding -------------------------------------------------------------------------
@@ -69,8 +70,13 @@ class LiveState:
             return
         if envelope.aggregate_type == subjects.Aggregate.ACCELERATOR.value:
             acc_id = envelope.aggregate_id
-            if isinstance(event, s.ResidencyLoadFailed):
-                self.load_failures[event.deployment_id] = event
+            match event:
+                case s.ResidencyLoadFailed():
+                    self.load_failures[event.deployment_id] = event
+                case s.LeaseGranted():
+                    self.lease_expiry[event.lease_id] = (acc_id, event.expires_at.timestamp())
+                case s.LeaseReleased() | s.LeaseExpired():
+                    self.lease_expiry.pop(event.lease_id, None)
             if record.sequence > self.versions.get(acc_id, 0):
                 state = self.accelerators.get(acc_id) or self._new_accelerator(acc_id)
                 self.accelerators[acc_id] = evolve_accelerator(

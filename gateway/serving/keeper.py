@@ -1,0 +1,110 @@
+"""The upkeep loop: acts on `upkeep`'s decisions when the live view changes or a timer is due.
+
+It waits on the live view's change notifications, with a timeout at the next keep-warm TTL or
+lease expiry: no polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from eventstore.errors import ConcurrencyConflict
+from gateway.scheduler import PlacementRequest, Verdict
+from gateway.scheduler.placement import plan_placement
+from gateway.serving import upkeep
+from gateway.serving.appends import append_to_accelerator
+from gateway.serving.capacity import envelope_of
+from gateway.serving.context import ServingContext
+from gateway.serving.jobs import publish_job, publish_load
+from streams.codes import ServingError
+from streams.envelope import new_id
+from streams.events import serving as s
+from streams.messages import UnloadJob
+
+log = logging.getLogger("modelforge.gateway.upkeep")
+IDLE_WAIT_S = 60.0  # nothing scheduled: look again after this long anyway
+
+
+async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
+    live = ctx.live
+    while not stop.is_set():
+        try:
+            await upkeep_once(ctx)
+        except (ServingError, ConcurrencyConflict) as exc:
+            log.info("upkeep deferred: %s", exc)
+        except Exception:
+            log.exception("upkeep round failed")
+        now = time.time()
+        dues = [
+            t
+            for t in (
+                upkeep.next_ttl_due(live.catalog, live.accelerators.values()),
+                min((e for _, e in live.lease_expiry.values()), default=None),
+            )
+            if t is not None
+        ]
+        wait = max(0.05, min(dues) - now) if dues else IDLE_WAIT_S
+        async with live.changed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(live.changed.wait(), min(wait, IDLE_WAIT_S))
+
+
+async def upkeep_once(ctx: ServingContext) -> None:
+    live, now = ctx.live, time.time()
+    for expire in upkeep.expired(live.accelerators, live.lease_expiry, now):
+        async with live.decision_lock:
+            await append_to_accelerator(
+                ctx,
+                expire.accelerator_id,
+                [s.LeaseExpired(lease_id=expire.lease_id, accelerator_id=expire.accelerator_id)],
+            )
+        log.info("lease %s on %s expired", expire.lease_id, expire.accelerator_id)
+    for unload in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now):
+        # The same idle period gives the same job id on every replica: JetStream keeps one.
+        job = UnloadJob(
+            job_id=f"ttl-{unload.deployment_id}-{int(unload.idle_since * 1000)}",
+            node_id=unload.node_id,
+            deployment_id=unload.deployment_id,
+            accelerator_id=unload.accelerator_id,
+            requested_by=str(ctx.actor),
+            reason="keep_warm_ttl",
+        )
+        await publish_job(ctx, job, "unload")
+    for deployment_id in upkeep.warm_missing(live.catalog, live.schedulable_accelerators(now)):
+        await _load_always_warm(ctx, deployment_id)
+
+
+async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
+    live = ctx.live
+    deployment = live.catalog.deployments[deployment_id]
+    envelope = envelope_of(deployment)
+    async with live.decision_lock:
+        now = time.time()
+        decision = plan_placement(
+            live.schedulable_accelerators(now),
+            envelope,
+            PlacementRequest(channel=envelope.channel),
+            live.policy,
+            now,
+        )
+        if decision.verdict is not Verdict.ADMIT or decision.accelerator_id is None:
+            log.info(
+                "always-warm %s not placed yet: %s %s",
+                deployment_id,
+                decision.verdict.value,
+                [r.value for r in decision.reason_codes],
+            )
+            return
+        load = s.ResidencyLoadRequested(
+            load_id=new_id(),
+            accelerator_id=decision.accelerator_id,
+            node_id=decision.node_id or "",
+            deployment_id=deployment_id,
+            required_bytes=decision.required_bytes,
+            reason="always_warm",
+        )
+        await append_to_accelerator(ctx, decision.accelerator_id, [load])
+    await publish_load(ctx, load, deployment)

@@ -1,0 +1,91 @@
+"""Residency upkeep: what the gateway must do without a request asking — pure decisions.
+
+- always-warm deployments are loaded as soon as they are promoted, and again after a restart;
+- keep-warm residents are unloaded once idle for their TTL;
+- leases whose holder vanished (a gateway crashed mid-request) expire.
+
+Every replica runs the same upkeep; the accelerator's expected version (and job ids derived from
+the facts) make duplicates harmless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import msgspec
+
+from gateway.scheduler import AcceleratorState, ResidencyState
+from gateway.state.catalog import Catalog
+
+
+class Unload(msgspec.Struct, frozen=True):
+    accelerator_id: str
+    node_id: str
+    deployment_id: str
+    idle_since: float
+
+
+class Expire(msgspec.Struct, frozen=True):
+    accelerator_id: str
+    lease_id: str
+
+
+def hosted(accelerators: Iterable[AcceleratorState]) -> set[str]:
+    """Deployments resident or on their way there, anywhere."""
+    return {
+        r.deployment_id
+        for state in accelerators
+        for r in state.residents
+        if r.state in (ResidencyState.LOADED, ResidencyState.LOADING)
+    }
+
+
+def warm_missing(catalog: Catalog, accelerators: Iterable[AcceleratorState]) -> list[str]:
+    """Always-warm deployments that are resident nowhere, in id order."""
+    present = hosted(accelerators)
+    return sorted(
+        d.deployment_id
+        for d in catalog.deployments.values()
+        if d.residency.kind == "always_warm"
+        and d.active
+        and not d.draining
+        and d.deployment_id not in present
+    )
+
+
+def idle_past_ttl(catalog: Catalog, accelerators: Iterable[AcceleratorState], now: float) -> list[Unload]:
+    due = []
+    for state in accelerators:
+        for r in state.residents:
+            info = catalog.deployments.get(r.deployment_id)
+            if info is None or info.residency.kind != "keep_warm" or r.state is not ResidencyState.LOADED:
+                continue
+            if r.active_leases == 0 and r.last_used_at + info.residency.keep_warm_ttl_s <= now:
+                due.append(Unload(state.accelerator_id, state.node_id, r.deployment_id, r.last_used_at))
+    return due
+
+
+def next_ttl_due(catalog: Catalog, accelerators: Iterable[AcceleratorState]) -> float | None:
+    """When the next idle keep-warm resident reaches its TTL (None: none is waiting)."""
+    times = [
+        r.last_used_at + info.residency.keep_warm_ttl_s
+        for state in accelerators
+        for r in state.residents
+        if (info := catalog.deployments.get(r.deployment_id)) is not None
+        and info.residency.kind == "keep_warm"
+        and r.state is ResidencyState.LOADED
+        and r.active_leases == 0
+    ]
+    return min(times) if times else None
+
+
+def expired(
+    accelerators: Mapping[str, AcceleratorState], expiries: Mapping[str, tuple[str, float]], now: float
+) -> list[Expire]:
+    """Leases still on the books past their expiry (lease id -> (accelerator, expires at))."""
+    out = []
+    for lease_id, (accelerator_id, expires_at) in sorted(expiries.items()):
+        state = accelerators.get(accelerator_id)
+        if expires_at <= now and state is not None and any(x.lease_id == lease_id for x in state.leases):
+            out.append(Expire(accelerator_id, lease_id))
+    return out
