@@ -146,9 +146,10 @@ async def test_200_concurrent_requests_for_two_models_all_end_and_never_overcomm
         outcomes = await asyncio.gather(*(one(i, http) for i in range(200)))
     statuses = {status for status, _ in outcomes}
     assert statuses <= {200, 429, 503}, outcomes
-    # Whether B is served depends on how much the loaded process grows under this load (telemetry
-    # is conservative); that A is, and that nothing is left unanswered, does not.
-    assert any(outcome == (200, "minilm-a") for outcome in outcomes), outcomes
+    # Which model wins the accelerator, and whether the other gets in after an eviction, depends
+    # on timing and on how much the loaded process grows (telemetry is conservative); that work
+    # is served and nothing is left unanswered does not.
+    assert any(status == 200 for status, _ in outcomes), outcomes
 
     # Replay the accelerator's own events: the books never exceed what is schedulable.
     policy = policy_from(two_models.policy_event)
