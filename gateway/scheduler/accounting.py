@@ -16,6 +16,7 @@ than either what we last saw or what we know we placed.
 from __future__ import annotations
 
 import enum
+from operator import attrgetter
 
 import msgspec
 
@@ -48,6 +49,7 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
 
 _KNOWN = Attribution.KNOWN
 _UNKNOWN = Attribution.UNKNOWN
+_MEASURED = attrgetter("measured_bytes")
 
 
 def safety_reserve(total_bytes: int, policy: SchedulerPolicy) -> int:
@@ -64,18 +66,20 @@ def telemetry_fresh(state: AcceleratorState, policy: SchedulerPolicy, now: float
 
 def account(state: AcceleratorState, policy: SchedulerPolicy, now: float) -> Budget:
     """The budget of ``state`` at ``now`` under ``policy``."""
-    resident = sum([item.measured_bytes for item in state.residents])
-    leases = state.leases
-    reserved = sum([lease.reserved_bytes for lease in leases]) if leases else 0
-    materialised = (
-        sum([min(lease.materialised_bytes, lease.reserved_bytes) for lease in leases]) if leases else 0
-    )
+    # One pass each, no intermediate lists: placement accounts every eligible accelerator per decision.
+    resident = sum(map(_MEASURED, state.residents))
+    reserved = materialised = 0
+    for lease in state.leases:
+        held = lease.reserved_bytes
+        used = lease.materialised_bytes
+        reserved += held
+        materialised += used if used < held else held
     outstanding = reserved - materialised
     attributed = resident + materialised
     observed = state.observed_used_bytes
     seen = 0 if observed is None else observed
-    external = max(0, seen - attributed)
-    committed = max(seen, attributed) + outstanding
+    external = seen - attributed if seen > attributed else 0
+    committed = (seen if seen > attributed else attributed) + outstanding
     total = state.total_bytes
     reserve = max(policy.safety_reserve_min_bytes, int(total * policy.safety_reserve_fraction))
     observed_at = state.observed_at

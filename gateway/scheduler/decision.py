@@ -22,11 +22,16 @@ class Verdict(enum.StrEnum):
 
     @property
     def admits(self) -> bool:
-        return self is Verdict.ADMIT or self is Verdict.ADMIT_AFTER_EVICTION
+        return self in _ADMITTING
 
     @property
     def rejects(self) -> bool:
-        return self.value.startswith("REJECT_")
+        return self in _REJECTING
+
+
+# Sets rather than ``Verdict.X`` / ``.value`` reads (~0.2-0.4 µs each): every decision asks both.
+_ADMITTING = frozenset([Verdict.ADMIT, Verdict.ADMIT_AFTER_EVICTION])
+_REJECTING = frozenset([verdict for verdict in Verdict if verdict.startswith("REJECT_")])
 
 
 class ReasonCode(enum.StrEnum):

@@ -9,10 +9,17 @@ is minimal: without any one of its members the model would not fit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from operator import attrgetter
 
 from gateway.scheduler.state import AcceleratorState, Channel, ResidencyState, Resident
+
+# Enum members read through their class cost ~0.2 µs each on Python 3.11 (module names: ~0.02 µs),
+# and the loops below run per resident of every accelerator a decision looks at.
+_LOADED = ResidencyState.LOADED
+_LAB = Channel.LAB
+_PRODUCTION = Channel.PRODUCTION
 
 
 def busy_deployments(state: AcceleratorState) -> frozenset[str]:
@@ -23,10 +30,10 @@ def busy_deployments(state: AcceleratorState) -> frozenset[str]:
 def evictable_when_idle(resident: Resident, requester: Channel) -> bool:
     """Loaded, not pinned, not always-warm, and lab unless the requester is production."""
     return (
-        resident.state is ResidencyState.LOADED
+        resident.state is _LOADED
         and not resident.pinned
         and not resident.always_warm
-        and (requester is Channel.PRODUCTION or resident.channel is Channel.LAB)
+        and (requester is _PRODUCTION or resident.channel is _LAB)
     )
 
 
@@ -59,14 +66,14 @@ def eviction_candidates(
     ``exclude`` (the deployment being placed) and the residents in ``skip`` are left out.
     """
     busy = busy_deployments(state) if state.leases else frozenset()
-    production = requester is Channel.PRODUCTION
-    loaded = ResidencyState.LOADED
-    lab = Channel.LAB
+    production = requester is _PRODUCTION
+    loaded = _LOADED
+    lab = _LAB
     candidates = [
         item
         for item in state.residents
-        if item.state is loaded
-        and item.active_leases == 0
+        if item.active_leases == 0
+        and item.state is loaded
         and not item.pinned
         and not item.always_warm
         and (production or item.channel is lab)
@@ -114,9 +121,77 @@ def eviction_cost(evicted: tuple[Resident, ...]) -> tuple[int, float, int]:
     production = 0
     reload_ms = 0.0
     for resident in evicted:
-        production += resident.channel is Channel.PRODUCTION
+        production += resident.channel is _PRODUCTION
         reload_ms += resident.reload_cost_ms
     return (production, reload_ms, len(evicted))
+
+
+def eviction_cost_floor(
+    state: AcceleratorState,
+    requester: Channel,
+    exclude: str,
+    forced: tuple[Resident, ...],
+    deficit: int,
+) -> tuple[tuple[int, float, int], int] | None:
+    """A lower bound on ``(eviction_cost(forced + plan), headroom after)`` for the plan
+    ``choose_evictions`` makes on ``state`` — without sorting or choosing, so placement can skip
+    planning an accelerator that cannot beat the cheapest plan already found.
+
+    The headroom after is ``freed - deficit``.  The bound holds component by component *given*
+    that the components before it are equal, which is what makes it a lower bound of the tuple:
+
+    - production victims: at least one more than ``forced`` has if lab residents alone cannot
+      cover ``deficit``; else exactly as many (the cheapest-first walk takes lab first);
+    - reload ms: ``forced`` plus the cheapest resident the plan can hold (lab ones when no
+      production victim is taken);
+    - count: ``forced`` plus one;
+    - headroom: a one-victim plan frees at least its smallest possible victim.
+
+    It scans a superset of the candidates (leases are not checked), which only lowers the bound.
+    ``None`` (no bound: plan it) when nothing more needs evicting, or when a reload cost is
+    negative or NaN, where sums are not monotonic.
+    """
+    if deficit <= 0:
+        return None
+    production = requester is _PRODUCTION
+    loaded = _LOADED
+    lab = _LAB
+    lab_bytes = 0
+    lab_size = any_size = 0  # 0: none seen yet (only positive sizes count)
+    lab_reload = any_reload = math.inf
+    for item in state.residents:
+        if item.active_leases or item.pinned or item.always_warm or item.state is not loaded:
+            continue
+        size = item.measured_bytes
+        channel = item.channel
+        if size > 0 and (production or channel is lab) and item.deployment_id != exclude:
+            cost = item.reload_cost_ms
+            if not cost >= 0.0:
+                return None
+            if cost < any_reload:
+                any_reload = cost
+            if not any_size or size < any_size:
+                any_size = size
+            if channel is lab:
+                lab_bytes += size
+                if cost < lab_reload:
+                    lab_reload = cost
+                if not lab_size or size < lab_size:
+                    lab_size = size
+    if not any_size:
+        return None
+    victims = 0
+    reload_ms = 0.0
+    for resident in forced:
+        if not resident.reload_cost_ms >= 0.0:
+            return None
+        victims += resident.channel is _PRODUCTION
+        reload_ms += resident.reload_cost_ms
+    if lab_bytes >= deficit:
+        smallest, cheapest = lab_size, lab_reload
+    else:
+        victims, smallest, cheapest = victims + 1, any_size, any_reload
+    return (victims, reload_ms + cheapest, len(forced) + 1), max(0, smallest - deficit)
 
 
 def in_cooldown(state: AcceleratorState, cooldown_seconds: float, now: float) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from operator import attrgetter
 
 import msgspec
 
@@ -19,12 +20,15 @@ from gateway.scheduler.state import AcceleratorState, ModelEnvelope
 
 FINGERPRINT_VERSION = 1
 
+by_accelerator_id = attrgetter("accelerator_id")
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
 
 
 def canonical_pair(pair: CoResidencyPair) -> tuple[str, str, str]:
-    left, right = pair.left, pair.right
-    return (left, right, pair.status.value) if left <= right else (right, left, pair.status.value)
+    # The status is a StrEnum: it sorts as, and msgpack encodes it as, its value — without the
+    # ~0.4 µs ``.value`` read.
+    left, right, status = pair.left, pair.right, pair.status
+    return (left, right, status) if left <= right else (right, left, status)
 
 
 def decision_fingerprint(
@@ -36,7 +40,19 @@ def decision_fingerprint(
     co_residency: Sequence[CoResidencyPair] = (),
 ) -> str:
     """sha256 (hex) over the canonical encoding of a placement's inputs."""
-    ordered = sorted(accelerators, key=lambda item: item.accelerator_id)
+    ordered = sorted(accelerators, key=by_accelerator_id)
+    return ordered_fingerprint(ordered, envelope, request, policy, now, co_residency)
+
+
+def ordered_fingerprint(
+    ordered: list[AcceleratorState],
+    envelope: ModelEnvelope,
+    request: PlacementRequest,
+    policy: SchedulerPolicy,
+    now: float,
+    co_residency: Sequence[CoResidencyPair] = (),
+) -> str:
+    """``decision_fingerprint`` for accelerators already in id order (placement sorts them once)."""
     payload = (
         FINGERPRINT_VERSION,
         policy,
