@@ -1,0 +1,116 @@
+"""`modelforge projector` and `modelforge replay`. DATABASE_URL and NATS_URL come from the environment."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from datetime import datetime
+from typing import Any
+
+from eventstore.connection import nats_url
+from projections.migrate import LIVE_SCHEMA
+
+log = logging.getLogger("modelforge.projector")
+
+
+def database_url() -> str:
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        raise SystemExit("DATABASE_URL is not set (modelforge up sets it for the processes it starts)")
+    return url
+
+
+async def _projector(args: argparse.Namespace) -> int:
+    from projections import projector
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await projector.run(
+            database_url(),
+            nats_url(),
+            args.schema,
+            stop=stop,
+            batch_max=args.batch_max,
+            telemetry=not args.no_telemetry,
+        )
+    except projector.ProjectionHalted as exc:
+        log.error("%s", exc)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _cmd_projector(args: argparse.Namespace) -> int:
+    return asyncio.run(_projector(args))
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    from projections.replay import replay
+
+    result = await replay(
+        database_url(),
+        nats_url(),
+        until_seq=args.until_seq,
+        until_requests_seq=args.until_requests_seq,
+        until_time=args.until_time,
+        schema=args.into,
+        verify=args.verify,
+        swap=args.swap,
+        live=args.schema,
+        progress=not args.no_progress,
+        batch=args.batch,
+    )
+    rate = result.events / result.seconds if result.seconds > 0 else 0.0
+    print(f"schema      {result.schema}")
+    print("checkpoints " + ", ".join(f"{s}={q}" for s, q in sorted(result.checkpoints.items())))
+    print(f"events      {result.events} in {result.seconds:.1f} s ({rate:,.0f}/s)")
+    print(f"digest      {result.digest}")
+    code = 0
+    if args.verify:
+        same = result.live_digest == result.digest
+        print(f"live        {result.live_digest} ({'identical' if same else 'DIFFERENT'})")
+        for line in result.differences:
+            print(f"  {line}")
+        code = 0 if same else 1
+    if args.swap:
+        print(
+            f"swapped     {result.schema} is now {args.schema}"
+            + (f"; the old one is {result.swapped_out}" if result.swapped_out else "")
+        )
+    return code
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    with contextlib.suppress(KeyboardInterrupt):
+        return asyncio.run(_replay(args))
+    return 130
+
+
+def register(subparsers: Any) -> None:
+    projector = subparsers.add_parser("projector", help="project MF_EVENTS and MF_REQUESTS into PostgreSQL")
+    projector.add_argument("--schema", default=LIVE_SCHEMA, help="read-model schema (default: mf)")
+    projector.add_argument("--batch-max", type=int, default=10_000, help="most events per transaction")
+    projector.add_argument("--no-telemetry", action="store_true", help="do not follow MF_TELEMETRY")
+    projector.set_defaults(handler=_cmd_projector)
+
+    replay = subparsers.add_parser(
+        "replay", help="rebuild the read model from the streams into a fresh schema"
+    )
+    replay.add_argument("--until-seq", type=int, help="state as of this MF_EVENTS sequence")
+    replay.add_argument("--until-requests-seq", type=int, help="cut MF_REQUESTS at this sequence")
+    replay.add_argument("--until-time", type=datetime.fromisoformat, help="state as of this ISO time")
+    replay.add_argument("--into", help="schema to build (default: mf_replay_<random>)")
+    replay.add_argument("--schema", default=LIVE_SCHEMA, help="the live schema (default: mf)")
+    replay.add_argument("--verify", action="store_true", help="compare with the live schema's digest")
+    replay.add_argument("--swap", action="store_true", help="make the rebuilt schema live (blue/green)")
+    replay.add_argument("--batch", type=int, default=20_000, help="events per transaction")
+    replay.add_argument("--no-progress", action="store_true")
+    replay.set_defaults(handler=_cmd_replay)

@@ -1,0 +1,100 @@
+"""An order-independent digest of a read-model schema, and row-level differences between two.
+
+Each row hashes to md5 of its canonical text (every column but `projected_at`, the wall-clock
+time a batch was written, in a session pinned to UTC/ISO output); a table's digest is md5 over
+its sorted row hashes; the schema's digest is sha256 over `table rows digest` lines. Batch sizes,
+restarts and the order rows were written in therefore cannot change it. `schema_migrations` and
+`telemetry` (a live feed, not events) are left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, NamedTuple
+
+import psycopg
+from psycopg import sql
+
+from projections.writer import Catalog
+
+EXCLUDED_TABLES = frozenset({"schema_migrations", "telemetry"})
+EXCLUDED_COLUMNS = frozenset({"projected_at"})
+Conn = psycopg.AsyncConnection[Any]
+
+
+class TableDigest(NamedTuple):
+    rows: int
+    digest: str
+
+
+async def _pin_output(conn: Conn) -> None:
+    await conn.execute("SET TIME ZONE 'UTC'")
+    await conn.execute("SET DateStyle TO 'ISO, YMD'")
+    await conn.execute("SET extra_float_digits TO 1")
+    await conn.execute("SET IntervalStyle TO 'iso_8601'")
+
+
+def _row_hash(schema: str, table: str, columns: list[str]) -> sql.Composed:
+    row = sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(c)) for c in columns)
+    return sql.SQL("md5(ROW({})::text)").format(row)
+
+
+def digested_columns(catalog: Catalog, table: str) -> list[str]:
+    return [c for c in catalog.columns[table] if c not in EXCLUDED_COLUMNS]
+
+
+async def table_digests(conn: Conn, schema: str) -> dict[str, TableDigest]:
+    await _pin_output(conn)
+    catalog = await Catalog.load(conn, schema)
+    out = {}
+    for table in sorted(catalog.columns):
+        if table in EXCLUDED_TABLES:
+            continue
+        query = sql.SQL(
+            "SELECT count(*), coalesce(md5(string_agg(h, '' ORDER BY h COLLATE \"C\")), md5(''))"
+            " FROM (SELECT {} AS h FROM {}.{} t) s"
+        ).format(
+            _row_hash(schema, table, digested_columns(catalog, table)),
+            sql.Identifier(schema),
+            sql.Identifier(table),
+        )
+        cur = await conn.execute(query)
+        rows, digest = await cur.fetchone()  # type: ignore[misc]
+        out[table] = TableDigest(int(rows), str(digest))
+    return out
+
+
+def combine(tables: dict[str, TableDigest]) -> str:
+    text = "".join(f"{name} {t.rows} {t.digest}\n" for name, t in sorted(tables.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+async def digest(conn: Conn, schema: str) -> str:
+    return combine(await table_digests(conn, schema))
+
+
+async def row_differences(conn: Conn, left: str, right: str, table: str, limit: int = 10) -> list[str]:
+    """Primary keys of rows that differ between two schemas' copies of `table`, with which side has it."""
+    await _pin_output(conn)
+    catalog = await Catalog.load(conn, left)
+    columns = digested_columns(catalog, table)
+    keys = catalog.keys[table]
+    key_text = sql.SQL("ROW({})::text").format(
+        sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(k)) for k in keys)
+    )
+
+    def side(schema: str) -> sql.Composed:
+        return sql.SQL("SELECT {} AS k, {} AS h FROM {}.{} t").format(
+            key_text, _row_hash(schema, table, columns), sql.Identifier(schema), sql.Identifier(table)
+        )
+
+    query = sql.SQL(
+        "SELECT coalesce(a.k, b.k), a.h IS NOT NULL, b.h IS NOT NULL FROM ({}) a FULL JOIN ({}) b ON a.k = b.k"
+        " WHERE a.h IS DISTINCT FROM b.h ORDER BY 1 LIMIT %s"
+    ).format(side(left), side(right))
+    cur = await conn.execute(query, (limit,))
+    out = []
+    for key, in_left, in_right in await cur.fetchall():
+        where = "differs" if in_left and in_right else (f"only in {left}" if in_left else f"only in {right}")
+        out.append(f"{table} {key}: {where}")
+    return out

@@ -1,0 +1,51 @@
+"""Row operations: what handlers return, and how a batch folds them before writing.
+
+An `Op` upserts one row by primary key: `set` columns take the given values, `add` columns grow
+by the given amounts (from 0 for a new row); columns not named keep their value (or default).
+Folding consecutive ops on one row gives the row a single sequential application would, so a
+batch writes each touched row once and the result does not depend on where batches are cut.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class Op(NamedTuple):
+    table: str
+    key: tuple[Any, ...]
+    set: dict[str, Any]
+    add: dict[str, int] | None = None
+
+
+def up(table: str, key: tuple[Any, ...], **columns: Any) -> Op:
+    return Op(table, key, columns)
+
+
+class Pending:
+    """The folded ops of one batch: table -> key -> [set, add]."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, int]]]] = {}
+
+    def fold(self, op: Op) -> None:
+        rows = self.tables.get(op.table)
+        if rows is None:
+            rows = self.tables[op.table] = {}
+        current = rows.get(op.key)
+        if current is None:
+            rows[op.key] = (dict(op.set), dict(op.add) if op.add else {})
+            return
+        sets, adds = current
+        for column in op.set:
+            adds.pop(column, None)
+        sets.update(op.set)
+        if op.add:
+            for column, delta in op.add.items():
+                if column in sets:
+                    sets[column] = (sets[column] or 0) + delta
+                else:
+                    adds[column] = adds.get(column, 0) + delta
+
+    def __len__(self) -> int:
+        return sum(len(rows) for rows in self.tables.values())

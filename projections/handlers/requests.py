@@ -1,0 +1,83 @@
+"""Request events (MF_REQUESTS) -> the request history, with the full latency breakdown.
+
+These rows are touched by no MF_EVENTS handler, so the two streams project independently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from projections.handlers.ops import Op, up
+from streams.events import requests as r
+from streams.events.base import Event
+
+LATENCY_FIELDS = r.LatencyBreakdown.__struct_fields__
+
+
+def _latency(latency: r.LatencyBreakdown) -> dict[str, Any]:
+    return {name: getattr(latency, name) for name in LATENCY_FIELDS}
+
+
+def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
+    match event:
+        case r.RequestAccepted():
+            return [
+                up(
+                    "requests",
+                    (event.request_id,),
+                    client_id=event.client_id,
+                    capability=event.capability,
+                    status="accepted",
+                    input_sha256=event.input_sha256,
+                    shape_bucket=event.shape_bucket,
+                    items=event.items,
+                    accepted_at=at,
+                )
+            ]
+        case r.RequestCompleted():
+            return [
+                up(
+                    "requests",
+                    (event.request_id,),
+                    client_id=event.client_id,
+                    capability=event.capability,
+                    status="completed",
+                    deployment_id=event.deployment_id,
+                    node_id=event.node_id,
+                    accelerator_id=event.accelerator_id,
+                    cold=event.cold,
+                    usage_items=event.usage.items,
+                    usage_input_tokens=event.usage.input_tokens,
+                    finished_at=at,
+                    **_latency(event.latency),
+                )
+            ]
+        case r.RequestFailed():
+            return [
+                up(
+                    "requests",
+                    (event.request_id,),
+                    client_id=event.client_id,
+                    capability=event.capability,
+                    status="failed",
+                    code=event.code,
+                    http_status=event.http_status,
+                    deployment_id=event.deployment_id or None,
+                    finished_at=at,
+                    **_latency(event.latency),
+                )
+            ]
+        case r.RequestRejected():
+            return [
+                up(
+                    "requests",
+                    (event.request_id,),
+                    client_id=event.client_id,
+                    capability=event.capability,
+                    status="rejected",
+                    code=event.code,
+                    http_status=event.http_status,
+                    finished_at=at,
+                )
+            ]
+    return None

@@ -1,0 +1,152 @@
+"""The projector: MF_EVENTS and MF_REQUESTS into the read model, exactly once, one active instance.
+
+Start: migrate, then take the projection's advisory lock (a second projector blocks there until
+the first one's session ends, e.g. it dies), then follow both streams from their checkpoints + 1.
+Messages are queued as they arrive; the applier takes whatever is queued (up to `batch_max`) as
+one batch and commits rows, audit log and checkpoints in one transaction, so batches grow with
+load and shrink to one event when idle: no timers or sleeps are needed to batch. A lost stream
+connection or a moved checkpoint (replay swapped in) resumes from the stored checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+import psycopg
+
+from projections import source
+from projections.facts import Fact, fact_from
+from projections.migrate import LIVE_SCHEMA, check_schema, lock_key, migrate
+from projections.writer import Catalog, CheckpointMoved, ProjectionHalted, Writer
+from streams import subjects
+
+log = logging.getLogger("modelforge.projector")
+STREAMS = (subjects.EVENTS_STREAM, subjects.REQUESTS_STREAM)
+BATCH_MAX = 10_000
+QUEUE_CHUNKS = 64  # chunks of up to one socket read each: backpressure on the readers
+RETRY_S = 1.0
+
+_Item = tuple[str, list[source.Delivery]] | BaseException
+
+
+async def connect(database_url: str) -> psycopg.AsyncConnection[tuple[object, ...]]:
+    # No server-side prepared statements: `replay --swap` renames schemas under a running projector,
+    # and every statement must resolve its tables by name again.
+    return await psycopg.AsyncConnection.connect(database_url, autocommit=True, prepare_threshold=None)
+
+
+async def run(
+    database_url: str,
+    nats_urls: str | None = None,
+    schema: str = LIVE_SCHEMA,
+    *,
+    stop: asyncio.Event | None = None,
+    batch_max: int = BATCH_MAX,
+    telemetry: bool = True,
+    on_batch: Callable[[dict[str, int]], None] | None = None,
+) -> None:
+    """Project until `stop` is set; raises ProjectionHalted on an event it cannot apply."""
+    check_schema(schema)
+    stop = stop or asyncio.Event()
+    conn = await connect(database_url)
+    extras: list[asyncio.Task[None]] = []
+    try:
+        await migrate(conn, schema)
+        log.info("projector for schema %s waiting for the projection lock", schema)
+        await conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (lock_key(schema, "projector"),))
+        log.info("projector for schema %s is the active instance", schema)
+        if telemetry:
+            from projections.telemetry import follow_telemetry
+
+            follower = asyncio.create_task(follow_telemetry(database_url, nats_urls, schema, stop))
+            follower.add_done_callback(_report_telemetry_end)
+            extras.append(follower)
+        writer = Writer(conn, schema, await Catalog.load(conn, schema))
+        while not stop.is_set():
+            checkpoints = await writer.read_checkpoints()
+            try:
+                await _follow(writer, checkpoints, nats_urls, stop, batch_max, on_batch)
+            except CheckpointMoved as exc:
+                log.warning("checkpoint moved (%s): resuming from the stored checkpoint", exc)
+                writer = Writer(conn, schema, await Catalog.load(conn, schema))
+            except source.SourceLost as exc:
+                log.warning("stream reader lost (%s): resuming in %.0f s", exc, RETRY_S)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), RETRY_S)
+    finally:
+        for task in extras:
+            task.cancel()
+        for task in extras:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await conn.close()
+
+
+async def _follow(
+    writer: Writer,
+    checkpoints: dict[str, int],
+    nats_urls: str | None,
+    stop: asyncio.Event,
+    batch_max: int,
+    on_batch: Callable[[dict[str, int]], None] | None,
+) -> None:
+    queue: asyncio.Queue[_Item] = asyncio.Queue(QUEUE_CHUNKS)
+
+    async def read(stream: str) -> None:
+        try:
+            async for chunk in source.read(stream, checkpoints.get(stream, 0) + 1, urls=nats_urls):
+                await queue.put((stream, chunk))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # handed to the applier, which raises it
+            await queue.put(exc)
+
+    readers = [asyncio.create_task(read(stream)) for stream in STREAMS]
+    stopping = asyncio.create_task(stop.wait())
+    expected = dict(checkpoints)
+    try:
+        while True:
+            getting = asyncio.create_task(queue.get())
+            await asyncio.wait((getting, stopping), return_when=asyncio.FIRST_COMPLETED)
+            if not getting.done():
+                getting.cancel()
+                return
+            items = [getting.result()]
+            count = _size(items[0])
+            while count < batch_max and not queue.empty():
+                item = queue.get_nowait()
+                items.append(item)
+                count += _size(item)
+            facts: list[Fact] = []
+            for item in items:
+                if isinstance(item, BaseException):
+                    raise item
+                stream, chunk = item
+                facts.extend(fact_from(stream, delivery) for delivery in chunk)
+            expected = await writer.write(facts, expected)
+            if on_batch is not None:
+                on_batch(expected)
+    finally:
+        stopping.cancel()
+        for task in readers:
+            task.cancel()
+        for task in readers:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _report_telemetry_end(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error(
+            "telemetry follower stopped: %r (the scheduler view shows attribution UNKNOWN)", task.exception()
+        )
+
+
+def _size(item: _Item) -> int:
+    return 1 if isinstance(item, BaseException) else len(item[1])
+
+
+__all__ = ["BATCH_MAX", "STREAMS", "ProjectionHalted", "run"]

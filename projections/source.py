@@ -1,0 +1,278 @@
+"""A lean JetStream reader for the projector and replay: one pull consumer on its own socket.
+
+nats-py spends ~28 µs parsing the headers of each of our messages and creates a task per message
+for async iteration, which caps a projector near 10k events/s on this machine (measured; see
+bench/projection.py). The read side needs each stream once, in order, at volume, so this module
+speaks the NATS text protocol directly for that one job: an ephemeral, ack-less pull consumer
+starting at a sequence, long-poll pull requests kept ahead of consumption (a server-side wait,
+never a sleep), and header blocks split without validation. Anything unexpected (gap, consumer
+deleted, silence past the heartbeat) raises `SourceLost`; the caller resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, NamedTuple
+from urllib.parse import unquote, urlparse
+
+from eventstore.connection import nats_url
+
+
+class Delivery(NamedTuple):
+    seq: int  # stream sequence
+    subject: str
+    headers: bytes  # the raw header block ("NATS/1.0\r\nName: value\r\n...")
+    data: bytes
+    stored_ns: int  # server timestamp (ns since the epoch) when the stream stored it
+
+
+class SourceLost(Exception):
+    """The stream connection or consumer went away; resume from the last applied sequence."""
+
+
+PULL_BATCH = 10_000
+HEARTBEAT_S = 5.0
+_CRLF = b"\r\n"
+
+
+def parse_headers(block: bytes) -> dict[str, str]:
+    """Our own header blocks only carry ASCII names and UTF-8 values: split, don't validate."""
+    out: dict[str, str] = {}
+    for line in block.split(_CRLF)[1:]:
+        name, sep, value = line.partition(b":")
+        if sep:
+            out[name.decode()] = value.strip().decode("utf-8", "replace")
+    return out
+
+
+def _server(url: str) -> tuple[str, int, dict[str, Any]]:
+    parsed = urlparse(url if "://" in url else f"nats://{url}")
+    options: dict[str, Any] = {}
+    if parsed.username and parsed.password is not None:
+        options = {"user": unquote(parsed.username), "pass": unquote(parsed.password)}
+    elif parsed.username:
+        options = {"auth_token": unquote(parsed.username)}
+    if parsed.scheme == "tls":
+        raise SourceLost(f"{url}: TLS servers are not supported by the projector's reader yet")
+    return parsed.hostname or "127.0.0.1", parsed.port or 4222, options
+
+
+class RawNats:
+    """Just enough NATS: CONNECT, SUB, PUB, PING/PONG, and MSG/HMSG delivery to one handler."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.buffer = bytearray()
+        self.inbox = f"_INBOX.mfproj.{uuid.uuid4().hex}"
+
+    @classmethod
+    async def open(cls, urls: str | None = None) -> RawNats:
+        errors = []
+        for url in (urls or nats_url()).split(","):
+            host, port, auth = _server(url.strip())
+            try:
+                reader, writer = await asyncio.open_connection(host, port, limit=1 << 24)
+                info_line = await asyncio.wait_for(reader.readline(), 5.0)
+            except (OSError, TimeoutError) as exc:
+                errors.append(f"{url}: {exc}")
+                continue
+            info = json.loads(info_line.partition(b" ")[2] or b"{}")
+            if info.get("tls_required"):
+                writer.close()
+                raise SourceLost(f"{url}: server requires TLS; the projector's reader does not speak it yet")
+            connect = {
+                "verbose": False,
+                "pedantic": False,
+                "headers": True,
+                "no_responders": True,
+                "protocol": 1,
+                "name": "modelforge-projector-reader",
+                "lang": "python",
+                **auth,
+            }
+            writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
+            raw = cls(reader, writer)
+            raw.writer.write(f"SUB {raw.inbox}.* 1\r\n".encode())
+            await writer.drain()
+            line = await asyncio.wait_for(reader.readline(), 5.0)
+            if not line.startswith(b"PONG"):
+                writer.close()
+                raise SourceLost(f"{url}: {line.decode(errors='replace').strip()}")
+            return raw
+        raise SourceLost("cannot reach NATS: " + "; ".join(errors))
+
+    def publish(self, subject: str, payload: bytes, reply: str) -> None:
+        head = f"PUB {subject} {reply} {len(payload)}" if reply else f"PUB {subject} {len(payload)}"
+        self.writer.write(head.encode() + _CRLF + payload + _CRLF)
+
+    async def read_messages(self, timeout: float) -> list[tuple[str, str, bytes, bytes]]:
+        """Every complete message now in the socket: (subject, reply, header block, payload)."""
+        out: list[tuple[str, str, bytes, bytes]] = []
+        while not out:
+            try:
+                chunk = await asyncio.wait_for(self.reader.read(1 << 20), timeout)
+            except TimeoutError:
+                raise SourceLost(f"no data or heartbeat from NATS for {timeout:.0f} s") from None
+            if not chunk:
+                raise SourceLost("NATS closed the connection")
+            self.buffer += chunk
+            self._parse(out)
+        return out
+
+    def _parse(self, out: list[tuple[str, str, bytes, bytes]]) -> None:
+        buf, pos = self.buffer, 0
+        while True:
+            end = buf.find(_CRLF, pos)
+            if end < 0:
+                break
+            line = bytes(buf[pos:end])
+            if line.startswith(b"HMSG") or line.startswith(b"MSG"):
+                parts = line.split()
+                headered = parts[0] == b"HMSG"
+                total = int(parts[-1])
+                hdr_len = int(parts[-2]) if headered else 0
+                reply = parts[3].decode() if len(parts) == (6 if headered else 5) else ""
+                start = end + 2
+                if len(buf) < start + total + 2:
+                    break
+                body = bytes(buf[start : start + total])
+                out.append((parts[1].decode(), reply, body[:hdr_len], body[hdr_len:]))
+                pos = start + total + 2
+                continue
+            if line.startswith(b"PING"):
+                self.writer.write(b"PONG\r\n")
+            elif line.startswith(b"-ERR"):
+                raise SourceLost(f"NATS error: {line.decode(errors='replace')}")
+            pos = end + 2
+        del buf[:pos]
+
+    async def request(self, subject: str, payload: bytes, timeout: float = 5.0) -> dict[str, Any]:
+        token = uuid.uuid4().hex
+        self.publish(subject, payload, f"{self.inbox}.{token}")
+        await self.writer.drain()
+        while True:
+            for _subject, _reply, headers, data in await self.read_messages(timeout):
+                if _subject.endswith(token):
+                    if headers and b" 503" in headers.split(_CRLF, 1)[0]:
+                        raise SourceLost(f"no responders for {subject}: is JetStream enabled?")
+                    reply: dict[str, Any] = json.loads(data)
+                    return reply
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(OSError):
+            await self.writer.wait_closed()
+
+
+async def last_sequence(stream: str, urls: str | None = None) -> tuple[int, int]:
+    """(first_seq, last_seq) of a stream now; (0, 0) when it does not exist."""
+    raw = await RawNats.open(urls)
+    try:
+        reply = await raw.request(f"$JS.API.STREAM.INFO.{stream}", b"")
+    finally:
+        await raw.close()
+    if "error" in reply:
+        return 0, 0
+    state = reply.get("state", {})
+    return int(state.get("first_seq", 0)), int(state.get("last_seq", 0))
+
+
+def _ack_facts(reply: str) -> tuple[int, int, int, int]:
+    """(stream seq, consumer seq, timestamp ns, pending) from a JetStream ack subject (v1 or v2)."""
+    tokens = reply.split(".")
+    offset = 2 if len(tokens) == 9 else 4
+    return (
+        int(tokens[offset + 3]),
+        int(tokens[offset + 4]),
+        int(tokens[offset + 5]),
+        int(tokens[offset + 6]),
+    )
+
+
+async def read(
+    stream: str, from_sequence: int, until_sequence: int | None = None, urls: str | None = None
+) -> AsyncIterator[list[Delivery]]:
+    """Messages of `stream` from `from_sequence` on, in chunks as they arrive, in order, no gaps.
+
+    With `until_sequence` it ends after that sequence (or when nothing is left); without, it
+    follows the stream forever, waiting server-side for new messages.
+    """
+    if until_sequence is not None and until_sequence < from_sequence:
+        return
+    raw = await RawNats.open(urls)
+    name = f"mfproj_{uuid.uuid4().hex[:16]}"
+    try:
+        config = {
+            "stream_name": stream,
+            "config": {
+                "name": name,
+                "deliver_policy": "by_start_sequence",
+                "opt_start_seq": max(1, from_sequence),
+                "ack_policy": "none",
+                "replay_policy": "instant",
+                "inactive_threshold": 60_000_000_000,
+                "mem_storage": True,
+                "num_replicas": 1,
+                "max_waiting": 16,
+            },
+        }
+        created = await raw.request(f"$JS.API.CONSUMER.CREATE.{stream}.{name}", json.dumps(config).encode())
+        if "error" in created:
+            raise SourceLost(f"cannot create a consumer on {stream}: {created['error']}")
+        pull_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}"
+        expires_ns = int(4 * HEARTBEAT_S * 1e9)
+        pull = json.dumps(
+            {"batch": PULL_BATCH, "expires": expires_ns, "idle_heartbeat": int(HEARTBEAT_S * 1e9)}
+        )
+        outstanding = 0
+        last_cseq = 0
+        while True:
+            while outstanding < 2 * PULL_BATCH:
+                raw.publish(pull_subject, pull.encode(), f"{raw.inbox}.pull")
+                outstanding += PULL_BATCH
+            await raw.writer.drain()
+            chunk: list[Delivery] = []
+            done = False
+            for subject, reply, headers, data in await raw.read_messages(3 * HEARTBEAT_S):
+                if not reply:
+                    outstanding -= _status(headers, stream)
+                    continue
+                seq, cseq, ts, pending = _ack_facts(reply)
+                if cseq != last_cseq + 1:
+                    raise SourceLost(f"{stream}: consumer sequence jumped from {last_cseq} to {cseq}")
+                last_cseq = cseq
+                outstanding -= 1
+                if until_sequence is not None and seq > until_sequence:
+                    done = True
+                    break
+                chunk.append(Delivery(seq, subject, headers, data, ts))
+                if until_sequence is not None and (seq >= until_sequence or pending == 0):
+                    done = True
+                    break
+            if chunk:
+                yield chunk
+            if done:
+                return
+    finally:
+        try:
+            raw.publish(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b"", f"{raw.inbox}.deleted")
+            await raw.writer.drain()
+        except (OSError, RuntimeError):
+            pass
+        await raw.close()
+
+
+def _status(headers: bytes, stream: str) -> int:
+    """Handle a status message; returns how many requested messages it releases."""
+    first, _, rest = headers.partition(_CRLF)
+    code = first[9:12]
+    if code == b"100":  # idle heartbeat (or flow control): proof of life
+        return 0
+    if code in (b"408", b"404"):  # a pull request expired: its unfilled part is released
+        pending = parse_headers(b"x\r\n" + rest).get("Nats-Pending-Messages", "0")
+        return int(pending) if pending.isdigit() else 0
+    raise SourceLost(f"{stream}: {first.decode(errors='replace')} {rest.decode(errors='replace').strip()}")

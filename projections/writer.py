@@ -1,0 +1,320 @@
+"""Writing a batch of facts into one schema: one transaction for rows, audit log and checkpoints.
+
+Rows: the batch's ops are folded per row (see handlers.ops), then each table gets one
+`INSERT .. SELECT FROM unnest(arrays) ON CONFLICT DO UPDATE` per column signature. The audit log
+gets every fact by COPY. The checkpoint rows are locked first and must match what the caller last
+applied (else `CheckpointMoved`: someone else wrote, or a replay was swapped in); they advance in
+the same transaction, and `pg_notify` tells waiters the new sequence when it commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+import psycopg
+from psycopg import sql
+
+from projections.facts import Fact, tolerated
+from projections.handlers import Op, Pending, ops_for
+from streams.codec import UnknownEvent
+from streams.events.base import Event
+
+Conn = psycopg.AsyncConnection[Any]
+NOTIFY_CHANNEL = "modelforge_projection"
+_ARRAY_TYPE = {
+    "text": "text[]",
+    "bigint": "int8[]",
+    "integer": "int4[]",
+    "double precision": "float8[]",
+    "boolean": "bool[]",
+    "jsonb": "jsonb[]",
+    "timestamp with time zone": "timestamptz[]",
+}
+AUDIT_COLUMNS = (
+    "stream",
+    "seq",
+    "subject",
+    "event_id",
+    "event_type",
+    "schema_version",
+    "aggregate_type",
+    "aggregate_id",
+    "occurred_at",
+    "stored_at",
+    "actor",
+    "correlation_id",
+    "causation_id",
+    "headers",
+    "payload",
+    "decoded",
+    "unknown_reason",
+)
+_REDACT = {"CredentialIssued", "CredentialRotated"}  # key hashes never reach the read model
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_json = msgspec.json.Encoder()
+
+
+class ProjectionHalted(Exception):
+    """An event the projection cannot apply: it stops here, naming the event."""
+
+    def __init__(self, stream: str, seq: int, event_type: str, cause: str) -> None:
+        super().__init__(f"projection halted at {stream} sequence {seq} ({event_type}): {cause}")
+        self.stream, self.seq, self.event_type, self.cause = stream, seq, event_type, cause
+
+
+class CheckpointMoved(Exception):
+    """The stored checkpoint is not what this writer last applied: resume from the stored one."""
+
+
+class Catalog:
+    """Column types and primary keys of a schema's tables, read from PostgreSQL itself."""
+
+    def __init__(self, columns: dict[str, dict[str, str]], keys: dict[str, tuple[str, ...]]) -> None:
+        self.columns, self.keys = columns, keys
+
+    @classmethod
+    async def load(cls, conn: Conn, schema: str) -> Catalog:
+        columns: dict[str, dict[str, str]] = {}
+        cur = await conn.execute(
+            "SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c"
+            " JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name"
+            " WHERE c.table_schema = %s AND t.table_type = 'BASE TABLE' ORDER BY c.table_name, c.ordinal_position",
+            (schema,),
+        )
+        for table, column, data_type in await cur.fetchall():
+            columns.setdefault(table, {})[column] = data_type
+        keys: dict[str, tuple[str, ...]] = {}
+        cur = await conn.execute(
+            "SELECT tc.table_name, kcu.column_name FROM information_schema.table_constraints tc"
+            " JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = tc.constraint_name"
+            " AND kcu.table_schema = tc.table_schema"
+            " WHERE tc.constraint_type = 'PRIMARY KEY' AND tc.table_schema = %s"
+            " ORDER BY tc.table_name, kcu.ordinal_position",
+            (schema,),
+        )
+        for table, column in await cur.fetchall():
+            keys[table] = (*keys.get(table, ()), column)
+        return cls(columns, keys)
+
+
+def _esc(value: str) -> str:
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        value = value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return value
+
+
+def _text(value: str | None) -> str:
+    return "\\N" if value is None else _esc(value)
+
+
+def audit_line(fact: Fact) -> str:
+    h, event = fact.headers, fact.event
+    if isinstance(event, UnknownEvent):
+        try:
+            msgspec.json.decode(event.data)
+            payload: str | None = event.data.decode()
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            payload = None
+        decoded, reason, event_type = "f", event.reason, event.event_type
+    else:
+        event_type = type(event).__name__
+        if event_type in _REDACT:
+            payload = _json.encode(msgspec.structs.replace(event, key_sha256="<redacted>")).decode()
+        else:
+            payload = _json.encode(event).decode()
+        decoded, reason = "t", None
+    stored = (_EPOCH + timedelta(microseconds=fact.stored_ns // 1000)).isoformat()
+    fields = (
+        _esc(fact.stream),
+        str(fact.seq),
+        _esc(fact.subject),
+        _text(h.get("Nats-Msg-Id")),
+        _esc(event_type),
+        _text(h.get("Mf-Schema-Version")),
+        _text(h.get("Mf-Aggregate-Type")),
+        _text(h.get("Mf-Aggregate-Id")),
+        _text(fact.occurred_at),
+        stored,
+        _text(h.get("Mf-Actor")),
+        _text(h.get("Mf-Correlation-Id")),
+        _text(h.get("Mf-Causation-Id")),
+        _esc(_json.encode(h).decode()),
+        _text(payload),
+        decoded,
+        _text(reason),
+    )
+    return "\t".join(fields)
+
+
+def plan(facts: Sequence[Fact]) -> tuple[Pending, list[str], int]:
+    """Fold the batch's rows; returns (rows, audit lines, how many facts were usable).
+
+    Stops at the first fact that cannot be applied; the caller applies the prefix, then halts.
+    """
+    pending = Pending()
+    lines: list[str] = []
+    for index, fact in enumerate(facts):
+        event = fact.event
+        if isinstance(event, UnknownEvent):
+            if not tolerated(event):
+                return pending, lines, index
+        else:
+            try:
+                rows: list[Op] = ops_for(event, fact.seq, fact.occurred_at)
+            except Exception:
+                return pending, lines, index
+            for op in rows:
+                pending.fold(op)
+        lines.append(audit_line(fact))
+    return pending, lines, len(facts)
+
+
+def halt_reason(fact: Fact) -> ProjectionHalted:
+    event = fact.event
+    if isinstance(event, UnknownEvent):
+        return ProjectionHalted(fact.stream, fact.seq, event.event_type, event.reason)
+    try:
+        ops_for(event, fact.seq, fact.occurred_at)
+    except Exception as exc:
+        return ProjectionHalted(fact.stream, fact.seq, type(event).__name__, f"{type(exc).__name__}: {exc}")
+    return ProjectionHalted(fact.stream, fact.seq, type(event).__name__, "cannot be applied")
+
+
+class Writer:
+    def __init__(self, conn: Conn, schema: str, catalog: Catalog, notify: bool = True) -> None:
+        self.conn, self.schema, self.catalog, self.notify = conn, schema, catalog, notify
+        self._statements: dict[tuple[str, tuple[str, ...], tuple[str, ...]], sql.Composed] = {}
+
+    async def read_checkpoints(self) -> dict[str, int]:
+        cur = await self.conn.execute(
+            sql.SQL("SELECT stream, last_seq FROM {}.checkpoints").format(sql.Identifier(self.schema))
+        )
+        rows = await cur.fetchall()
+        await self.conn.commit()
+        return {stream: seq for stream, seq in rows}
+
+    async def write(self, facts: Sequence[Fact], expected: dict[str, int]) -> dict[str, int]:
+        """Apply `facts` (in stream order) atomically; returns the new checkpoints."""
+        pending, lines, usable = plan(facts)
+        try:
+            done = await self._transaction(facts[:usable], pending, lines, expected)
+        except psycopg.Error:
+            # The database refused something: find the event, one transaction each, so the error
+            # names it and everything before it is applied (and nothing after it).
+            done = dict(expected)
+            for fact in facts[:usable]:
+                one_pending, one_lines, _ = plan([fact])
+                try:
+                    done = await self._transaction([fact], one_pending, one_lines, done)
+                except psycopg.Error as exc:
+                    raise ProjectionHalted(
+                        fact.stream,
+                        fact.seq,
+                        fact.headers.get("Mf-Event-Type", "?"),
+                        f"{type(exc).__name__}: {exc}".strip(),
+                    ) from exc
+        if usable < len(facts):
+            raise halt_reason(facts[usable])
+        return done
+
+    async def _transaction(
+        self, facts: Sequence[Fact], pending: Pending, lines: list[str], expected: dict[str, int]
+    ) -> dict[str, int]:
+        schema = sql.Identifier(self.schema)
+        new = dict(expected)
+        for fact in facts:
+            new[fact.stream] = fact.seq
+        async with self.conn.transaction():
+            cur = await self.conn.execute(
+                sql.SQL("SELECT stream, last_seq FROM {}.checkpoints FOR UPDATE").format(schema)
+            )
+            stored = {stream: seq for stream, seq in await cur.fetchall()}
+            for stream in new:
+                if stored.get(stream, 0) != expected.get(stream, 0):
+                    raise CheckpointMoved(
+                        f"{stream}: stored {stored.get(stream, 0)}, expected {expected.get(stream, 0)}"
+                    )
+            if lines:
+                copy_sql = sql.SQL("COPY {}.audit_log ({}) FROM STDIN").format(
+                    schema, sql.SQL(", ").join(map(sql.Identifier, AUDIT_COLUMNS))
+                )
+                async with self.conn.cursor().copy(copy_sql) as copy:
+                    await copy.write("\n".join(lines) + "\n")
+            for table, rows in pending.tables.items():
+                await self._upsert(table, rows)
+            for stream, seq in new.items():
+                if seq != expected.get(stream, 0):
+                    await self.conn.execute(
+                        sql.SQL(
+                            "INSERT INTO {}.checkpoints (stream, last_seq, projected_at) VALUES (%s, %s, now())"
+                            " ON CONFLICT (stream) DO UPDATE SET last_seq = EXCLUDED.last_seq, projected_at = now()"
+                        ).format(schema),
+                        (stream, seq),
+                    )
+                    if self.notify:
+                        await self.conn.execute(
+                            "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{self.schema}:{stream}:{seq}")
+                        )
+        return new
+
+    async def _upsert(
+        self, table: str, rows: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, int]]]
+    ) -> None:
+        types = self.catalog.columns[table]
+        keys = self.catalog.keys[table]
+        groups: dict[
+            tuple[tuple[str, ...], tuple[str, ...]],
+            list[tuple[tuple[Any, ...], dict[str, Any], dict[str, int]]],
+        ] = {}
+        for key, (sets, adds) in rows.items():
+            signature = (tuple(sorted(sets)), tuple(sorted(adds)))
+            groups.setdefault(signature, []).append((key, sets, adds))
+        for (set_cols, add_cols), members in groups.items():
+            statement = self._statement(table, keys, set_cols, add_cols)
+            arrays: list[list[Any]] = [[key[i] for key, _, _ in members] for i in range(len(keys))]
+            for column in set_cols:
+                values = [sets[column] for _, sets, _ in members]
+                if types[column] == "jsonb":
+                    values = [None if v is None else _json.encode(v).decode() for v in values]
+                arrays.append(values)
+            for column in add_cols:
+                arrays.append([adds[column] for _, _, adds in members])
+            await self.conn.execute(statement, arrays)
+
+    def _statement(
+        self, table: str, keys: tuple[str, ...], set_cols: tuple[str, ...], add_cols: tuple[str, ...]
+    ) -> sql.Composed:
+        cache_key = (table, set_cols, add_cols)
+        found = self._statements.get(cache_key)
+        if found is not None:
+            return found
+        types = self.catalog.columns[table]
+        unknown = [c for c in (*set_cols, *add_cols) if c not in types]
+        if unknown:
+            raise KeyError(f"{table} has no column(s) {', '.join(unknown)}")
+        columns = (*keys, *set_cols, *add_cols)
+        arrays = sql.SQL(", ").join(sql.SQL("%b::" + _ARRAY_TYPE[types[c]]) for c in columns)
+        updates = [sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in set_cols]
+        updates += [sql.SQL("{0} = t.{0} + EXCLUDED.{0}").format(sql.Identifier(c)) for c in add_cols]
+        conflict = (
+            sql.SQL("DO UPDATE SET ") + sql.SQL(", ").join(updates) if updates else sql.SQL("DO NOTHING")
+        )
+        statement = sql.SQL(
+            "INSERT INTO {}.{} AS t ({}) SELECT * FROM unnest({}) ON CONFLICT ({}) {}"
+        ).format(
+            sql.Identifier(self.schema),
+            sql.Identifier(table),
+            sql.SQL(", ").join(map(sql.Identifier, columns)),
+            arrays,
+            sql.SQL(", ").join(map(sql.Identifier, keys)),
+            conflict,
+        )
+        self._statements[cache_key] = statement
+        return statement
+
+
+def describe(event: Event | UnknownEvent) -> str:
+    return event.event_type if isinstance(event, UnknownEvent) else type(event).__name__

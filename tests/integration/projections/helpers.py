@@ -1,0 +1,82 @@
+"""Publishing scenario items and running a projector in-process until it reaches a point."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+
+import psycopg
+
+from eventstore.store import EventStore, ExpectedVersion
+from projections import projector
+from projections.scenario import Item
+
+
+async def publish(store: EventStore, items: Iterable[Item], window: int = 200) -> dict[str, int]:
+    """Append every item (pipelined, no concurrency checks); returns the last sequence per stream."""
+    last = {"MF_EVENTS": 0, "MF_REQUESTS": 0}
+    batch: list[Item] = []
+
+    async def one(item: Item) -> tuple[str, int]:
+        aggregate, ident, event = item
+        if aggregate is None:
+            request_id = event.request_id
+            return "MF_REQUESTS", await store.record_request(ident, request_id, event)
+        return "MF_EVENTS", await store.append(aggregate, ident, [event], ExpectedVersion.ANY)
+
+    async def flush() -> None:
+        for stream, seq in await asyncio.gather(*(one(i) for i in batch)):
+            last[stream] = max(last[stream], seq)
+        batch.clear()
+
+    for item in items:
+        # Items of one aggregate keep their order: flush before a second item of the same subject.
+        batch.append(item)
+        if len(batch) >= window:
+            await flush()
+    if batch:
+        await flush()
+    return last
+
+
+async def checkpoints(database_url: str, schema: str = "mf") -> dict[str, int]:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        try:
+            cur = await conn.execute(f"SELECT stream, last_seq FROM {schema}.checkpoints")
+        except psycopg.errors.UndefinedTable:
+            return {}
+        return {s: q for s, q in await cur.fetchall()}
+
+
+async def project_until(
+    database_url: str,
+    nats_url: str,
+    target: dict[str, int],
+    schema: str = "mf",
+    timeout: float = 60.0,
+    **kwargs: object,
+) -> None:
+    """Run a projector in this process until its checkpoints reach `target`, then stop it."""
+    stop = asyncio.Event()
+    reached = asyncio.Event()
+
+    def seen(done: dict[str, int]) -> None:
+        if all(done.get(s, 0) >= q for s, q in target.items()):
+            reached.set()
+
+    task = asyncio.create_task(
+        projector.run(database_url, nats_url, schema, stop=stop, on_batch=seen, telemetry=False, **kwargs)
+    )  # type: ignore[arg-type]
+    try:
+        if all(q == 0 for q in target.values()):
+            reached.set()
+        waiting = asyncio.create_task(reached.wait())
+        done, _ = await asyncio.wait((waiting, task), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            task.result()
+        assert waiting in done, f"projector did not reach {target} in {timeout} s"
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)

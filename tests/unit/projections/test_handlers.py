@@ -1,0 +1,122 @@
+"""Handlers are pure and total over the catalogue; folding a batch equals applying op by op."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import msgspec
+
+from gateway.scheduler import DEFAULT_POLICY
+from projections.facts import Fact
+from projections.handlers import Op, Pending, ops_for
+from projections.migrate import migrations
+from projections.source import Delivery, _ack_facts, parse_headers
+from projections.writer import audit_line
+from streams.events import CATALOGUE
+from streams.events import control as c
+from tests.catalogue_samples import sample
+
+
+def test_every_catalogue_event_has_rows() -> None:
+    for name, cls in CATALOGUE.items():
+        rows = ops_for(sample(cls), 1, "2026-01-01T00:00:00+00:00")
+        assert rows, name
+        assert all(isinstance(op, Op) for op in rows)
+
+
+def test_no_key_or_key_hash_reaches_a_client_row() -> None:
+    issued = c.CredentialIssued(
+        client_id="c", credential_id="k1", key_sha256="secret-hash", key_prefix="mf_ab"
+    )
+    rotated = c.CredentialRotated(
+        client_id="c",
+        old_credential_id="k1",
+        new_credential_id="k2",
+        key_sha256="secret-hash",
+        key_prefix="mf_cd",
+    )
+    for event in (issued, rotated):
+        assert "secret-hash" not in repr(ops_for(event, 1, None))
+
+
+def test_the_audit_log_redacts_key_hashes_and_escapes_for_copy() -> None:
+    issued = c.CredentialIssued(
+        client_id="c", credential_id="k1", key_sha256="secret-hash", key_prefix="mf\tab\n"
+    )
+    fact = Fact(
+        "MF_EVENTS",
+        3,
+        "mf.evt.client.c.CredentialIssued",
+        {"Mf-Event-Type": "CredentialIssued"},
+        issued,
+        None,
+        0,
+    )
+    line = audit_line(fact)
+    assert "secret-hash" not in line
+    assert "\n" not in line
+    assert len(line.split("\t")) == 17
+
+
+def simulate(ops: list[Op]) -> dict[Any, dict[str, Any]]:
+    rows: dict[Any, dict[str, Any]] = {}
+    for op in ops:
+        row = rows.setdefault((op.table, op.key), {})
+        row.update(op.set)
+        for column, delta in (op.add or {}).items():
+            row[column] = row.get(column, 0) + delta
+    return rows
+
+
+def apply_folded(batches: list[list[Op]]) -> dict[Any, dict[str, Any]]:
+    rows: dict[Any, dict[str, Any]] = {}
+    for batch in batches:
+        pending = Pending()
+        for op in batch:
+            pending.fold(op)
+        for table, keyed in pending.tables.items():
+            for key, (sets, adds) in keyed.items():
+                row = rows.setdefault((table, key), {})
+                row.update(sets)
+                for column, delta in adds.items():
+                    row[column] = row.get(column, 0) + delta
+    return rows
+
+
+def test_folding_gives_the_same_rows_wherever_batches_are_cut() -> None:
+    rnd = random.Random(5)
+    ops = []
+    for _ in range(2000):
+        key = (rnd.choice("abc"),)
+        if rnd.random() < 0.5:
+            ops.append(Op("t", key, {rnd.choice(["x", "y", "n"]): rnd.randint(0, 9)}))
+        else:
+            ops.append(Op("t", key, {"y": rnd.randint(0, 9)}, {"n": rnd.randint(1, 3)}))
+    expected = simulate(ops)
+    for _ in range(20):
+        cuts = sorted(rnd.sample(range(1, len(ops)), rnd.randint(0, 30)))
+        batches = [ops[a:b] for a, b in zip([0, *cuts], [*cuts, len(ops)], strict=True)]
+        assert apply_folded(batches) == expected
+
+
+def test_seeded_policy_defaults_equal_the_scheduler_defaults() -> None:
+    text = "".join(sql for _, _, sql in migrations())
+    assert (
+        f"VALUES (1, 0, {DEFAULT_POLICY.safety_reserve_min_bytes}, {DEFAULT_POLICY.safety_reserve_fraction}, "
+        f"{DEFAULT_POLICY.telemetry_fresh_seconds})" in text
+    )
+
+
+def test_headers_and_ack_subjects_are_read_without_nats_py() -> None:
+    block = b"NATS/1.0\r\nMf-Event-Type: ClientEnabled\r\nMf-Actor: operator:ann\r\n\r\n"
+    assert parse_headers(block) == {"Mf-Event-Type": "ClientEnabled", "Mf-Actor": "operator:ann"}
+    assert _ack_facts("$JS.ACK.MF_EVENTS.c1.1.42.7.1700000000000000000.3") == (42, 7, 1700000000000000000, 3)
+    assert _ack_facts("$JS.ACK.dom.acchash.MF_EVENTS.c1.1.42.7.1700000000000000000.3.tok") == (
+        42,
+        7,
+        1700000000000000000,
+        3,
+    )
+    assert Delivery(1, "s", b"", b"{}", 0).seq == 1
+    assert msgspec.json.decode(b"{}") == {}
