@@ -15,7 +15,13 @@ Handler = Callable[[argparse.Namespace], int]
 
 # Packages that add subcommands: each module has `register(subparsers) -> None`, whose parsers
 # set `handler` (a Handler) as their default. Imported only when the CLI runs.
-SUBCOMMAND_MODULES: tuple[str, ...] = ("nodeagent.cli", "gateway.cli", "gateway.clients.cli")
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "nodeagent.cli",
+    "gateway.cli",
+    "gateway.clients.cli",
+    "gateway.admin.cli",
+    "projections.cli",
+)
 
 
 def _cmd_up(args: argparse.Namespace) -> int:

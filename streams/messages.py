@@ -47,7 +47,18 @@ class ProbeJob(Job, frozen=True, tag="probe"):
     manifest: list[dict[str, object]]
 
 
-AnyJob = LoadJob | UnloadJob | HealthJob | DrainJob | ProbeJob
+class VerifyJob(Job, frozen=True, tag="verify"):
+    """Check every file of an artifact set against its manifest (size, sha256, confinement) without
+    loading anything; risky files are reported by the production gates, not refused here.
+    `deployment_id` names the verification (subjects need one)."""
+
+    artifact_set_id: str
+    artifact_root: str
+    manifest: list[dict[str, object]]
+    manifest_sha256: str
+
+
+AnyJob = LoadJob | UnloadJob | HealthJob | DrainJob | ProbeJob | VerifyJob
 
 
 class InvokeRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from gateway.admin.routes import admin_routes
 from gateway.http.edge import Edge
 from gateway.http.embeddings import embeddings
 from gateway.http.models import list_models
@@ -22,6 +23,7 @@ def create_app(edge: Edge) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *admin_routes(),
     ]
     app = Starlette(routes=routes)
     app.state.edge = edge

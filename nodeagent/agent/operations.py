@@ -6,6 +6,7 @@ unload: ResidencyUnloading → ResidencyUnloaded (reclaimed bytes) | ResidencyUn
 health: ResidencyHealthChecked (process, runtime, model layers)
 drain:  ResidencyDrained (no new invokes; in-flight ones finished)
 probe:  ProbeCompleted | ProbeFailed (candidate aggregate): load → health → test inference → unload
+verify: ArtifactSetVerified | ArtifactSetVerificationFailed (artifact set aggregate): integrity only
 """
 
 from __future__ import annotations
@@ -18,14 +19,20 @@ from pathlib import Path
 from eventstore.store import EventStore, ExpectedVersion
 from nodeagent.agent.hardware import Accelerator, Hardware
 from nodeagent.agent.invoke import InvokeServer
-from nodeagent.agent.residency import Residency, load_blocking, unload_blocking
+from nodeagent.agent.residency import Residency, load_blocking, unload_blocking, verify_integrity
 from streams import codes
 from streams.codes import ServingError
 from streams.envelope import Actor
 from streams.events import Event
 from streams.events import serving as s
-from streams.events.control import HealthLayers, ProbeCompleted, ProbeFailed
-from streams.messages import AnyJob, DrainJob, HealthJob, LoadJob, ProbeJob, UnloadJob
+from streams.events.control import (
+    ArtifactSetVerificationFailed,
+    ArtifactSetVerified,
+    HealthLayers,
+    ProbeCompleted,
+    ProbeFailed,
+)
+from streams.messages import AnyJob, DrainJob, HealthJob, LoadJob, ProbeJob, UnloadJob, VerifyJob
 from streams.subjects import Aggregate
 
 PROBE_MAX_BATCH = 8
@@ -62,6 +69,8 @@ class Operations:
                 await self.drain(job)
             case ProbeJob():
                 await self.probe(job)
+            case VerifyJob():
+                await self.verify(job)
 
     async def fail(self, job: AnyJob, code: str, detail: str, deliveries: int = 0) -> None:
         """The job's own failure event, for a job refused or out of deliveries."""
@@ -79,6 +88,11 @@ class Operations:
                     detail=detail,
                 )
                 await self._append(Aggregate.CANDIDATE, job.candidate_id, failed, job.job_id)
+            case VerifyJob():
+                refused = ArtifactSetVerificationFailed(
+                    artifact_set_id=job.artifact_set_id, node_id=job.node_id, code=code, detail=detail
+                )
+                await self._append(Aggregate.ARTIFACT_SET, job.artifact_set_id, refused, job.job_id)
             case _:
                 failed_job = s.AgentJobFailed(
                     job_id=job.job_id,
@@ -251,6 +265,24 @@ class Operations:
             unload_reclaimed_bytes=max(0, reclaimed),
         )
         await self._append(Aggregate.CANDIDATE, job.candidate_id, completed, job.job_id)
+
+    # ---- verify -------------------------------------------------------------------------------
+
+    async def verify(self, job: VerifyJob) -> None:
+        try:
+            verified_bytes = await asyncio.to_thread(
+                verify_integrity, self.state.artifact_root, job.artifact_root, job.manifest
+            )
+        except ServingError as error:
+            await self.fail(job, error.code, error.message)
+            return
+        verified = ArtifactSetVerified(
+            artifact_set_id=job.artifact_set_id,
+            node_id=job.node_id,
+            manifest_sha256=job.manifest_sha256,
+            verified_bytes=verified_bytes,
+        )
+        await self._append(Aggregate.ARTIFACT_SET, job.artifact_set_id, verified, job.job_id)
 
     # ---- helpers ------------------------------------------------------------------------------
 

@@ -99,6 +99,16 @@ def verify(node_root: Path, artifact_root: str, records: list[dict[str, object]]
     return verify_artifact_set(folder, manifest_from_job(records))
 
 
+def verify_integrity(node_root: Path, artifact_root: str, records: list[dict[str, object]]) -> int:
+    """Every file present, confined, of the manifest's size and sha256; returns the bytes checked.
+    Pickles and remote code pass here (they are facts for the production gates); loads refuse them."""
+    folder = resolve_artifact_path(node_root, artifact_root)
+    if not folder.is_dir():
+        raise ServingError(codes.ARTIFACT_NOT_VERIFIED.code, f"artifact folder {artifact_root!r} is missing")
+    manifest = manifest_from_job(records)
+    return verify_artifact_set(folder, manifest, allow_pickle=True, allow_remote_code=True).bytes_verified
+
+
 def _serving_config(verified: VerifiedArtifactSet) -> dict[str, Any]:
     try:
         verified.manifest.file(SERVING_CONFIG_FILE)

@@ -1,0 +1,279 @@
+"""`modelforge artifacts|candidates|approvals|deployments|projects|scheduler …`: thin clients of
+the admin API (MODELFORGE_GATEWAY_URL, MODELFORGE_OPERATOR_TOKEN). Output is the API's JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gateway.admin.client import AdminClient, AdminError
+
+Build = Callable[[argparse.Namespace], tuple[str, str, object]]  # method, path, body
+
+
+def _pairs(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"expected key=value, got {item!r}")
+        out[key] = value
+    return out
+
+
+def _verb(parser: Any, name: str, help_: str, build: Build) -> argparse.ArgumentParser:
+    sub: argparse.ArgumentParser = parser.add_parser(name, help=help_)
+    sub.set_defaults(handler=_run(build))
+    return sub
+
+
+def _run(build: Build) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        method, path, body = build(args)
+        try:
+            result = AdminClient().call(method, path, body)
+        except AdminError as exc:
+            print(f"error {exc.code} ({exc.status}): {exc.message}", file=sys.stderr)
+            return 1
+        print(json.dumps(result, indent=2, sort_keys=True))
+        return 0
+
+    return handler
+
+
+def register(subparsers: Any) -> None:
+    _artifacts(
+        subparsers.add_parser("artifacts", help="artifact sets").add_subparsers(dest="verb", required=True)
+    )
+    _candidates(
+        subparsers.add_parser("candidates", help="candidates and probes").add_subparsers(
+            dest="verb", required=True
+        )
+    )
+    _approvals(
+        subparsers.add_parser("approvals", help="lab and production approvals").add_subparsers(
+            dest="verb", required=True
+        )
+    )
+    _deployments(
+        subparsers.add_parser("deployments", help="promotion and operations").add_subparsers(
+            dest="verb", required=True
+        )
+    )
+    _projects(
+        subparsers.add_parser("projects", help="projects and integrations").add_subparsers(
+            dest="verb", required=True
+        )
+    )
+    _scheduler(
+        subparsers.add_parser("scheduler", help="scheduler policy and views").add_subparsers(
+            dest="verb", required=True
+        )
+    )
+
+
+def _artifacts(verbs: Any) -> None:
+    imp = _verb(
+        verbs,
+        "import",
+        "copy a model folder onto a node, register and verify it",
+        lambda a: (
+            "POST",
+            "/artifact-sets/import",
+            {
+                "source": str(Path(a.source).resolve()),
+                "name": a.name,
+                "node_id": a.node,
+                "capability": a.capability,
+                "artifact_root": a.artifact_root,
+                "verify": not a.no_verify,
+            },
+        ),
+    )
+    imp.add_argument("source")
+    imp.add_argument("--name", required=True)
+    imp.add_argument("--node", required=True)
+    imp.add_argument("--capability", default="rag.embedding@1")
+    imp.add_argument("--artifact-root", help="the node's artifact root (default: the gateway's)")
+    imp.add_argument("--no-verify", action="store_true")
+    _verb(verbs, "list", "artifact sets", lambda a: ("GET", "/artifact-sets", None))
+    q = _verb(
+        verbs,
+        "quarantine",
+        "quarantine a set",
+        lambda a: ("POST", f"/artifact-sets/{a.id}/quarantine", {"reason": a.reason}),
+    )
+    q.add_argument("id")
+    q.add_argument("--reason", default="")
+    v = _verb(
+        verbs,
+        "verify",
+        "have the node's agent verify a set",
+        lambda a: ("POST", f"/artifact-sets/{a.id}/verify", {}),
+    )
+    v.add_argument("id")
+
+
+def _candidates(verbs: Any) -> None:
+    c = _verb(
+        verbs,
+        "create",
+        "register a candidate",
+        lambda a: (
+            "POST",
+            "/candidates",
+            {
+                "candidate_id": a.id,
+                "artifact_set_id": a.artifact_set,
+                "capability": a.capability,
+                "runtime_profile": _pairs(a.profile),
+                "deployment_config": _pairs(a.config),
+            },
+        ),
+    )
+    c.add_argument("id")
+    c.add_argument("--artifact-set", required=True)
+    c.add_argument("--capability", default="rag.embedding@1")
+    c.add_argument("--profile", action="append", help="key=value (dimension, normalized, input_semantics …)")
+    c.add_argument("--config", action="append", help="key=value (residency, model_name, max_batch_size …)")
+    p = _verb(
+        verbs,
+        "probe",
+        "run a runtime probe (waits)",
+        lambda a: (
+            "POST",
+            f"/candidates/{a.id}/probes",
+            {"lab_approval_id": a.lab_approval, "node_id": a.node},
+        ),
+    )
+    p.add_argument("id")
+    p.add_argument("--lab-approval", required=True)
+    p.add_argument("--node")
+    _verb(verbs, "list", "candidates", lambda a: ("GET", "/candidates", None))
+
+
+def _approvals(verbs: Any) -> None:
+    lab = _verb(
+        verbs,
+        "lab",
+        "approve lab execution",
+        lambda a: (
+            "POST",
+            "/approvals/lab",
+            {"candidate_id": a.candidate, "node_ids": a.node, "expires_in_s": a.expires_in_s},
+        ),
+    )
+    lab.add_argument("--candidate", required=True)
+    lab.add_argument("--node", action="append", required=True)
+    lab.add_argument("--expires-in-s", type=float, default=86_400.0)
+    prod = _verb(
+        verbs,
+        "production",
+        "approve production (gated)",
+        lambda a: (
+            "POST",
+            "/approvals/production",
+            {"candidate_id": a.candidate, "probe_id": a.probe, "supply_chain_review": a.review},
+        ),
+    )
+    prod.add_argument("--candidate", required=True)
+    prod.add_argument("--probe")
+    prod.add_argument("--review", default="")
+    rev = _verb(
+        verbs,
+        "revoke",
+        "revoke an approval",
+        lambda a: ("POST", f"/approvals/{a.id}/revoke", {"reason": a.reason}),
+    )
+    rev.add_argument("id")
+    rev.add_argument("--reason", default="")
+    _verb(verbs, "list", "approvals", lambda a: ("GET", "/approvals", None))
+
+
+def _deployments(verbs: Any) -> None:
+    pr = _verb(
+        verbs,
+        "promote",
+        "promote to stable",
+        lambda a: ("POST", "/deployments", {"candidate_id": a.candidate, "approval_id": a.approval}),
+    )
+    pr.add_argument("--candidate", required=True)
+    pr.add_argument("--approval", required=True)
+    for verb, help_ in (("drain", "stop routing and unload"), ("unload", "unload a resident deployment")):
+        sub = _verb(verbs, verb, help_, _deployment_op(verb))
+        sub.add_argument("id")
+    pol = _verb(
+        verbs,
+        "policy",
+        "change the residency policy",
+        lambda a: ("POST", f"/deployments/{a.id}/residency", {"kind": a.kind, "keep_warm_ttl_s": a.ttl}),
+    )
+    pol.add_argument("id")
+    pol.add_argument("kind", choices=["on_demand", "keep_warm", "always_warm"])
+    pol.add_argument("--ttl", type=float, default=0.0)
+    _verb(verbs, "list", "deployments", lambda a: ("GET", "/deployments", None))
+
+
+def _deployment_op(verb: str) -> Build:
+    return lambda a: ("POST", f"/deployments/{a.id}/{verb}", {})
+
+
+def _projects(verbs: Any) -> None:
+    reg = _verb(
+        verbs,
+        "register",
+        "register a project",
+        lambda a: ("POST", "/projects", {"name": a.name, "owner": a.owner}),
+    )
+    reg.add_argument("name")
+    reg.add_argument("--owner", default="")
+    bind = _verb(
+        verbs,
+        "bind",
+        "bind to a capability channel",
+        lambda a: ("POST", f"/projects/{a.id}/channels", {"capability": a.capability, "channel": a.channel}),
+    )
+    bind.add_argument("id")
+    bind.add_argument("capability")
+    bind.add_argument("--channel", default="stable")
+    client = _verb(
+        verbs,
+        "bind-client",
+        "bind a client",
+        lambda a: ("POST", f"/projects/{a.id}/clients", {"client_id": a.client}),
+    )
+    client.add_argument("id")
+    client.add_argument("client")
+    _verb(verbs, "list", "projects", lambda a: ("GET", "/projects", None))
+    _verb(verbs, "integrations", "integrations with usage", lambda a: ("GET", "/integrations", None))
+
+
+def _scheduler(verbs: Any) -> None:
+    pol = _verb(
+        verbs,
+        "policy",
+        "revise the scheduler policy",
+        lambda a: (
+            ("POST", "/scheduler/policy", {"settings": {k: float(v) for k, v in _pairs(a.set).items()}})
+            if a.set
+            else ("GET", "/scheduler/policy", None)
+        ),
+    )
+    pol.add_argument("--set", action="append", help="field=value; none: show the policy")
+    _verb(verbs, "overview", "budgets per accelerator", lambda a: ("GET", "/scheduler/overview", None))
+    dry = _verb(
+        verbs,
+        "dry-run",
+        "plan a placement without acting",
+        lambda a: ("POST", "/scheduler/dry-run", {"deployment_id": a.deployment, "channel": a.channel}),
+    )
+    dry.add_argument("deployment")
+    dry.add_argument("--channel", default="production", choices=["production", "lab"])
+    _verb(
+        verbs, "co-residency", "the co-residency matrix", lambda a: ("GET", "/scheduler/co-residency", None)
+    )
+    _verb(verbs, "metrics", "scheduler metrics", lambda a: ("GET", "/scheduler/metrics", None))

@@ -1,0 +1,87 @@
+"""One admin endpoint: operator authentication, a typed body, a handler, one error shape.
+
+Endpoints are declared once (`Endpoint`) so the routes and the OpenAPI document cannot drift.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.http.body import convert, decode_json, read_limited
+from gateway.http.edge import Edge
+from gateway.http.responses import error_response, json_response
+from streams.codes import ServingError
+from streams.envelope import Actor, ActorKind, new_id
+
+PREFIX = "/admin/v1"
+MAX_ADMIN_BODY = 1 << 20
+OPERATOR_HEADER = "x-mf-operator"  # who, for the events' actor; the token says whether
+
+
+@dataclass(frozen=True)
+class Call:
+    edge: Edge
+    actor: Actor
+    path: dict[str, str]
+    query: dict[str, str]
+    body: Any
+
+
+Handler = Callable[[Call], Awaitable[object]]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str  # under PREFIX
+    summary: str
+    handler: Handler
+    body: type | None = None
+    tag: str = ""
+    status: int = 200
+
+    def route(self) -> Route:
+        return Route(PREFIX + self.path, _asgi(self), methods=[self.method])
+
+
+def authenticate(edge: Edge, request: Request) -> Actor:
+    header = request.headers.get("authorization", "")
+    scheme, _, secret = header.partition(" ")
+    token = edge.operator_token
+    if not token or scheme.lower() != "bearer" or not hmac.compare_digest(secret.encode(), token.encode()):
+        raise ServingError(
+            "CAPABILITY_NOT_AUTHORIZED",
+            "the admin API needs `Authorization: Bearer <operator token>` (MODELFORGE_OPERATOR_TOKEN)",
+            http_status=401,
+        )
+    name = request.headers.get(OPERATOR_HEADER, "admin").strip() or "admin"
+    return Actor(
+        ActorKind.OPERATOR, "".join(ch for ch in name if ch.isalnum() or ch in "-_.@")[:64] or "admin"
+    )
+
+
+def _asgi(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
+    async def handle(request: Request) -> Response:
+        edge: Edge = request.app.state.edge
+        request_id = request.headers.get("x-request-id") or new_id()
+        try:
+            actor = authenticate(edge, request)
+            body: Any = None
+            if endpoint.body is not None:
+                raw = await read_limited(request, MAX_ADMIN_BODY)
+                body = convert(decode_json(raw) if raw else {}, endpoint.body, "request body")
+            call = Call(edge, actor, dict(request.path_params), dict(request.query_params), body)
+            result = await endpoint.handler(call)
+        except ServingError as error:
+            return error_response(error, request_id)
+        return json_response(msgspec.to_builtins(result), endpoint.status, request_id)
+
+    return handle

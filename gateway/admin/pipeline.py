@@ -1,0 +1,259 @@
+"""Admin endpoints of the promotion pipeline: contracts, artifact sets, candidates and probes,
+approvals, promotion and experiments."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import msgspec
+
+from gateway.admin import views
+from gateway.admin.endpoint import Call, Endpoint
+from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, DeploymentState
+from gateway.promotion.service import PromotionService
+from streams.codes import ServingError
+from streams.contracts import CONTRACTS
+from streams.subjects import Aggregate
+
+ARTIFACT_ROOT_ENV = "MODELFORGE_ARTIFACT_ROOT"
+
+
+def service(call: Call) -> PromotionService:
+    return PromotionService(call.edge.ctx, call.actor)
+
+
+# ---- bodies -----------------------------------------------------------------------------------
+
+
+class ImportArtifacts(msgspec.Struct, frozen=True, kw_only=True):
+    source: str  # a model folder on the gateway's machine
+    name: str  # the folder under the node's artifact root; the set's id is `as-<name>`
+    node_id: str
+    capability: str = "rag.embedding@1"
+    artifact_root: str | None = None  # the node's artifact root (default: $MODELFORGE_ARTIFACT_ROOT)
+    verify: bool = True  # have the node's agent verify the files at once
+
+
+class Reason(msgspec.Struct, frozen=True, kw_only=True):
+    reason: str = ""
+
+
+class CreateCandidate(msgspec.Struct, frozen=True, kw_only=True):
+    candidate_id: str
+    artifact_set_id: str
+    capability: str = "rag.embedding@1"
+    runtime_profile: dict[str, str] = {}
+    deployment_config: dict[str, str] = {}
+
+
+class RunProbe(msgspec.Struct, frozen=True, kw_only=True):
+    lab_approval_id: str
+    node_id: str | None = None
+    accelerator_id: str | None = None
+
+
+class LabApproval(msgspec.Struct, frozen=True, kw_only=True):
+    candidate_id: str
+    node_ids: list[str]
+    expires_in_s: float = 86_400.0
+
+
+class ProductionApproval(msgspec.Struct, frozen=True, kw_only=True):
+    candidate_id: str
+    probe_id: str | None = None  # default: the probe that made the candidate lab_ready
+    supply_chain_review: str = ""
+
+
+class Promote(msgspec.Struct, frozen=True, kw_only=True):
+    candidate_id: str
+    approval_id: str
+
+
+class CreateExperiment(msgspec.Struct, frozen=True, kw_only=True):
+    candidate_id: str
+    lab_approval_id: str
+    route: str
+    activate: bool = True
+
+
+# ---- handlers ---------------------------------------------------------------------------------
+
+
+async def list_contracts(call: Call) -> object:
+    return [_contract(c) for c in sorted(CONTRACTS)]
+
+
+async def show_contract(call: Call) -> object:
+    capability = call.path["capability"]
+    if capability not in CONTRACTS:
+        raise ServingError("CAPABILITY_NOT_FOUND", f"no contract {capability!r}", "capability")
+    return _contract(capability)
+
+
+def _contract(capability: str) -> dict[str, object]:
+    contract = CONTRACTS[capability]
+    (schema,), components = msgspec.json.schema_components([contract.input_type])
+    (out_schema,), out_components = msgspec.json.schema_components([contract.output_type])
+    return {
+        "capability": capability,
+        "limits": msgspec.to_builtins(contract.limits),
+        "input_schema": {**schema, "$defs": components},
+        "output_schema": {**out_schema, "$defs": out_components},
+    }
+
+
+async def import_artifacts(call: Call) -> object:
+    body: ImportArtifacts = call.body
+    root_text = body.artifact_root or os.environ.get(ARTIFACT_ROOT_ENV, "")
+    if not root_text:
+        raise ServingError(
+            "INVALID_INPUT", f"name the node's artifact_root (or set {ARTIFACT_ROOT_ENV})", "artifact_root"
+        )
+    svc = service(call)
+    state = await svc.import_artifacts(
+        Path(body.source), Path(root_text), body.name, body.capability, body.node_id
+    )
+    if body.verify:
+        state = await svc.verify_artifacts(state.artifact_set_id)
+    return views.artifact_set(state)
+
+
+async def list_artifacts(call: Call) -> object:
+    sets: dict[str, ArtifactSetState] = await service(call).aggregates.all(Aggregate.ARTIFACT_SET)
+    return [views.artifact_set(s) for s in sets.values()]
+
+
+async def show_artifacts(call: Call) -> object:
+    return views.artifact_set(await service(call)._artifacts(call.path["artifact_set_id"]))
+
+
+async def verify_artifacts(call: Call) -> object:
+    return views.artifact_set(await service(call).verify_artifacts(call.path["artifact_set_id"]))
+
+
+async def quarantine_artifacts(call: Call) -> object:
+    body: Reason = call.body
+    return views.artifact_set(await service(call).quarantine(call.path["artifact_set_id"], body.reason))
+
+
+async def create_candidate(call: Call) -> object:
+    b: CreateCandidate = call.body
+    state = await service(call).create_candidate(
+        b.candidate_id, b.capability, b.artifact_set_id, b.runtime_profile, b.deployment_config
+    )
+    return views.candidate(state)
+
+
+async def list_candidates(call: Call) -> object:
+    states: dict[str, CandidateState] = await service(call).aggregates.all(Aggregate.CANDIDATE)
+    return [views.candidate(s) for s in states.values()]
+
+
+async def show_candidate(call: Call) -> object:
+    return views.candidate(await service(call)._candidate(call.path["candidate_id"]))
+
+
+async def run_probe(call: Call) -> object:
+    b: RunProbe = call.body
+    state = await service(call).probe(
+        call.path["candidate_id"], b.lab_approval_id, b.node_id, b.accelerator_id
+    )
+    return views.candidate(state)
+
+
+async def approve_lab(call: Call) -> object:
+    b: LabApproval = call.body
+    svc = service(call)
+    expires = svc.now + timedelta(seconds=b.expires_in_s)
+    return views.approval(await svc.approve_lab(b.candidate_id, tuple(b.node_ids), expires))
+
+
+async def approve_production(call: Call) -> object:
+    b: ProductionApproval = call.body
+    state = await service(call).approve_production(
+        b.candidate_id, probe_id=b.probe_id, review=b.supply_chain_review
+    )
+    return views.approval(state)
+
+
+async def list_approvals(call: Call) -> object:
+    states: dict[str, ApprovalState] = await service(call).aggregates.all(Aggregate.APPROVAL)
+    return [views.approval(s) for s in states.values()]
+
+
+async def show_approval(call: Call) -> object:
+    return views.approval(await service(call)._approval(call.path["approval_id"]))
+
+
+async def revoke_approval(call: Call) -> object:
+    body: Reason = call.body
+    return views.approval(await service(call).revoke(call.path["approval_id"], body.reason))
+
+
+async def promote(call: Call) -> object:
+    b: Promote = call.body
+    deployment, created, reindex = await service(call).promote(b.candidate_id, b.approval_id)
+    return views.deployment(deployment, created=created, reindex_required=reindex)
+
+
+async def list_deployments(call: Call) -> object:
+    states: list[DeploymentState] = await service(call).deployments()
+    return [views.deployment(s) for s in states]
+
+
+async def show_deployment(call: Call) -> object:
+    return views.deployment(await service(call)._deployment(call.path["deployment_id"]))
+
+
+async def create_experiment(call: Call) -> object:
+    from gateway.promotion.operations import Operations
+
+    b: CreateExperiment = call.body
+    svc = service(call)
+    state = await svc.create_experiment(b.candidate_id, b.lab_approval_id, b.route)
+    if b.activate and not state.active and not state.draining:
+        state = await Operations(svc).set_experiment_active(state.deployment_id, True)
+    return views.deployment(state)
+
+
+ENDPOINTS = [
+    Endpoint("GET", "/contracts", "The capability contracts and their schemas", list_contracts, tag="contracts"),
+    Endpoint("GET", "/contracts/{capability}", "One contract", show_contract, tag="contracts"),
+    Endpoint(
+        "POST", "/artifact-sets/import", "Import a local model folder onto a node, register it, verify it",
+        import_artifacts, ImportArtifacts, "artifacts",
+    ),
+    Endpoint("GET", "/artifact-sets", "Artifact sets", list_artifacts, tag="artifacts"),
+    Endpoint("GET", "/artifact-sets/{artifact_set_id}", "One artifact set", show_artifacts, tag="artifacts"),
+    Endpoint(
+        "POST", "/artifact-sets/{artifact_set_id}/verify", "Have the node's agent verify the files",
+        verify_artifacts, tag="artifacts",
+    ),
+    Endpoint(
+        "POST", "/artifact-sets/{artifact_set_id}/quarantine", "Quarantine an artifact set",
+        quarantine_artifacts, Reason, "artifacts",
+    ),
+    Endpoint("POST", "/candidates", "Register a candidate", create_candidate, CreateCandidate, "candidates"),
+    Endpoint("GET", "/candidates", "Candidates", list_candidates, tag="candidates"),
+    Endpoint("GET", "/candidates/{candidate_id}", "One candidate with its probes", show_candidate, tag="candidates"),
+    Endpoint(
+        "POST", "/candidates/{candidate_id}/probes", "Run a runtime probe (waits for its outcome)",
+        run_probe, RunProbe, "candidates",
+    ),
+    Endpoint("POST", "/approvals/lab", "Approve lab execution", approve_lab, LabApproval, "approvals"),
+    Endpoint(
+        "POST", "/approvals/production", "Approve production (gated, bound to an evidence fingerprint)",
+        approve_production, ProductionApproval, "approvals",
+    ),
+    Endpoint("GET", "/approvals", "Approvals", list_approvals, tag="approvals"),
+    Endpoint("GET", "/approvals/{approval_id}", "One approval", show_approval, tag="approvals"),
+    Endpoint("POST", "/approvals/{approval_id}/revoke", "Revoke an approval", revoke_approval, Reason, "approvals"),
+    Endpoint("POST", "/deployments", "Promote to the stable channel", promote, Promote, "deployments"),
+    Endpoint("GET", "/deployments", "Deployments", list_deployments, tag="deployments"),
+    Endpoint("GET", "/deployments/{deployment_id}", "One deployment", show_deployment, tag="deployments"),
+    Endpoint(
+        "POST", "/experiments", "Create a lab experiment route", create_experiment, CreateExperiment, "deployments"
+    ),
+]  # fmt: skip

@@ -1,0 +1,171 @@
+"""Admin endpoints for projects (register, bind to a channel, bind clients, project fit),
+service clients (create, list) and integrations with their usage."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+from gateway.admin.endpoint import Call, Endpoint
+from gateway.admin.pipeline import service
+from gateway.admin.reads import INTEGRATIONS_SQL, percentile, read_model, requests_from_log
+from gateway.clients.service import ClientService
+from gateway.promotion.aggregates import Aggregates
+from gateway.promotion.model import ProjectState
+from gateway.promotion.projects import (
+    BindChannel,
+    BindClient,
+    FitEvidence,
+    ProjectCommand,
+    RecordFit,
+    RegisterProject,
+    decide_project,
+)
+from streams.codes import ServingError
+from streams.subjects import Aggregate
+
+A = Aggregate
+
+
+class NewProject(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    owner: str = ""
+
+
+class Channel(msgspec.Struct, frozen=True, kw_only=True):
+    capability: str
+    channel: str = "stable"
+
+
+class ClientRef(msgspec.Struct, frozen=True, kw_only=True):
+    client_id: str
+
+
+class NewClient(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    scopes: list[str]
+    requests_per_minute: int = 60
+    max_concurrency: int = 4
+    priority: int = 0
+    project_id: str | None = None
+
+
+def project_id_for(name: str) -> str:
+    return f"pr-{hashlib.sha256(name.strip().casefold().encode()).hexdigest()[:20]}"
+
+
+def _view(state: ProjectState) -> dict[str, Any]:
+    out: dict[str, Any] = msgspec.to_builtins(state)
+    out["fit"] = {cap: msgspec.to_builtins(e) for cap, e in state.fit.items()}
+    return out
+
+
+async def _run(call: Call, project_id: str, command: ProjectCommand) -> object:
+    aggregates: Aggregates = service(call).aggregates
+    await aggregates.execute(A.PROJECT, project_id, decide_project, command)
+    state = await aggregates.get(A.PROJECT, project_id)
+    if state is None:
+        raise ServingError("PROJECT_NOT_FOUND", f"no project {project_id!r}", "project_id")
+    return _view(state)
+
+
+async def register(call: Call) -> object:
+    b: NewProject = call.body
+    project_id = project_id_for(b.name)
+    return await _run(call, project_id, RegisterProject(project_id, b.name, b.owner))
+
+
+async def list_projects(call: Call) -> object:
+    states: dict[str, ProjectState] = await service(call).aggregates.all(A.PROJECT)
+    return [_view(s) for s in states.values()]
+
+
+async def bind_channel(call: Call) -> object:
+    b: Channel = call.body
+    return await _run(call, call.path["project_id"], BindChannel(b.capability, b.channel))
+
+
+async def bind_client(call: Call) -> object:
+    b: ClientRef = call.body
+    known = await ClientService(call.edge.ctx.store).get(b.client_id) is not None
+    return await _run(call, call.path["project_id"], BindClient(b.client_id, known))
+
+
+async def record_fit(call: Call) -> object:
+    b: FitEvidence = call.body
+    deployment = await service(call).aggregates.get(A.DEPLOYMENT, b.deployment_id)
+    return await _run(call, call.path["project_id"], RecordFit(b, deployment))
+
+
+async def create_client(call: Call) -> object:
+    b: NewClient = call.body
+    clients = ClientService(call.edge.ctx.store, actor=call.actor)
+    issued = await clients.create(
+        b.name, b.scopes, requests_per_minute=b.requests_per_minute, max_concurrency=b.max_concurrency,
+        priority=b.priority, project_id=b.project_id,
+    )  # fmt: skip
+    await call.edge.directory.wait_until_applied(issued.sequence)
+    return {
+        "client_id": issued.client_id,
+        "credential_id": issued.credential_id,
+        "key": issued.key,  # shown once, never stored
+        "key_prefix": issued.key_prefix,
+    }
+
+
+async def list_clients(call: Call) -> object:
+    states = await ClientService(call.edge.ctx.store).all_clients()
+    return [
+        {
+            "client_id": s.client_id,
+            "name": s.name,
+            "scopes": list(s.scopes),
+            "requests_per_minute": s.requests_per_minute,
+            "max_concurrency": s.max_concurrency,
+            "enabled": s.enabled,
+            "project_id": s.project_id,
+        }
+        for s in states
+    ]
+
+
+async def integrations(call: Call) -> object:
+    """Per project and bound client: volume, errors, p50/p95 latency and the VRAM it leased."""
+    model = await read_model()
+    if model is not None:
+        await model.fresh(call.edge.ctx.store.last_sequence)
+        return await model.query(INTEGRATIONS_SQL)
+    projects: dict[str, ProjectState] = await service(call).aggregates.all(A.PROJECT)
+    history = await requests_from_log(call.edge.ctx.client, 1_000_000, None)
+    out = []
+    for project in projects.values():
+        for client_id in project.clients:
+            rows = [r for r in history if r["client_id"] == client_id]
+            done = [float(r["latency"]["total_ms"]) for r in rows if r["status"] == "completed"]
+            out.append(
+                {
+                    "project_id": project.project_id,
+                    "project": project.name,
+                    "client_id": client_id,
+                    "requests": len(rows),
+                    "errors": sum(1 for r in rows if r["status"] != "completed"),
+                    "p50_ms": percentile(done, 0.5),
+                    "p95_ms": percentile(done, 0.95),
+                    "reserved_bytes": None,  # lease bytes per client live in the read model
+                }
+            )
+    return out
+
+
+ENDPOINTS = [
+    Endpoint("POST", "/projects", "Register a project", register, NewProject, "projects"),
+    Endpoint("GET", "/projects", "Projects", list_projects, tag="projects"),
+    Endpoint("POST", "/projects/{project_id}/channels", "Bind to a capability channel", bind_channel, Channel, "projects"),
+    Endpoint("POST", "/projects/{project_id}/clients", "Bind a client", bind_client, ClientRef, "projects"),
+    Endpoint("POST", "/projects/{project_id}/fit", "Record project-fit evidence", record_fit, FitEvidence, "projects"),
+    Endpoint("GET", "/integrations", "Integrations with usage", integrations, tag="projects"),
+    Endpoint("POST", "/clients", "Create a service client (its key is shown once)", create_client, NewClient, "clients"),
+    Endpoint("GET", "/clients", "Service clients (never keys)", list_clients, tag="clients"),
+]  # fmt: skip

@@ -1,0 +1,129 @@
+"""Admin reads from the PostgreSQL read model (tables of projections/migrations), with
+read-your-writes: a read first waits until the projector has applied the caller's last append.
+
+Without DATABASE_URL the request history is folded from MF_REQUESTS instead (the same facts,
+read from the log), so the admin API works on a stack without a projector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import msgspec
+import psycopg
+from nats.aio.client import Client
+from psycopg.rows import dict_row
+
+from eventstore import reading
+from projections.migrate import LIVE_SCHEMA
+from projections.wait import ProjectionWaiter
+from streams import subjects
+from streams.events import requests as r
+
+_models: dict[str, ReadModel] = {}
+_lock = asyncio.Lock()
+
+
+async def read_model() -> ReadModel | None:
+    url = os.environ.get("DATABASE_URL", "")
+    if not url:
+        return None
+    async with _lock:
+        if url not in _models:
+            _models[url] = ReadModel(url)
+        return _models[url]
+
+
+class ReadModel:
+    def __init__(self, database_url: str, schema: str = LIVE_SCHEMA) -> None:
+        self.url, self.schema = database_url, schema
+        self.waiter: ProjectionWaiter | None = None
+
+    async def fresh(self, events_seq: int, requests_seq: int = 0, timeout: float = 5.0) -> None:
+        if self.waiter is None:
+            self.waiter = await ProjectionWaiter.open(self.url, self.schema)
+        if events_seq:
+            await self.waiter.wait(events_seq, subjects.EVENTS_STREAM, timeout)
+        if requests_seq:
+            await self.waiter.wait(requests_seq, subjects.REQUESTS_STREAM, timeout)
+
+    async def query(self, text: str, params: tuple[object, ...] = ()) -> list[dict[str, Any]]:
+        async with await psycopg.AsyncConnection.connect(
+            self.url, autocommit=True, row_factory=dict_row
+        ) as conn:
+            await conn.execute(f'SET search_path TO "{self.schema}"')
+            cur = await conn.execute(text.encode(), params)  # fixed statements; values travel as params
+            return [dict(row) for row in await cur.fetchall()]
+
+
+REQUESTS_SQL = """
+SELECT request_id, client_id, capability, status, deployment_id, node_id, accelerator_id, cold, code,
+       http_status, items, usage_input_tokens, validation_ms, resolution_ms, scheduling_ms, load_ms, queue_ms,
+       payload_ms, dispatch_ms, worker_preprocess_ms, worker_inference_ms, worker_serialize_ms, transport_ms,
+       gateway_ms, total_ms, accepted_at, finished_at
+FROM requests WHERE (%s::text IS NULL OR client_id = %s) ORDER BY accepted_at DESC NULLS LAST LIMIT %s
+"""
+
+INTEGRATIONS_SQL = """
+SELECT p.project_id, p.name AS project, pc.client_id, c.name AS client, l.capability,
+       coalesce(l.requests, 0) AS requests, coalesce(l.errors, 0) AS errors, l.p50_ms, l.p95_ms,
+       coalesce(u.reserved_bytes, 0) AS reserved_bytes, coalesce(u.leases, 0) AS leases
+FROM projects p
+JOIN project_clients pc ON pc.project_id = p.project_id
+LEFT JOIN clients c ON c.client_id = pc.client_id
+LEFT JOIN request_latency l ON l.client_id = pc.client_id
+LEFT JOIN (SELECT client_id, sum(reserved_bytes)::bigint AS reserved_bytes, count(*) AS leases
+           FROM leases GROUP BY client_id) u ON u.client_id = pc.client_id
+ORDER BY p.project_id, pc.client_id
+"""
+
+PLACEMENTS_SQL = """
+SELECT seq, accelerator_id, request_id, deployment_id, verdict, reason_codes, decision_fingerprint,
+       lease_id, eviction_id, required_bytes, decided_at
+FROM placements ORDER BY seq DESC LIMIT %s
+"""
+
+METRICS_SQL = """
+SELECT
+  (SELECT count(*) FROM placements WHERE verdict LIKE 'ADMIT%%') AS admissions,
+  (SELECT count(*) FROM placements WHERE verdict LIKE 'REJECT%%') AS rejections,
+  (SELECT count(*) FROM evictions) AS evictions,
+  (SELECT coalesce(sum(load_count), 0) FROM residencies) AS cold_loads,
+  (SELECT count(*) FROM requests WHERE status = 'completed' AND NOT cold) AS warm_hits,
+  (SELECT count(*) FROM residencies WHERE failure_code = 'GPU_MEMORY_NOT_RECLAIMED') AS reclaim_failures
+"""
+
+
+def _row(event: r.RequestCompleted | r.RequestFailed | r.RequestRejected) -> dict[str, Any]:
+    row: dict[str, Any] = msgspec.to_builtins(event)
+    row["status"] = {
+        r.RequestCompleted: "completed",
+        r.RequestFailed: "failed",
+        r.RequestRejected: "rejected",
+    }[type(event)]
+    return row
+
+
+async def requests_from_log(client: Client, limit: int, client_id: str | None) -> list[dict[str, Any]]:
+    """Finished requests, newest first, folded from MF_REQUESTS (no content: hashes and timings)."""
+    records = await reading.read_subject_range(
+        client, subjects.REQUESTS_STREAM, f"{subjects.REQUESTS_PREFIX}.>"
+    )
+    rows = [
+        _row(rec.event)
+        for rec in reversed(records)
+        if isinstance(rec.event, r.RequestCompleted | r.RequestFailed | r.RequestRejected)
+        and (client_id is None or rec.event.client_id == client_id)
+    ]
+    return rows[:limit]
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """Nearest rank: index ceil(n × p) − 1 (reference §7)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, -(-len(ordered) * p // 1) - 1)
+    return ordered[int(rank)]

@@ -1,0 +1,95 @@
+"""Scheduler views from the gateway's live state: budgets per accelerator, a placement dry-run,
+the co-residency matrix. Pure functions over `LiveState` values (no I/O)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import msgspec
+
+from gateway.scheduler import (
+    Attribution,
+    Channel,
+    ModelEnvelope,
+    PlacementRequest,
+    account,
+    plan_placement,
+    required_bytes,
+)
+from gateway.state.catalog import DeploymentInfo
+from gateway.state.live import LiveState
+
+
+def envelope_of(deployment: DeploymentInfo) -> ModelEnvelope:
+    env = deployment.envelope
+    return ModelEnvelope(
+        deployment_id=deployment.deployment_id,
+        required_bytes=env.required_bytes,
+        peak_bytes=env.peak_bytes,
+        request_floor_bytes=env.per_request_bytes,
+        channel=Channel.PRODUCTION if deployment.channel == "stable" else Channel.LAB,
+        cold_load_ms=env.cold_load_ms,
+    )
+
+
+def overview(live: LiveState, now: float | None = None) -> dict[str, Any]:
+    now = time.time() if now is None else now
+    accelerators = []
+    for state in live.schedulable_accelerators(now):
+        budget = account(state, live.policy, now)
+        accelerators.append(
+            {
+                "accelerator_id": state.accelerator_id,
+                "node_id": state.node_id,
+                "available": state.available,
+                "budget": msgspec.to_builtins(budget),
+                "residents": msgspec.to_builtins(state.residents),
+                "leases": len(state.leases),
+                "pressure": state.pressure.level.value,
+            }
+        )
+    return {"policy": msgspec.to_builtins(live.policy), "accelerators": accelerators}
+
+
+def dry_run(live: LiveState, deployment: DeploymentInfo, channel: str) -> dict[str, Any]:
+    now = time.time()
+    request = PlacementRequest(channel=Channel(channel))
+    decision = plan_placement(
+        live.schedulable_accelerators(now), envelope_of(deployment), request, live.policy, now
+    )
+    return msgspec.to_builtins(decision)  # type: ignore[no-any-return]
+
+
+def co_residency(live: LiveState, proven: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pairs of deployments on one accelerator: PROVEN_SAFE where measured together, else what the
+    envelopes lead to expect (EXPECTED_SAFE / NOT_SAFE), UNKNOWN without fresh attribution."""
+    now = time.time()
+    deployments = [d for d in live.catalog.deployments.values() if d.active or d.draining]
+    out = []
+    for state in live.schedulable_accelerators(now):
+        budget = account(state, live.policy, now)
+        for a, b in itertools.combinations(sorted(deployments, key=lambda d: d.deployment_id), 2):
+            alone_a = required_bytes(envelope_of(a), False, live.policy)
+            alone_b = required_bytes(envelope_of(b), False, live.policy)
+            key = (a.deployment_id, b.deployment_id)
+            room = budget.total_bytes - budget.external_bytes - budget.safety_reserve_bytes
+            if key in proven:
+                status = "PROVEN_SAFE"
+            elif budget.attribution is not Attribution.KNOWN:
+                status = "UNKNOWN"
+            else:
+                status = "EXPECTED_SAFE" if alone_a + alone_b <= room else "NOT_SAFE"
+            out.append(
+                {
+                    "accelerator_id": state.accelerator_id,
+                    "deployment_a": a.deployment_id,
+                    "deployment_b": b.deployment_id,
+                    "expected_combined_bytes": alone_a + alone_b,
+                    "room_bytes": room,
+                    "status": status,
+                    "proof": proven.get(key),
+                }
+            )
+    return out

@@ -1,0 +1,95 @@
+"""The command side's access to aggregates: load and fold, decide and append with the loaded
+version (retrying on a conflict), and fold every aggregate of a type (admin scale)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from eventstore import reading
+from eventstore.errors import ConcurrencyConflict
+from eventstore.records import RecordedEvent
+from eventstore.store import EventStore, ExpectedVersion
+from gateway.promotion import evolve as ev
+from streams import subjects
+from streams.codes import ServingError
+from streams.envelope import Actor, utcnow
+from streams.events import Event
+from streams.subjects import Aggregate
+
+S = TypeVar("S")
+C = TypeVar("C")
+Evolve = Callable[[Any, Event, int], Any]
+
+CONFLICT_ATTEMPTS = 8
+
+EVOLVE: dict[Aggregate, Evolve] = {
+    Aggregate.ARTIFACT_SET: ev.evolve_artifact_set,
+    Aggregate.NODE: ev.evolve_node,
+    Aggregate.CANDIDATE: ev.evolve_candidate,
+    Aggregate.APPROVAL: ev.evolve_approval,
+    Aggregate.DEPLOYMENT: ev.evolve_deployment,
+    Aggregate.PROJECT: ev.evolve_project,
+    Aggregate.SCHEDULER_POLICY: ev.evolve_policy,
+}
+
+
+def checked_id(value: str, what: str) -> str:
+    try:
+        return subjects.token(value, what)
+    except subjects.InvalidSubjectToken as exc:
+        raise ServingError("INVALID_INPUT", str(exc), what.replace(" ", "_")) from None
+
+
+class Aggregates:
+    def __init__(self, store: EventStore, actor: Actor, clock: Callable[[], datetime] = utcnow) -> None:
+        self.store = store
+        self.actor = actor
+        self.clock = clock
+        self.last_sequence = 0  # highest sequence this service appended: read-your-writes
+
+    async def load(self, aggregate: Aggregate, aggregate_id: str) -> tuple[Any, int]:
+        records, version = await self.store.load(aggregate, checked_id(aggregate_id, f"{aggregate.value} id"))
+        return ev.fold(EVOLVE[aggregate], records), version
+
+    async def get(self, aggregate: Aggregate, aggregate_id: str) -> Any:
+        return (await self.load(aggregate, aggregate_id))[0]
+
+    async def execute(
+        self,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        decide: Callable[[Any, C, datetime], list[Event]],
+        command: C,
+    ) -> tuple[list[Event], int]:
+        """Decide against the current state and append; returns (events appended, version)."""
+        for _ in range(CONFLICT_ATTEMPTS):
+            state, version = await self.load(aggregate, aggregate_id)
+            events = decide(state, command, self.clock())
+            if not events:
+                return [], version
+            expected = version if version else ExpectedVersion.NO_STREAM
+            try:
+                version = await self.store.append(aggregate, aggregate_id, events, expected, actor=self.actor)
+            except ConcurrencyConflict:
+                continue  # someone else changed it: reload and decide again
+            self.last_sequence = max(self.last_sequence, version)
+            return events, version
+        raise ServingError("STATE_CONFLICT", f"{aggregate.value} {aggregate_id!r} kept changing; try again")
+
+    async def all(self, aggregate: Aggregate) -> dict[str, Any]:
+        """Every aggregate of a type, folded, in first-appearance order."""
+        records = await reading.read_subject_range(
+            self.store.client,
+            subjects.EVENTS_STREAM,
+            f"{subjects.EVENTS_PREFIX}.{aggregate.value}.>",
+            min_last_seq=self.store.last_sequence,
+        )
+        grouped: dict[str, list[RecordedEvent]] = {}
+        for record in records:
+            parsed = subjects.parse_event_subject(record.subject)
+            if parsed is not None:
+                grouped.setdefault(parsed[1], []).append(record)
+        folded = {key: ev.fold(EVOLVE[aggregate], history) for key, history in grouped.items()}
+        return {key: state for key, state in folded.items() if state is not None}

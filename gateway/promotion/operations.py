@@ -1,0 +1,151 @@
+"""Operating deployments and nodes: drain, unload, residency and scheduler policy, experiment
+routes, node enablement. Drain and unload refuse while requests run (`DEPLOYMENT_BUSY`); a
+resident deployment is unloaded by its agent and the outcome awaited on its accelerator."""
+
+from __future__ import annotations
+
+import msgspec
+
+from gateway.promotion import commands as cmd
+from gateway.promotion.decide import decide_node
+from gateway.promotion.deploy import decide_deployment
+from gateway.promotion.model import DeploymentState
+from gateway.promotion.service import PromotionService
+from gateway.promotion.waiting import next_event
+from gateway.scheduler import SchedulerPolicy
+from gateway.serving.jobs import publish_job
+from streams.codes import ServingError
+from streams.envelope import new_id
+from streams.events import Event
+from streams.events import control as c
+from streams.events import serving as s
+from streams.messages import DrainJob, UnloadJob
+from streams.subjects import Aggregate
+
+A = Aggregate
+POLICY_ID = "scheduler"
+_POLICY_FIELDS = {k for k in SchedulerPolicy.__struct_fields__ if k != "revision"}
+
+
+class Operations:
+    def __init__(self, service: PromotionService) -> None:
+        self.service = service
+        self.ctx = service.ctx
+        self.aggregates = service.aggregates
+
+    def active_requests(self, deployment_id: str) -> int:
+        return sum(
+            1 for state in self.ctx.live.accelerators.values() for lease in state.leases
+            if lease.deployment_id == deployment_id
+        )  # fmt: skip
+
+    def residence(self, deployment_id: str) -> tuple[str, str] | None:
+        """(node, accelerator) holding the deployment now, if any."""
+        for state in self.ctx.live.accelerators.values():
+            if any(r.deployment_id == deployment_id for r in state.residents):
+                return state.node_id, state.accelerator_id
+        return None
+
+    async def drain(self, deployment_id: str, reason: str = "") -> tuple[DeploymentState, int]:
+        """Stop routing, unload what is resident, mark drained. Returns (deployment, reclaimed)."""
+        command = cmd.DrainDeployment(deployment_id, self.active_requests(deployment_id), reason)
+        await self.aggregates.execute(A.DEPLOYMENT, deployment_id, decide_deployment, command)
+        await self.service.settle()
+        reclaimed = 0
+        held = self.residence(deployment_id)
+        if held is not None:
+            node_id, accelerator_id = held
+            drain = DrainJob(
+                job_id=new_id(), node_id=node_id, deployment_id=deployment_id,
+                accelerator_id=accelerator_id, requested_by=str(self.service.actor),
+            )  # fmt: skip
+            await publish_job(self.ctx, drain, "drain")
+            reclaimed = await self._unload(node_id, accelerator_id, deployment_id, "drain")
+        await self.aggregates.execute(
+            A.DEPLOYMENT, deployment_id, decide_deployment, cmd.CompleteDrain(deployment_id)
+        )
+        await self.service.settle()
+        return await self.service._deployment(deployment_id), reclaimed
+
+    async def unload(self, deployment_id: str) -> tuple[bool, int]:
+        """(was resident, reclaimed bytes)."""
+        await self.service._deployment(deployment_id)
+        busy = self.active_requests(deployment_id)
+        if busy:
+            raise ServingError(
+                "DEPLOYMENT_BUSY", f"{busy} requests are running", details={"active_requests": busy}
+            )
+        held = self.residence(deployment_id)
+        if held is None:
+            return False, 0
+        return True, await self._unload(held[0], held[1], deployment_id, "operator")
+
+    async def _unload(self, node_id: str, accelerator_id: str, deployment_id: str, reason: str) -> int:
+        _, version = await self.ctx.store.load(A.ACCELERATOR, accelerator_id)
+        job = UnloadJob(
+            job_id=new_id(), node_id=node_id, deployment_id=deployment_id, accelerator_id=accelerator_id,
+            requested_by=str(self.service.actor), reason=reason,
+        )  # fmt: skip
+        await publish_job(self.ctx, job, "unload")
+        outcome, sequence = await next_event(
+            self.ctx.client,
+            A.ACCELERATOR,
+            accelerator_id,
+            version,
+            lambda e: (
+                isinstance(e, s.ResidencyUnloaded | s.ResidencyUnloadFailed)
+                and e.deployment_id == deployment_id
+            ),
+            self.service.job_timeout_s,
+            "unload outcome",
+        )
+        await self.ctx.live.wait_applied(sequence, timeout=10.0)
+        if isinstance(outcome, s.ResidencyUnloadFailed):
+            raise ServingError("RESIDENCY_UNLOAD_FAILED", outcome.detail)
+        assert isinstance(outcome, s.ResidencyUnloaded)
+        return outcome.reclaimed_bytes
+
+    async def change_residency(self, deployment_id: str, policy: s.ResidencyPolicy) -> DeploymentState:
+        await self.aggregates.execute(
+            A.DEPLOYMENT, deployment_id, decide_deployment, cmd.ChangeResidency(deployment_id, policy)
+        )
+        await self.service.settle()
+        return await self.service._deployment(deployment_id)
+
+    async def set_experiment_active(
+        self, deployment_id: str, active: bool, reason: str = ""
+    ) -> DeploymentState:
+        if await self.aggregates.get(A.DEPLOYMENT, deployment_id) is None:
+            raise ServingError("EXPERIMENT_NOT_FOUND", f"no experiment {deployment_id!r}", "deployment_id")
+        command = cmd.SetExperimentActive(deployment_id, active, reason)
+        await self.aggregates.execute(A.DEPLOYMENT, deployment_id, decide_deployment, command)
+        await self.service.settle()
+        return await self.service._deployment(deployment_id)
+
+    async def node(self, command: cmd.NodeCommand) -> None:
+        await self.aggregates.execute(A.NODE, command.node_id, decide_node, command)
+        await self.service.refresh_staleness()
+        await self.service.settle()
+
+    async def revise_policy(self, settings: dict[str, float]) -> c.SchedulerPolicyRevised | None:
+        unknown = sorted(set(settings) - _POLICY_FIELDS)
+        if unknown:
+            raise ServingError("INVALID_INPUT", f"unknown policy settings: {', '.join(unknown)}", "settings")
+        try:
+            msgspec.convert({**settings}, SchedulerPolicy, strict=False)
+        except msgspec.ValidationError as exc:
+            raise ServingError("INVALID_INPUT", f"invalid policy settings: {exc}", "settings") from None
+
+        def decide(
+            state: c.SchedulerPolicyRevised | None, revised: dict[str, float], now: object
+        ) -> list[Event]:
+            base = dict(state.settings) if state else {}
+            merged = {**base, **{k: float(v) for k, v in revised.items()}}
+            if state is not None and merged == base:
+                return []
+            return [c.SchedulerPolicyRevised(revision=(state.revision if state else 0) + 1, settings=merged)]
+
+        events, _ = await self.aggregates.execute(A.SCHEDULER_POLICY, POLICY_ID, decide, settings)
+        await self.service.settle()
+        revised = events[0] if events else None
+        return revised if isinstance(revised, c.SchedulerPolicyRevised) else None

@@ -1,0 +1,62 @@
+"""A candidate's runtime profile and deployment config: the string maps its events carry, checked
+once at creation and read back into typed values at promotion."""
+
+from __future__ import annotations
+
+from streams.codes import ServingError
+from streams.events import serving as s
+
+RESIDENCY_KINDS = ("on_demand", "keep_warm", "always_warm")
+EMBEDDING_CAPABILITIES = ("rag.embedding@1", "vision.embedding@1")
+
+
+def _int(raw: str, name: str, code: str = "INVALID_INPUT") -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ServingError(code, f"`{name}` must be an integer, got {raw!r}", name) from None
+    if value <= 0:
+        raise ServingError(code, f"`{name}` must be positive", name)
+    return value
+
+
+def check_profile(capability: str, profile: dict[str, str], config: dict[str, str]) -> None:
+    """Embedding candidates declare their space: dimension, normalisation, input semantics."""
+    if capability in EMBEDDING_CAPABILITIES:
+        _int(profile.get("dimension", ""), "dimension", "PROFILE_SEMANTICS_INVALID")
+        if profile.get("normalized") not in ("true", "false"):
+            raise ServingError(
+                "PROFILE_SEMANTICS_INVALID", "`normalized` must be 'true' or 'false'", "normalized"
+            )
+        if not profile.get("input_semantics", "").strip():
+            raise ServingError(
+                "PROFILE_SEMANTICS_INVALID", "`input_semantics` is required", "input_semantics"
+            )
+        for part in filter(None, profile.get("truncatable_dimensions", "").split(",")):
+            _int(part.strip(), "truncatable_dimensions", "PROFILE_SEMANTICS_INVALID")
+    residency_policy(config)
+    if "max_batch_size" in config:
+        _int(config["max_batch_size"], "max_batch_size")
+
+
+def residency_policy(config: dict[str, str]) -> s.ResidencyPolicy:
+    kind = config.get("residency", "on_demand")
+    if kind not in RESIDENCY_KINDS:
+        raise ServingError(
+            "INVALID_INPUT", f"`residency` must be one of {', '.join(RESIDENCY_KINDS)}", "residency"
+        )
+    try:
+        ttl = float(config.get("keep_warm_ttl_s", "0") or 0)
+    except ValueError:
+        raise ServingError("INVALID_INPUT", "`keep_warm_ttl_s` must be a number", "keep_warm_ttl_s") from None
+    if ttl < 0 or (kind == "keep_warm" and ttl <= 0):
+        raise ServingError("INVALID_INPUT", "keep_warm needs a positive `keep_warm_ttl_s`", "keep_warm_ttl_s")
+    return s.ResidencyPolicy(kind=kind, keep_warm_ttl_s=ttl)  # type: ignore[arg-type]
+
+
+def max_batch_size(config: dict[str, str]) -> int:
+    return _int(config.get("max_batch_size", "32"), "max_batch_size")
+
+
+def truncatable(profile: dict[str, str]) -> tuple[int, ...]:
+    return tuple(sorted(int(p) for p in profile.get("truncatable_dimensions", "").split(",") if p.strip()))

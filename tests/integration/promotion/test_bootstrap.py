@@ -1,0 +1,48 @@
+"""`bootstrap_demo` drives the whole pipeline through the admin API; a second run changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway.admin.bootstrap import bootstrap_demo
+from tests.integration.promotion.conftest import TOKEN, Stack
+
+pytestmark = pytest.mark.timeout(300)
+
+
+async def test_bootstrap_promotes_the_demo_and_a_second_run_changes_nothing(
+    stack: Stack, minilm_source: Path
+) -> None:
+    first = await asyncio.to_thread(
+        bootstrap_demo,
+        stack.gateway.url,
+        TOKEN,
+        stack.artifact_root,
+        stack.node,
+        sources=minilm_source.parent,
+    )
+    assert first["key"], first
+    async with httpx.AsyncClient(base_url=stack.gateway.url, timeout=60) as http:
+        response = await http.post(
+            "/v1/embeddings",
+            json={"input": "a first request"},
+            headers={"authorization": f"Bearer {first['key']}"},
+        )
+    assert response.status_code == 200, response.text
+    head = await stack.events_head()
+    second = await asyncio.to_thread(
+        bootstrap_demo,
+        stack.gateway.url,
+        TOKEN,
+        stack.artifact_root,
+        stack.node,
+        sources=minilm_source.parent,
+    )
+    assert second["deployment_id"] == first["deployment_id"]
+    assert second["key"] is None
+    assert second["steps"] == []
+    assert await stack.events_head() == head

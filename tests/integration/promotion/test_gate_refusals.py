@@ -1,0 +1,118 @@
+"""Each production gate refused for real, through the admin API: the refusal carries the gate's
+code and appends nothing to the event log."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.promotion.conftest import Stack, lab_ready_candidate
+
+pytestmark = pytest.mark.timeout(300)
+
+
+async def refused(
+    stack: Stack, path: str, body: dict[str, Any], code: str, status: int = 409
+) -> dict[str, Any]:
+    head = await stack.events_head()
+    error = await stack.post(path, body, expect=status)
+    assert isinstance(error, dict)
+    assert error["error"]["code"] == code, error
+    assert await stack.events_head() == head, "a refusal must change nothing"
+    return error
+
+
+async def test_a_pickle_file_in_the_set_is_refused(stack: Stack, model_copy: Path) -> None:
+    (model_copy / "pytorch_model.bin").write_bytes(pickle.dumps({"weights": [1, 2, 3]}, protocol=4))
+    candidate = await lab_ready_candidate(stack, model_copy, "with-pickle")
+    await refused(
+        stack, "/approvals/production", {"candidate_id": candidate["candidate_id"]}, "PICKLE_PRESENT"
+    )
+
+
+async def test_a_remote_code_flag_is_refused(stack: Stack, model_copy: Path) -> None:
+    (model_copy / "modeling_custom.py").write_text("class Model: ...\n")
+    candidate = await lab_ready_candidate(stack, model_copy, "with-remote-code")
+    body = {"candidate_id": candidate["candidate_id"]}
+    await refused(stack, "/approvals/production", body, "REMOTE_CODE_REQUIRED")
+
+
+async def test_an_unprobed_candidate_is_not_lab_ready(stack: Stack, minilm_source: Path) -> None:
+    imported = await stack.post(
+        "/artifact-sets/import",
+        {"source": str(minilm_source), "name": "unprobed", "node_id": stack.node,
+         "artifact_root": str(stack.artifact_root)},
+    )  # fmt: skip
+    assert isinstance(imported, dict)
+    await stack.post(
+        "/candidates",
+        {"candidate_id": "cand-unprobed", "artifact_set_id": imported["artifact_set_id"],
+         "runtime_profile": {"dimension": "384", "normalized": "true", "input_semantics": "symmetric"}},
+    )  # fmt: skip
+    await refused(
+        stack, "/approvals/production", {"candidate_id": "cand-unprobed"}, "CANDIDATE_NOT_LAB_READY"
+    )
+
+
+async def test_a_missing_probe_is_refused(stack: Stack, minilm_source: Path) -> None:
+    candidate = await lab_ready_candidate(stack, minilm_source, "probe-missing")
+    body = {"candidate_id": candidate["candidate_id"], "probe_id": "no-such-probe"}
+    await refused(stack, "/approvals/production", body, "RUNTIME_PROBE_REQUIRED")
+
+
+async def test_a_disabled_node_is_refused(stack: Stack, minilm_source: Path) -> None:
+    candidate = await lab_ready_candidate(stack, minilm_source, "node-disabled")
+    await stack.post(f"/nodes/{stack.node}", {"enabled": False, "reason": "maintenance"})
+    try:
+        await refused(
+            stack, "/approvals/production", {"candidate_id": candidate["candidate_id"]}, "NO_ELIGIBLE_NODE"
+        )
+    finally:
+        await stack.post(f"/nodes/{stack.node}", {"enabled": True})
+
+
+async def test_an_artifact_changed_after_approval_makes_it_stale(stack: Stack, model_copy: Path) -> None:
+    candidate = await lab_ready_candidate(stack, model_copy, "changed-later")
+    approval = await stack.post("/approvals/production", {"candidate_id": candidate["candidate_id"]})
+    assert isinstance(approval, dict)
+    (model_copy / "NOTICE.txt").write_text("a file added after the approval\n")
+    reimported = await stack.post(
+        "/artifact-sets/import",
+        {"source": str(model_copy), "name": "changed-later", "node_id": stack.node,
+         "artifact_root": str(stack.artifact_root)},
+    )  # fmt: skip
+    assert isinstance(reimported, dict)
+    stale = await stack.get(f"/approvals/{approval['approval_id']}")
+    assert isinstance(stale, dict)
+    assert stale["status"] == "stale"
+    assert "artifact_files" in stale["stale_facts"]
+    body = {"candidate_id": candidate["candidate_id"], "approval_id": approval["approval_id"]}
+    await refused(stack, "/deployments", body, "PRODUCTION_APPROVAL_STALE")
+
+
+async def test_a_second_stable_deployment_waits_for_the_first_to_drain(
+    stack: Stack, model_copy: Path
+) -> None:
+    first = await lab_ready_candidate(stack, model_copy, "stable-one")
+    first_approval = await stack.post("/approvals/production", {"candidate_id": first["candidate_id"]})
+    assert isinstance(first_approval, dict)
+    one = await stack.post(
+        "/deployments", {"candidate_id": first["candidate_id"], "approval_id": first_approval["approval_id"]}
+    )
+    assert isinstance(one, dict)
+    (model_copy / "VERSION").write_text("2\n")
+    second = await lab_ready_candidate(stack, model_copy, "stable-two")
+    approval = await stack.post("/approvals/production", {"candidate_id": second["candidate_id"]})
+    assert isinstance(approval, dict)
+    body = {"candidate_id": second["candidate_id"], "approval_id": approval["approval_id"]}
+    await refused(stack, "/deployments", body, "STABLE_DEPLOYMENT_EXISTS")
+    drained = await stack.post(f"/deployments/{one['deployment_id']}/drain", {"reason": "replaced"})
+    assert isinstance(drained, dict)
+    assert drained["status"] == "drained"
+    two = await stack.post("/deployments", body)
+    assert isinstance(two, dict)
+    assert two["created"] is True
+    assert two["reindex_required"] is True  # another artifact set: another embedding space

@@ -1,0 +1,164 @@
+"""Decisions of candidates, deployments and projects: refusals carry their code and no events."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import msgspec
+import pytest
+
+from gateway.promotion.commands import (
+    ApproveProduction,
+    CreateCandidate,
+    DrainDeployment,
+    MarkLabReady,
+    RequestProbe,
+)
+from gateway.promotion.decide import decide_approval, decide_candidate
+from gateway.promotion.deploy import PromotionFacts, decide_deployment, plan_promotion
+from gateway.promotion.evidence import gather
+from gateway.promotion.evolve import evolve_approval, evolve_deployment
+from gateway.promotion.gates import compatibility, production_gates
+from gateway.promotion.model import ApprovalState, DeploymentState, ProjectState
+from gateway.promotion.projects import FitEvidence, RecordFit, decide_project, fit_gates
+from streams.codes import ServingError
+from streams.events import serving as s
+from tests.unit.promotion.builders import NOW, artifacts, candidate, facts, lab_approval, probe
+
+
+def request_probe(approval: ApprovalState | None, node_id: str = "node-1") -> RequestProbe:
+    return RequestProbe("probe-2", node_id, "node-1-cpu0", approval, "la-1")
+
+
+@pytest.mark.parametrize(
+    "approval",
+    [
+        None,
+        lab_approval(expires_at=NOW - timedelta(seconds=1)),
+        lab_approval(revoked=True),
+        lab_approval(candidate_id="someone-else"),
+        lab_approval(node_ids=("node-2",)),
+    ],
+)
+def test_a_probe_needs_a_current_lab_approval_for_its_node(approval: ApprovalState | None) -> None:
+    with pytest.raises(ServingError) as refused:
+        decide_candidate(candidate(), request_probe(approval), NOW)
+    assert refused.value.code == "LAB_APPROVAL_STALE"
+
+
+def test_only_complete_evidence_makes_a_candidate_lab_ready() -> None:
+    weak = candidate(probes={"probe-1": probe(unload_reclaimed_bytes=0)}, lab_ready_probe="")
+    assert decide_candidate(weak, MarkLabReady("probe-1"), NOW) == []
+    fresh = candidate(lab_ready_probe="")
+    assert len(decide_candidate(fresh, MarkLabReady("probe-1"), NOW)) == 1
+
+
+def test_an_embedding_candidate_must_declare_its_space() -> None:
+    command = CreateCandidate(
+        "cand-2", "rag.embedding@1", "as-minilm", {"dimension": "384"}, {}, "rag.embedding@1"
+    )
+    with pytest.raises(ServingError) as refused:
+        decide_candidate(None, command, NOW)
+    assert refused.value.code == "PROFILE_SEMANTICS_INVALID"
+
+
+def promotion(deployments: tuple[DeploymentState, ...] = (), **changes: object) -> PromotionFacts:
+    f = facts()
+    assert f.candidate is not None
+    current = gather(f.candidate, f.artifacts, f.node, f.probe, compatibility(f), "")
+    (event,) = decide_approval(None, ApproveProduction("cand-1", current, ()), NOW)
+    base = PromotionFacts(
+        candidate_id="cand-1", approval=evolve_approval(None, event, 1), candidate=f.candidate,
+        artifacts=f.artifacts, probe=f.probe, node=f.node, current=current, failures=tuple(production_gates(f)),
+        contract_known=True, deployments=deployments,
+    )  # fmt: skip
+    return msgspec.structs.replace(base, **changes)
+
+
+def test_promotion_takes_its_envelope_from_the_probe_and_its_identity_from_the_config() -> None:
+    plan = plan_promotion(promotion())
+    (promoted,) = plan.events
+    assert isinstance(promoted, s.DeploymentPromoted)
+    assert promoted.envelope.required_bytes == 200  # loaded - baseline
+    assert promoted.embedding_space is not None
+    assert promoted.embedding_space.dimension == 384
+    assert plan_promotion(promotion()).deployment_id == plan.deployment_id
+
+
+def test_promoting_an_existing_config_returns_it_before_the_stable_check() -> None:
+    plan = plan_promotion(promotion())
+    existing = evolve_deployment(None, plan.events[0], 5)
+    assert existing is not None
+    again = plan_promotion(promotion((existing,)))
+    assert again.events == []
+    assert again.deployment_id == plan.deployment_id
+
+
+def test_a_second_stable_deployment_waits_until_the_first_is_drained() -> None:
+    other = evolve_deployment(None, plan_promotion(promotion()).events[0], 5)
+    assert other is not None
+    other = msgspec.structs.replace(other, deployment_id="dep-other")
+    f = promotion((other,), candidate=candidate(deployment_config={"model_name": "minilm-2"}))
+    with pytest.raises(ServingError) as refused:
+        plan_promotion(f)
+    assert refused.value.code == "STABLE_DEPLOYMENT_EXISTS"
+    drained = msgspec.structs.replace(other, draining=True, drained=True, active=False)
+    assert plan_promotion(promotion((drained,))).events
+
+
+def test_a_promotion_on_moved_facts_is_stale() -> None:
+    f = promotion()
+    assert f.current is not None
+    moved = msgspec.structs.replace(f.current, risk_flags=("pickle_present",))
+    with pytest.raises(ServingError) as refused:
+        plan_promotion(msgspec.structs.replace(f, current=moved))
+    assert refused.value.code == "PRODUCTION_APPROVAL_STALE"
+    assert refused.value.details["changed_facts"] == ["risk_flags"]
+
+
+def test_a_busy_deployment_is_not_drained() -> None:
+    plan = plan_promotion(promotion())
+    state = evolve_deployment(None, plan.events[0], 5)
+    with pytest.raises(ServingError) as refused:
+        decide_deployment(state, DrainDeployment(plan.deployment_id, active_requests=2), NOW)
+    assert refused.value.code == "DEPLOYMENT_BUSY"
+    (draining,) = decide_deployment(state, DrainDeployment(plan.deployment_id, active_requests=0), NOW)
+    assert isinstance(draining, s.DeploymentDraining)
+
+
+def fit(**changes: object) -> FitEvidence:
+    base = FitEvidence(
+        deployment_id="dep-1", evidence_class="OWNER_PHOTO", recommendation="PROMOTION_ELIGIBLE",
+        production_validation="SATISFIED", case_count=12,
+    )  # fmt: skip
+    return msgspec.structs.replace(base, **changes)
+
+
+@pytest.mark.parametrize(
+    ("evidence", "failed"),
+    [
+        (fit(), []),
+        (fit(case_count=0), ["PROJECT_FIT_GATES_FAILED", "PROJECT_PRODUCTION_VALIDATION_FAILED"]),
+        (fit(production_validation="PENDING"), ["PROJECT_FIT_GATES_FAILED"]),
+        (fit(recommendation="HOLD"), ["PROJECT_PRODUCTION_VALIDATION_FAILED"]),
+        (fit(recommendation="HOLD", production_validation="PENDING", case_count=0), []),
+    ],
+)
+def test_project_fit_gates(evidence: FitEvidence, failed: list[str]) -> None:
+    assert fit_gates(evidence) == failed
+
+
+def test_project_fit_is_recorded_once_per_digest() -> None:
+    plan = plan_promotion(promotion())
+    deployment = evolve_deployment(None, plan.events[0], 5)
+    project = ProjectState(project_id="pr-1", name="docs", channels={"rag.embedding@1": "stable"})
+    (recorded,) = decide_project(project, RecordFit(fit(), deployment), NOW)
+    with_fit = msgspec.structs.replace(project, fit={"rag.embedding@1": recorded})
+    assert decide_project(with_fit, RecordFit(fit(deployment_id="dep-2"), deployment), NOW) == []
+    with pytest.raises(ServingError) as refused:
+        decide_project(project, RecordFit(fit(case_count=0), deployment), NOW)
+    assert refused.value.code == "PROJECT_FIT_GATES_FAILED"
+
+
+def test_artifacts_builder_is_verified() -> None:
+    assert artifacts().verified
