@@ -67,13 +67,19 @@ def prepare(
     correlation_id: str | None,
     causation_id: str | None,
     capability: str = "",
+    correlation_ids: Sequence[str | None] | None = None,
 ) -> list[Outgoing]:
-    """Validate and encode everything before a single byte is published."""
+    """Validate and encode everything before a single byte is published.
+
+    `correlation_ids`, when given, names each event's correlation (a batch gathering the events
+    of several requests); otherwise every event carries `correlation_id`."""
     if not events:
         raise EventRejected("nothing to append: no events")
     out = []
     now = utcnow()
-    for event in events:
+    if correlation_ids is not None and len(correlation_ids) != len(events):
+        raise EventRejected("one correlation id per event, or none")
+    for index, event in enumerate(events):
         if not isinstance(event, Event):
             raise EventRejected(f"not an event: {type(event).__name__}")
         cls = type(event)
@@ -98,7 +104,7 @@ def prepare(
             aggregate_id=aggregate_id,
             occurred_at=now,
             actor=actor,
-            correlation_id=correlation_id,
+            correlation_id=correlation_ids[index] if correlation_ids is not None else correlation_id,
             causation_id=causation_id,
         )
         out.append(Outgoing(subject, data, envelope.headers()))
@@ -125,10 +131,13 @@ class EventStore:
         actor: Actor = SYSTEM,
         correlation_id: str | None = None,
         causation_id: str | None = None,
+        correlation_ids: Sequence[str | None] | None = None,
     ) -> int:
         """Append events to one aggregate; returns its new version (last stream sequence)."""
         agg = aggregate if isinstance(aggregate, subjects.Aggregate) else subjects.aggregate_type(aggregate)
-        outgoing = prepare(events, agg, aggregate_id, actor, correlation_id, causation_id)
+        outgoing = prepare(
+            events, agg, aggregate_id, actor, correlation_id, causation_id, correlation_ids=correlation_ids
+        )
         return await self.append_prepared(agg, aggregate_id, outgoing, expected_version)
 
     async def append_prepared(

@@ -1,13 +1,22 @@
-"""Appending to an accelerator aggregate from the gateway, and applying our own append at once.
+"""Group commit to accelerator aggregates: decisions stage events, one writer per accelerator
+appends everything staged so far as one batch with the expected version.
 
-Decisions are taken and appended under the live view's decision lock with the accelerator's
-expected version; after a successful append the events are folded locally (nothing else can
-have landed in between), so the next decision sees them without waiting for the echo.
+A decision takes microseconds; an append takes a NATS round trip. Holding the decision lock
+across the append would serialise every request on that round trip, so decisions only *stage*
+their events (the live view folds them in at once, so the next decision sees them) and wait on
+a future. The accelerator's writer appends what has gathered — one event, or many as an atomic
+batch — and resolves the futures. If another replica appended first, the whole staged run was
+decided on a stale view: every waiter gets the `ConcurrencyConflict`, waits for the view to
+catch up, and decides again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
+
+import msgspec
 
 from eventstore.errors import ConcurrencyConflict
 from eventstore.records import RecordedEvent
@@ -17,23 +26,84 @@ from streams import subjects
 from streams.envelope import Envelope, new_id, utcnow
 from streams.events.base import Event
 
+log = logging.getLogger("modelforge.gateway.appends")
+MAX_BATCH_EVENTS = 256
+
+
+class _Staged(msgspec.Struct):
+    events: list[Event]
+    correlation_id: str | None
+    done: asyncio.Future[int]
+
+
+def stage(
+    ctx: ServingContext, accelerator_id: str, events: Sequence[Event], correlation_id: str | None = None
+) -> asyncio.Future[int]:
+    """Stage events (call under the decision lock); the future gives the version once appended."""
+    ctx.live.stage(accelerator_id, list(events))
+    done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    ctx.staged.setdefault(accelerator_id, []).append(_Staged(list(events), correlation_id, done))
+    writer = ctx.writers.get(accelerator_id)
+    if writer is None or writer.done():
+        ctx.writers[accelerator_id] = asyncio.create_task(_write(ctx, accelerator_id))
+    return done
+
 
 async def append_to_accelerator(
     ctx: ServingContext, accelerator_id: str, events: Sequence[Event], correlation_id: str | None = None
 ) -> int:
-    """Append with the expected version; raises ConcurrencyConflict when the view is behind."""
-    expected = ctx.live.versions.get(accelerator_id, 0)
-    version = await ctx.store.append(
-        subjects.Aggregate.ACCELERATOR,
-        accelerator_id,
-        list(events),
-        expected or ExpectedVersion.NO_STREAM,
-        actor=ctx.actor,
-        correlation_id=correlation_id,
-    )
-    at = utcnow()
-    first = version - len(events) + 1
-    for offset, event in enumerate(events):
+    """Stage and wait for the append (for callers that hold no lock across it)."""
+    async with ctx.live.decision_lock:
+        done = stage(ctx, accelerator_id, events, correlation_id)
+    return await done
+
+
+async def _write(ctx: ServingContext, accelerator_id: str) -> None:
+    queue = ctx.staged[accelerator_id]
+    while queue:
+        batch: list[_Staged] = []
+        while queue and sum(len(item.events) for item in batch) < MAX_BATCH_EVENTS:
+            batch.append(queue.pop(0))
+        events = [event for item in batch for event in item.events]
+        correlations = [item.correlation_id for item in batch for _ in item.events]
+        expected = ctx.live.versions.get(accelerator_id, 0)
+        try:
+            version = await ctx.store.append(
+                subjects.Aggregate.ACCELERATOR,
+                accelerator_id,
+                events,
+                expected or ExpectedVersion.NO_STREAM,
+                actor=ctx.actor,
+                correlation_ids=correlations,
+            )
+        except Exception as exc:  # a conflict, or the store failing: everything staged was decided on sand
+            failed = batch + queue[:]
+            queue.clear()
+            ctx.live.unstage(accelerator_id)
+            for item in failed:
+                if not item.done.done():
+                    item.done.set_exception(exc)
+            if not isinstance(exc, ConcurrencyConflict):
+                log.warning("append to %s failed: %r", accelerator_id, exc)
+            await ctx.live.notify()
+            continue
+        _confirm(ctx, accelerator_id, events, correlations, version, expected)
+        for item in batch:
+            item.done.set_result(version)
+        await ctx.live.notify()
+
+
+def _confirm(
+    ctx: ServingContext,
+    accelerator_id: str,
+    events: list[Event],
+    correlations: list[str | None],
+    version: int,
+    expected: int,
+) -> None:
+    """Fold the acknowledged events into the confirmed state (the view already shows them)."""
+    at, first = utcnow(), version - len(events) + 1
+    for offset, (event, correlation) in enumerate(zip(events, correlations, strict=True)):
         envelope = Envelope(
             event_id=new_id(),
             event_type=type(event).event_type(),
@@ -42,12 +112,13 @@ async def append_to_accelerator(
             aggregate_id=accelerator_id,
             occurred_at=at,
             actor=ctx.actor,
-            correlation_id=correlation_id,
+            correlation_id=correlation,
         )
-        record = RecordedEvent(first + offset, "", envelope, event)
-        ctx.live.apply_own(record, expected if offset == 0 else first + offset - 1)
-    await ctx.live.notify()
-    return version
+        ctx.live.apply_own(
+            RecordedEvent(first + offset, "", envelope, event),
+            expected if offset == 0 else first + offset - 1,
+        )
+    ctx.live.unstage(accelerator_id, len(events))
 
 
 async def catch_up_after(ctx: ServingContext, conflict: ConcurrencyConflict, timeout: float) -> None:

@@ -13,8 +13,9 @@ import time
 from datetime import UTC, datetime
 
 import msgspec
+from nats.errors import Error as NatsError
 
-from eventstore.errors import ConcurrencyConflict
+from eventstore.errors import ConcurrencyConflict, EventStoreError
 from gateway.scheduler import (
     Channel,
     ModelEnvelope,
@@ -24,7 +25,7 @@ from gateway.scheduler import (
     Verdict,
 )
 from gateway.scheduler.placement import plan_placement
-from gateway.serving.appends import append_to_accelerator, catch_up_after
+from gateway.serving.appends import append_to_accelerator, catch_up_after, stage
 from gateway.serving.context import ServingContext
 from gateway.serving.errors import rejection
 from gateway.serving.jobs import publish_load, publish_unload
@@ -32,6 +33,8 @@ from gateway.state.catalog import DeploymentInfo
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
+
+_NATS_FAILURES = (NatsError, TimeoutError)
 
 
 class Grant(msgspec.Struct, kw_only=True):
@@ -74,6 +77,16 @@ def _lease(
     )
 
 
+class _Step(msgspec.Struct):
+    """A decision turned into staged events: what to wait for before the next step."""
+
+    kind: str  # "warm" | "cold" | "evict"
+    done: asyncio.Future[int]
+    lease: s.LeaseGranted | None = None
+    load: s.ResidencyLoadRequested | None = None
+    eviction: s.EvictionPlanned | None = None
+
+
 async def acquire(
     ctx: ServingContext, deployment: DeploymentInfo, request_id: str, client_id: str, deadline: float
 ) -> Grant:
@@ -95,40 +108,49 @@ async def acquire(
                 ctx.live.policy,
                 now,
             )
-            step: s.LeaseGranted | s.EvictionPlanned | ConcurrencyConflict | None
-            try:
-                step = await _act(ctx, decision, deployment, request_id, client_id)
-            except ConcurrencyConflict as conflict:
-                step = conflict
+            step = _stage(ctx, decision, deployment, request_id, client_id)
+        if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)
+            spent["scheduling"] += (time.perf_counter() - started) * 1000
+            waited = time.perf_counter()
+            await _queue(ctx, deadline)
+            spent["queue"] += (time.perf_counter() - waited) * 1000
+            continue
+        try:
+            await step.done
+        except ConcurrencyConflict as clash:
+            spent["scheduling"] += (time.perf_counter() - started) * 1000
+            await catch_up_after(ctx, clash, max(0.0, deadline - time.time()))
+            continue
+        except (EventStoreError, *_NATS_FAILURES) as failure:
+            raise ServingError(
+                "CAPABILITY_UNAVAILABLE", f"could not record the placement: {failure}", http_status=503
+            ) from None
         spent["scheduling"] += (time.perf_counter() - started) * 1000
-        match step:
-            case s.LeaseGranted() as lease if decision.verdict is Verdict.ADMIT and not decision.cold_load:
-                return _grant(lease, decision, deployment, cold=False, spent=spent)
-            case s.LeaseGranted() as lease:  # cold load under way: wait for the agent's measurement
-                waited = time.perf_counter()
-                await _await_loaded(ctx, lease, deployment, deadline)
-                spent["load"] += (time.perf_counter() - waited) * 1000
-                return _grant(lease, decision, deployment, cold=True, spent=spent)
-            case ConcurrencyConflict() as clash:
-                await catch_up_after(ctx, clash, max(0.0, deadline - time.time()))
-            case s.EvictionPlanned() as eviction:
-                waited = time.perf_counter()
-                await _await_evicted(ctx, eviction, deadline)
-                spent["load"] += (time.perf_counter() - waited) * 1000
-            case None:  # QUEUE: wait for the view to change (a lease released, a load finished)
-                waited = time.perf_counter()
-                await _queue(ctx, deadline)
-                spent["queue"] += (time.perf_counter() - waited) * 1000
+        waited = time.perf_counter()
+        if step.kind == "warm" and step.lease is not None:
+            return _grant(step.lease, decision, deployment, cold=False, spent=spent)
+        if step.kind == "cold" and step.lease is not None and step.load is not None:
+            await publish_load(ctx, step.load, deployment)
+            await _await_loaded(ctx, step.lease, deployment, deadline)
+            spent["load"] += (time.perf_counter() - waited) * 1000
+            return _grant(step.lease, decision, deployment, cold=True, spent=spent)
+        if step.eviction is not None:
+            for victim in step.eviction.victims:
+                await publish_unload(
+                    ctx, decision.node_id or "", step.eviction.accelerator_id, victim, "eviction"
+                )
+            await _await_evicted(ctx, step.eviction, deadline)
+            spent["load"] += (time.perf_counter() - waited) * 1000
 
 
-async def _act(
+def _stage(
     ctx: ServingContext,
     decision: PlacementDecision,
     deployment: DeploymentInfo,
     request_id: str,
     client_id: str,
-) -> s.LeaseGranted | s.EvictionPlanned | None:
-    """Turn a decision into events (under the decision lock). None means queue."""
+) -> _Step | None:
+    """Turn a decision into staged events (under the decision lock). None means queue."""
     verdict, acc = decision.verdict, decision.accelerator_id
     if verdict.rejects:
         raise rejection(decision, deployment.deployment_id)
@@ -143,15 +165,10 @@ async def _act(
             required_bytes=decision.required_bytes,
             decision_fingerprint=decision.fingerprint,
         )
-        await append_to_accelerator(ctx, acc, [eviction], request_id)
-        node_id = decision.node_id or ""
-        for victim in decision.evictions:
-            await publish_unload(ctx, node_id, acc, victim, "eviction")
-        return eviction
+        return _Step("evict", stage(ctx, acc, [eviction], request_id), eviction=eviction)
     lease = _lease(decision, deployment.deployment_id, request_id, client_id, ctx.lease_ttl_s)
     if not decision.cold_load:
-        await append_to_accelerator(ctx, acc, [lease], request_id)
-        return lease
+        return _Step("warm", stage(ctx, acc, [lease], request_id), lease=lease)
     load = s.ResidencyLoadRequested(
         load_id=new_id(),
         accelerator_id=acc,
@@ -162,9 +179,7 @@ async def _act(
     )
     # The request's own lease holds the execution floor; the load reservation holds the envelope.
     floor = msgspec.structs.replace(lease, reserved_bytes=envelope_of(deployment).request_floor_bytes)
-    await append_to_accelerator(ctx, acc, [load, floor], request_id)
-    await publish_load(ctx, load, deployment)
-    return floor
+    return _Step("cold", stage(ctx, acc, [load, floor], request_id), lease=floor, load=load)
 
 
 def _grant(
@@ -233,8 +248,7 @@ async def release(ctx: ServingContext, grant: Grant, outcome: str, attempts: int
     event = s.LeaseReleased(lease_id=grant.lease_id, accelerator_id=grant.accelerator_id, outcome=outcome)  # type: ignore[arg-type]
     for _ in range(attempts):
         try:
-            async with ctx.live.decision_lock:
-                await append_to_accelerator(ctx, grant.accelerator_id, [event])
+            await append_to_accelerator(ctx, grant.accelerator_id, [event])
             return
         except ConcurrencyConflict as conflict:
             await catch_up_after(ctx, conflict, 5.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from nats.aio.client import Client
 
@@ -21,6 +22,9 @@ class ServingContext:
     lease_ttl_s: float = 300.0
     queued: int = 0  # requests of this gateway waiting for capacity right now
     background: set[asyncio.Task[object]] = field(default_factory=set)
+    # group commit (gateway.serving.appends): staged events and the writer task per accelerator
+    staged: dict[str, list[Any]] = field(default_factory=dict)
+    writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     @property
     def actor(self) -> Actor:

@@ -15,7 +15,7 @@ from eventstore.errors import ConcurrencyConflict
 from gateway.scheduler import PlacementRequest, Verdict
 from gateway.scheduler.placement import plan_placement
 from gateway.serving import upkeep
-from gateway.serving.appends import append_to_accelerator
+from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.capacity import envelope_of
 from gateway.serving.context import ServingContext
 from gateway.serving.jobs import publish_job, publish_load
@@ -55,12 +55,8 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
 async def upkeep_once(ctx: ServingContext) -> None:
     live, now = ctx.live, time.time()
     for expire in upkeep.expired(live.accelerators, live.lease_expiry, now):
-        async with live.decision_lock:
-            await append_to_accelerator(
-                ctx,
-                expire.accelerator_id,
-                [s.LeaseExpired(lease_id=expire.lease_id, accelerator_id=expire.accelerator_id)],
-            )
+        expiry = s.LeaseExpired(lease_id=expire.lease_id, accelerator_id=expire.accelerator_id)
+        await append_to_accelerator(ctx, expire.accelerator_id, [expiry])
         log.info("lease %s on %s expired", expire.lease_id, expire.accelerator_id)
     for unload in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now):
         # The same idle period gives the same job id on every replica: JetStream keeps one.
@@ -106,5 +102,6 @@ async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
             required_bytes=decision.required_bytes,
             reason="always_warm",
         )
-        await append_to_accelerator(ctx, decision.accelerator_id, [load])
+        done = stage(ctx, decision.accelerator_id, [load])
+    await done
     await publish_load(ctx, load, deployment)

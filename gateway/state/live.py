@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import msgspec
 from nats.aio.client import Client
@@ -28,6 +29,7 @@ from streams import subjects
 from streams.codec import UnknownEvent
 from streams.events import control as c
 from streams.events import serving as s
+from streams.events.base import Event
 from streams.messages import AcceleratorTelemetry
 
 log = logging.getLogger("modelforge.gateway.state")
@@ -55,12 +57,17 @@ class LiveState:
         self.decision_lock = asyncio.Lock()
         self.load_failures: dict[str, s.ResidencyLoadFailed] = {}  # deployment id -> last failure
         self.lease_expiry: dict[str, tuple[str, float]] = {}  # lease id -> (accelerator, expires at)
+        # This replica's decided-but-unacknowledged events per accelerator, and the view with them
+        # folded in: the next decision must see them (group commit, see gateway.serving.writer).
+        self.staged: dict[str, list[Event]] = {}
+        self.tentative: dict[str, AcceleratorState] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     # ---- folding -------------------------------------------------------------------------
 
-    def apply(self, record: RecordedEvent) -> None:
-        """Fold one MF_EVENTS record (idempotent: older sequences are ignored per aggregate)."""
+    def apply(self, record: RecordedEvent, own: bool = False) -> None:
+        """Fold one MF_EVENTS record (idempotent: older sequences are ignored per aggregate).
+        `own`: one of this replica's staged events, now acknowledged (already in the view)."""
         event, envelope = record.event, record.envelope
         if isinstance(event, UnknownEvent) or envelope is None:
             log.warning(
@@ -99,7 +106,36 @@ class LiveState:
         """Apply our own append at once if nothing else can have come in between."""
         acc_id = record.envelope.aggregate_id if record.envelope else ""
         if self.versions.get(acc_id, 0) == expected_version:
-            self.apply(record)
+            self.apply(record, own=True)
+
+    # ---- staged events (decided here, not yet acknowledged) --------------------------------
+
+    def stage(self, accelerator_id: str, events: list[Event]) -> None:
+        at = datetime.now(UTC)
+        state = self.view(accelerator_id) or self._new_accelerator(accelerator_id)
+        for event in events:
+            state = evolve_accelerator(state, event, at, self.catalog)
+        self.staged.setdefault(accelerator_id, []).extend(events)
+        self.tentative[accelerator_id] = state
+
+    def unstage(self, accelerator_id: str, count: int | None = None) -> None:
+        """Drop the first `count` staged events (acknowledged), or all of them (refused)."""
+        staged = self.staged.get(accelerator_id, [])
+        del staged[: len(staged) if count is None else count]
+        if not staged:  # (a partial acknowledgement leaves the view as it was: it already held them)
+            self.staged.pop(accelerator_id, None)
+            self.tentative.pop(accelerator_id, None)
+
+    def _refold(self, accelerator_id: str) -> None:
+        at = datetime.now(UTC)
+        state = self.accelerators.get(accelerator_id) or self._new_accelerator(accelerator_id)
+        for event in self.staged.get(accelerator_id, []):
+            state = evolve_accelerator(state, event, at, self.catalog)
+        self.tentative[accelerator_id] = state
+
+    def view(self, accelerator_id: str) -> AcceleratorState | None:
+        """What decisions see: the acknowledged state plus this replica's staged events."""
+        return self.tentative.get(accelerator_id) or self.accelerators.get(accelerator_id)
 
     def _new_accelerator(self, accelerator_id: str) -> AcceleratorState:
         node = self.catalog.node_of_accelerator(accelerator_id)
@@ -110,11 +146,11 @@ class LiveState:
 
     def apply_telemetry(self, sample: AcceleratorTelemetry) -> None:
         self.telemetry[sample.accelerator_id] = sample
-        state = self.accelerators.get(sample.accelerator_id)
-        if state is not None:
-            self.accelerators[sample.accelerator_id] = with_telemetry(
-                state, sample.used_bytes, sample.observed_at_unix_ms / 1000
-            )
+        observed_at = sample.observed_at_unix_ms / 1000
+        for table in (self.accelerators, self.tentative):
+            state = table.get(sample.accelerator_id)
+            if state is not None:
+                table[sample.accelerator_id] = with_telemetry(state, sample.used_bytes, observed_at)
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -131,7 +167,7 @@ class LiveState:
         for node in self.catalog.nodes.values():
             ok = node.schedulable and self.node_live(node.node_id, now)
             for spec in node.accelerators:
-                state = self.accelerators.get(spec.accelerator_id)
+                state = self.view(spec.accelerator_id)
                 if state is not None:
                     out.append(
                         state if state.available == ok else msgspec.structs.replace(state, available=ok)
