@@ -7,9 +7,11 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -25,11 +27,17 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    from modelforge.devstack import stack
+    from modelforge.devstack import demo, stack
 
     home = stack.state_dir()
     print(f"ModelForge embedded stack in {home}")
-    stack.up(home, lambda url: asyncio.run(_provision(url)), print)
+    state = stack.up(home, lambda url: asyncio.run(_provision(url)), print)
+    gateway_url = state.extra["gateway_url"]
+    gateway_log = next(Path(c.log) for c in state.components if c.name == "gateway")
+    demo.wait_until_ready(gateway_url, int(state.extra["gateway_port"]), gateway_log)
+    print(f"gateway     {gateway_url}")
+    nats_url = state.nats.url if state.nats else os.environ["NATS_URL"]
+    demo.bootstrap(gateway_url, stack.operator_token(home), home, stack.NODE_ID, nats_url, print)
     print("stop it with: modelforge down")
     return 0
 

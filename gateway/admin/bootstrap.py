@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.admin.client import AdminClient, AdminError
+from gateway.clients.service import client_id_for
 
 DEMO_SET = "minilm"
 DEMO_CANDIDATE = "cand-minilm-demo"
@@ -67,6 +68,7 @@ def bootstrap_demo(
     except AdminError as exc:
         if exc.code != "CLIENT_EXISTS":
             raise
+        client_id = client_id_for(DEMO_CLIENT)
     return {"deployment_id": deployment["deployment_id"], "client_id": client_id, "key": key, "steps": steps}
 
 

@@ -8,6 +8,7 @@ registered in COMPONENTS by the packages that provide them.
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,7 +18,7 @@ import msgspec
 
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.postgres import PostgresServer, start_postgres, stop_postgres
-from modelforge.devstack.processes import pid_alive, port_is_free, stop_pid
+from modelforge.devstack.processes import free_port, pid_alive, port_is_free, stop_pid
 
 
 class Component(msgspec.Struct):
@@ -33,8 +34,33 @@ class StackState(msgspec.Struct):
     extra: dict[str, str] = msgspec.field(default_factory=dict)  # e.g. gateway URL
 
 
-# name -> argv after `modelforge`; filled in order of start-up by later features.
-COMPONENTS: list[tuple[str, list[str]]] = []
+NODE_ID = "local"
+DEFAULT_GATEWAY_PORT = 8080
+
+
+def components(home: Path, state: StackState) -> list[tuple[str, list[str]]]:
+    """The services `up` runs, in start-up order: name -> argv after `modelforge`."""
+    port = int(state.extra.get("gateway_port", "0")) or (
+        DEFAULT_GATEWAY_PORT if port_is_free(DEFAULT_GATEWAY_PORT) else free_port()
+    )
+    state.extra["gateway_port"] = str(port)
+    state.extra["gateway_url"] = f"http://127.0.0.1:{port}"
+    (home / "artifacts").mkdir(parents=True, exist_ok=True)
+    return [
+        ("projector", ["projector"]),
+        ("agent", ["agent", "--node-id", NODE_ID, "--artifact-root", str(home / "artifacts")]),
+        ("gateway", ["gateway", "--port", str(port), "--gateway-id", "local"]),
+    ]
+
+
+def operator_token(home: Path) -> str:
+    """The embedded stack's operator token: made once, kept in a file only its owner can read."""
+    path = home / "operator-token"
+    if not path.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(32))
+    return path.read_text().strip()
 
 
 def state_dir() -> Path:
@@ -103,10 +129,15 @@ def up(home: Path, provision: Callable[[str], None], echo: Callable[[str], None]
     echo(f"postgres    {database_url}")
     save_state(home, state)
     provision(nats_url)
-    env = {"NATS_URL": nats_url, "DATABASE_URL": database_url, "MODELFORGE_HOME": str(home)}
+    env = {
+        "NATS_URL": nats_url,
+        "DATABASE_URL": database_url,
+        "MODELFORGE_HOME": str(home),
+        "MODELFORGE_OPERATOR_TOKEN": operator_token(home),
+    }
     running = {c.name: c for c in state.components if pid_alive(c.pid)}
     state.components = []
-    for name, argv in COMPONENTS:
+    for name, argv in components(home, state):
         component = running.get(name) or start_component(home, name, argv, env)
         state.components.append(component)
         echo(f"{name:<11} pid {component.pid}, log {component.log}")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import msgspec
 
 from modelforge.devstack.processes import pid_alive
@@ -17,7 +18,11 @@ def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
     env["MODELFORGE_HOME"] = str(home)
     return subprocess.run(
-        [sys.executable, "-m", "modelforge.cli", *args], capture_output=True, text=True, env=env, timeout=240,
+        [sys.executable, "-m", "modelforge.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
         check=False,
     )
 
@@ -31,6 +36,7 @@ def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Pa
     assert state.postgres
     assert "MF_EVENTS" in first.stdout
     try:
+        _embed_with_the_printed_key(first.stdout)
         second = run(home, "up")
         assert second.returncode == 0, second.stderr
         again = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
@@ -40,6 +46,22 @@ def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Pa
     assert down.returncode == 0, down.stderr
     assert not pid_alive(state.nats.pid)
     assert not pid_alive(state.postgres.pid)
+
+
+def _embed_with_the_printed_key(stdout: str) -> None:
+    """What a new user does next: call the model with the key `up` printed."""
+    key = next(line.split()[2] for line in stdout.splitlines() if line.startswith("demo key"))
+    url = next(
+        line.split()[1] for line in stdout.splitlines() if line.startswith("gateway ") and "http" in line
+    )
+    response = httpx.post(
+        f"{url}/v1/embeddings",
+        json={"model": "all-MiniLM-L6-v2", "input": ["hello world"]},
+        headers={"authorization": f"Bearer {key}"},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    assert len(response.json()["data"][0]["embedding"]) == 384
 
 
 def test_up_after_down_restarts_on_the_same_data(scratch: Path) -> None:
@@ -52,5 +74,6 @@ def test_up_after_down_restarts_on_the_same_data(scratch: Path) -> None:
         state = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
         assert state.postgres is not None
         assert (Path(state.postgres.data_dir) / "PG_VERSION").exists()
+        _embed_with_the_printed_key(again.stdout)  # the same deployment, a rotated demo key
     finally:
         run(home, "down")

@@ -1,0 +1,84 @@
+"""After `up` has started the services: run the demo pipeline through the admin API and print
+how to call the model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from modelforge.devstack.processes import wait_for_port
+
+
+def wait_until_ready(url: str, port: int, log: Path, timeout: float = 180.0) -> None:
+    """The gateway answers /readyz once its state has caught up with the event log."""
+    wait_for_port(port, None, log, timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=10) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)  # start-up only: the gateway gives no readiness message to wait on
+
+
+def _wait_node_online(gateway_url: str, token: str, node_id: str, timeout: float = 120.0) -> None:
+    """The agent registers and reports telemetry a moment after it starts."""
+    from gateway.admin.client import AdminClient, AdminError
+
+    admin = AdminClient(gateway_url, token, operator="up")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if admin.get(f"/nodes/{node_id}").get("online"):
+                return
+        except AdminError as exc:
+            if exc.status != 404:
+                raise
+        time.sleep(0.2)  # start-up only, bounded
+    raise RuntimeError(f"node {node_id} did not come online within {timeout:.0f}s; see the agent's log")
+
+
+def demo_key(nats_url: str, client_id: str) -> str:
+    """A fresh key for the existing demo client (keys are shown once, so a second `up` rotates)."""
+    from eventstore.connection import connect
+    from eventstore.store import EventStore
+    from gateway.clients.service import ClientService
+    from streams.envelope import Actor, ActorKind
+
+    async def rotate() -> str:
+        connection = await connect(nats_url, "modelforge-up")
+        try:
+            service = ClientService(EventStore(connection), actor=Actor(ActorKind.OPERATOR, "up"))
+            return (await service.rotate(client_id)).key
+        finally:
+            await connection.close()
+
+    return asyncio.run(rotate())
+
+
+def bootstrap(
+    gateway_url: str, token: str, home: Path, node_id: str, nats_url: str, echo: Callable[[str], None]
+) -> None:
+    from gateway.admin.bootstrap import bootstrap_demo
+
+    _wait_node_online(gateway_url, token, node_id)
+    echo("demo        pulling all-MiniLM-L6-v2 and running it through the promotion pipeline ...")
+    result = bootstrap_demo(gateway_url, token, home / "artifacts", node_id, residency="always_warm")
+    for step in result.get("steps", []):
+        echo(f"            {step}")
+    key = result.get("key") or demo_key(nats_url, result["client_id"])
+    echo(f"deployment  {result['deployment_id']} (rag.embedding@1, all-MiniLM-L6-v2)")
+    echo(f"demo key    {key}   (shown once; `up` again rotates it)")
+    body = json.dumps({"model": "all-MiniLM-L6-v2", "input": ["hello world"]})
+    echo("try it:")
+    echo(f"  curl -s {gateway_url}/v1/embeddings -H 'Authorization: Bearer {key}' \\")
+    echo(f"       -H 'content-type: application/json' -d '{body}'")
+    echo(f"admin API   {gateway_url}/docs (token in {home / 'operator-token'})")
