@@ -5,7 +5,7 @@
 (b) agent: callers send one-text invokes by core NATS request-reply to a real `modelforge agent`
     subprocess, which batches concurrent invokes dynamically and replies with contract JSON.
 Starts its own nats-server (from the wheel) in a temporary folder; prints rates, p50s and ratios.
-    .venv/bin/python bench/agent.py [--seconds 4] [--callers 1 8 64]
+    .venv/bin/python -m bench.agent [--seconds 4] [--callers 1 8 64]
 Target: (b)/(a) throughput ≥ 0.9 at 64 callers.
 """
 

@@ -1,7 +1,7 @@
 """eventstore.append vs raw js.publish with the same headers, sequential and pipelined.
 
 Starts its own nats-server (from the wheel) in a temporary folder; prints rates and ratios.
-    .venv/bin/python bench/append.py [--count 5000] [--window 256]
+    .venv/bin/python -m bench.append [--count 5000] [--window 256]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
    figure (or, where NVML cannot see per-process use, the device-wide figure) by about the
    allocation, and freeing it brings it back down — what load/unload measurements rely on.
 Skips cleanly (exit 0, "SKIP: ...") without nvidia-ml-py, a driver, a GPU or cuda-python.
-    .venv/bin/python bench/gpu_check.py [--mib 512]
+    .venv/bin/python -m bench.gpu_check [--mib 512]
 """
 
 from __future__ import annotations

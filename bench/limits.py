@@ -1,7 +1,7 @@
 """RequestLimiter.acquire + release vs one raw JetStream publish round trip, sequential.
 
 Starts its own nats-server (from the wheel) in a temporary folder; prints latencies and ratios.
-    .venv/bin/python bench/limits.py [--count 2000]
+    .venv/bin/python -m bench.limits [--count 2000]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Prints microseconds per decision for a warm hit, a cold load that fits and a cold load that
 needs evictions, each with its ratio to the 50 µs target (ratio < 1 is inside the target).
 
-    .venv/bin/python bench/placement.py [iterations]
+    .venv/bin/python -m bench.placement [iterations]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ RequestCompleted, plus failures, rejections and pressure changes), then measures
   raw COPY   - the audit rows of those events COPYed into a bare table (the database's limit)
   projector  - catch-up from checkpoint 0 to the end, every table and the audit log, exactly once
   replay     - the same events rebuilt into a fresh schema, with its digest
-    .venv/bin/python bench/projection.py [--events 1000000]
+    .venv/bin/python -m bench.projection [--events 1000000]
 """
 
 from __future__ import annotations

@@ -9,29 +9,17 @@ from typing import Any
 
 import msgspec
 
+from gateway.promotion.model import DeploymentState
 from gateway.scheduler import (
     Attribution,
     Channel,
-    ModelEnvelope,
     PlacementRequest,
     account,
     plan_placement,
     required_bytes,
 )
-from gateway.state.catalog import DeploymentInfo
+from gateway.serving.capacity import envelope_of
 from gateway.state.live import LiveState
-
-
-def envelope_of(deployment: DeploymentInfo) -> ModelEnvelope:
-    env = deployment.envelope
-    return ModelEnvelope(
-        deployment_id=deployment.deployment_id,
-        required_bytes=env.required_bytes,
-        peak_bytes=env.peak_bytes,
-        request_floor_bytes=env.per_request_bytes,
-        channel=Channel.PRODUCTION if deployment.channel == "stable" else Channel.LAB,
-        cold_load_ms=env.cold_load_ms,
-    )
 
 
 def overview(live: LiveState, now: float | None = None) -> dict[str, Any]:
@@ -53,7 +41,7 @@ def overview(live: LiveState, now: float | None = None) -> dict[str, Any]:
     return {"policy": msgspec.to_builtins(live.policy), "accelerators": accelerators}
 
 
-def dry_run(live: LiveState, deployment: DeploymentInfo, channel: str) -> dict[str, Any]:
+def dry_run(live: LiveState, deployment: DeploymentState, channel: str) -> dict[str, Any]:
     now = time.time()
     request = PlacementRequest(channel=Channel(channel))
     decision = plan_placement(

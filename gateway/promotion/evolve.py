@@ -169,6 +169,7 @@ def evolve_deployment(state: DeploymentState | None, event: Event, seq: int) -> 
                 residency=event.residency,
                 embedding_space=event.embedding_space,
                 approval_id=event.approval_id,
+                max_batch_size=event.max_batch_size,
             )
         case s.ExperimentCreated():
             return DeploymentState(

@@ -161,6 +161,7 @@ class DeploymentState(msgspec.Struct, frozen=True, kw_only=True):
     active: bool = True
     draining: bool = False
     drained: bool = False
+    max_batch_size: int = 32
 
     @property
     def status(self) -> str:

@@ -16,6 +16,7 @@ import msgspec
 from nats.errors import Error as NatsError
 
 from eventstore.errors import ConcurrencyConflict, EventStoreError
+from gateway.promotion.model import DeploymentState
 from gateway.scheduler import (
     Channel,
     ModelEnvelope,
@@ -29,7 +30,6 @@ from gateway.serving.appends import append_to_accelerator, catch_up_after, stage
 from gateway.serving.context import ServingContext
 from gateway.serving.errors import rejection
 from gateway.serving.jobs import publish_load, publish_unload
-from gateway.state.catalog import DeploymentInfo
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
@@ -49,7 +49,7 @@ class Grant(msgspec.Struct, kw_only=True):
     queue_ms: float = 0.0
 
 
-def envelope_of(deployment: DeploymentInfo) -> ModelEnvelope:
+def envelope_of(deployment: DeploymentState) -> ModelEnvelope:
     env = deployment.envelope
     return ModelEnvelope(
         deployment_id=deployment.deployment_id,
@@ -88,7 +88,7 @@ class _Step(msgspec.Struct):
 
 
 async def acquire(
-    ctx: ServingContext, deployment: DeploymentInfo, request_id: str, client_id: str, deadline: float
+    ctx: ServingContext, deployment: DeploymentState, request_id: str, client_id: str, deadline: float
 ) -> Grant:
     """A lease on an accelerator where `deployment` is loaded, or a ServingError."""
     envelope = envelope_of(deployment)
@@ -146,7 +146,7 @@ async def acquire(
 def _stage(
     ctx: ServingContext,
     decision: PlacementDecision,
-    deployment: DeploymentInfo,
+    deployment: DeploymentState,
     request_id: str,
     client_id: str,
 ) -> _Step | None:
@@ -185,7 +185,7 @@ def _stage(
 def _grant(
     lease: s.LeaseGranted,
     decision: PlacementDecision,
-    deployment: DeploymentInfo,
+    deployment: DeploymentState,
     cold: bool,
     spent: dict[str, float],
 ) -> Grant:
@@ -203,7 +203,7 @@ def _grant(
 
 
 async def _await_loaded(
-    ctx: ServingContext, lease: s.LeaseGranted, deployment: DeploymentInfo, deadline: float
+    ctx: ServingContext, lease: s.LeaseGranted, deployment: DeploymentState, deadline: float
 ) -> None:
     acc, dep = lease.accelerator_id, deployment.deployment_id
 

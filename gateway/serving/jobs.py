@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from gateway.promotion.model import DeploymentState
 from gateway.serving.context import ServingContext
-from gateway.state.catalog import DeploymentInfo
 from streams import subjects
 from streams.codes import ServingError
 from streams.envelope import new_id
@@ -21,7 +21,7 @@ async def publish_job(ctx: ServingContext, job: AnyJob, op: str) -> None:
 
 
 async def publish_load(
-    ctx: ServingContext, load: s.ResidencyLoadRequested, deployment: DeploymentInfo
+    ctx: ServingContext, load: s.ResidencyLoadRequested, deployment: DeploymentState
 ) -> None:
     artifacts = ctx.live.catalog.artifact_sets.get(deployment.artifact_set_id)
     if artifacts is None:

@@ -8,24 +8,11 @@ from __future__ import annotations
 
 import msgspec
 
+from gateway.promotion.evolve import evolve_deployment
+from gateway.promotion.model import DeploymentState
 from streams.events import control as c
 from streams.events import serving as s
 from streams.events.base import Event
-
-
-class DeploymentInfo(msgspec.Struct, frozen=True, kw_only=True):
-    deployment_id: str
-    capability: str
-    model_name: str
-    artifact_set_id: str
-    channel: str  # "stable" | "experiment"
-    envelope: s.ResourceEnvelope
-    residency: s.ResidencyPolicy
-    embedding_space: s.EmbeddingSpace | None
-    max_batch_size: int = 32
-    route: str = ""
-    active: bool = True
-    draining: bool = False
 
 
 class ArtifactSetInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,11 +39,11 @@ class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Catalog(msgspec.Struct, frozen=True):
-    deployments: dict[str, DeploymentInfo] = msgspec.field(default_factory=dict)
+    deployments: dict[str, DeploymentState] = msgspec.field(default_factory=dict)
     artifact_sets: dict[str, ArtifactSetInfo] = msgspec.field(default_factory=dict)
     nodes: dict[str, NodeInfo] = msgspec.field(default_factory=dict)
 
-    def stable_for(self, capability: str) -> DeploymentInfo | None:
+    def stable_for(self, capability: str) -> DeploymentState | None:
         """The capability's stable deployment that takes traffic (not draining)."""
         for deployment in self.deployments.values():
             if (
@@ -68,7 +55,7 @@ class Catalog(msgspec.Struct, frozen=True):
                 return deployment
         return None
 
-    def resolve(self, capability: str, model: str = "") -> DeploymentInfo | None:
+    def resolve(self, capability: str, model: str = "") -> DeploymentState | None:
         """An active experiment whose route the client named, else the stable deployment.
         Experiments are reached only through their route."""
         if model:
@@ -97,54 +84,19 @@ def _with(catalog: Catalog, **changes: object) -> Catalog:
 def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
     deployments, artifacts, nodes = catalog.deployments, catalog.artifact_sets, catalog.nodes
     match event:
-        case s.DeploymentPromoted():
-            info = DeploymentInfo(
-                deployment_id=event.deployment_id,
-                capability=event.capability,
-                model_name=event.model_name,
-                artifact_set_id=event.artifact_set_id,
-                channel="stable",
-                envelope=event.envelope,
-                residency=event.residency,
-                embedding_space=event.embedding_space,
-                max_batch_size=event.max_batch_size,
-            )
-            return _with(catalog, deployments={**deployments, event.deployment_id: info})
-        case s.ExperimentCreated():
-            info = DeploymentInfo(
-                deployment_id=event.deployment_id,
-                capability=event.capability,
-                model_name=event.model_name,
-                artifact_set_id=event.artifact_set_id,
-                channel="experiment",
-                envelope=event.envelope,
-                residency=s.ResidencyPolicy(),
-                embedding_space=event.embedding_space,
-                route=event.route,
-            )
-            return _with(catalog, deployments={**deployments, event.deployment_id: info})
         case (
-            s.ExperimentActivated()
+            s.DeploymentPromoted()
+            | s.ExperimentCreated()
+            | s.ExperimentActivated()
             | s.ExperimentDeactivated()
             | s.DeploymentDraining()
             | s.DeploymentDrained()
+            | s.ResidencyPolicyChanged()
         ):
-            current = deployments.get(event.deployment_id)
-            if current is None:
+            # One fold of the deployment aggregate serves the promotion pipeline and serving alike.
+            updated = evolve_deployment(deployments.get(event.deployment_id), event, 0)
+            if updated is None:
                 return catalog
-            changed = {
-                s.ExperimentActivated: {"active": True},
-                s.ExperimentDeactivated: {"active": False},
-                s.DeploymentDraining: {"draining": True},
-                s.DeploymentDrained: {"draining": True, "active": False},
-            }[type(event)]
-            updated = msgspec.structs.replace(current, **changed)
-            return _with(catalog, deployments={**deployments, event.deployment_id: updated})
-        case s.ResidencyPolicyChanged():
-            current = deployments.get(event.deployment_id)
-            if current is None:
-                return catalog
-            updated = msgspec.structs.replace(current, residency=event.residency)
             return _with(catalog, deployments={**deployments, event.deployment_id: updated})
         case c.ArtifactSetRegistered():
             art = ArtifactSetInfo(
