@@ -17,7 +17,8 @@ from gateway.http.rerank import rerank
 def create_app(edge: Edge) -> Starlette:
     routes = [
         Route("/v1/embeddings", embeddings, methods=["POST"]),
-        Route("/v1/rerank", rerank, methods=["POST"]),
+        Route("/v1/rerank", rerank, methods=["POST"]),  # Cohere v1 and Jina
+        Route("/v2/rerank", rerank, methods=["POST"]),  # Cohere v2 (what `cohere.ClientV2` calls)
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/capabilities/{capability}:invoke", invoke_capability, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),

@@ -32,14 +32,14 @@ EMBEDDING = "rag.embedding@1"
 
 
 async def register_artifacts(
-    store: EventStore, node_id: str, root: Path, folder: str
+    store: EventStore, node_id: str, root: Path, folder: str, capability: str = EMBEDDING
 ) -> c.ArtifactSetRegistered:
     manifest = build_manifest(root / folder)
     event = registration(
         manifest,
         set_id=content_id(manifest, folder),
         name=folder,
-        capability=EMBEDDING,
+        capability=capability,
         node_id=node_id,
         folder=folder,
         source="tests",
@@ -60,7 +60,7 @@ async def probe(
         probe_id=new_id(),
         candidate_id=candidate,
         artifact_set_id=artifacts.artifact_set_id,
-        capability=EMBEDDING,
+        capability=artifacts.capability,
         artifact_root=artifacts.root,
         manifest=manifest_records(root / artifacts.root),
     )
@@ -73,19 +73,26 @@ async def probe(
 
 
 async def promote(
-    store: EventStore, artifacts: c.ArtifactSetRegistered, measured: c.ProbeCompleted, *, route: str = ""
+    store: EventStore,
+    artifacts: c.ArtifactSetRegistered,
+    measured: c.ProbeCompleted,
+    *,
+    route: str = "",
+    model_name: str = "all-MiniLM-L6-v2",
 ) -> str:
     """A stable deployment, or with `route` an active experiment reached by that model name."""
     deployment_id = f"dep-{new_id()[:10]}"
     envelope = envelope_from_probe(measured)
-    space = s.EmbeddingSpace(
-        space_id="minilm-l6-v2", dimension=384, normalized=True, input_semantics="symmetric"
+    space = (
+        s.EmbeddingSpace(space_id="minilm-l6-v2", dimension=384, normalized=True, input_semantics="symmetric")
+        if artifacts.capability == EMBEDDING
+        else None
     )
     events: list[codec.Event] = (
         [
             s.ExperimentCreated(
                 deployment_id=deployment_id,
-                capability=EMBEDDING,
+                capability=artifacts.capability,
                 candidate_id=measured.candidate_id,
                 artifact_set_id=artifacts.artifact_set_id,
                 model_name=route,
@@ -99,11 +106,11 @@ async def promote(
         else [
             s.DeploymentPromoted(
                 deployment_id=deployment_id,
-                capability=EMBEDDING,
+                capability=artifacts.capability,
                 candidate_id=measured.candidate_id,
                 approval_id="test",
                 artifact_set_id=artifacts.artifact_set_id,
-                model_name="all-MiniLM-L6-v2",
+                model_name=model_name,
                 channel="stable",
                 envelope=envelope,
                 embedding_space=space,

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tokenizers import Tokenizer
 
 from nodeagent.adapters.base import run_rows
 from nodeagent.adapters.reranking import (
@@ -27,44 +26,7 @@ from nodeagent.adapters.reranking import (
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from streams.codes import ServingError
-
-onnx = pytest.importorskip("onnx", reason="the onnx package builds the tiny reranker graph")
-from onnx import TensorProto, helper  # noqa: E402
-
-RELEVANT_WORDS = ("cat", "cats", "kitten")
-
-
-def _write_tiny_cross_encoder(path: Path, tokenizer_path: Path) -> None:
-    tokenizer = Tokenizer.from_file(str(tokenizer_path))
-    weights = np.zeros(tokenizer.get_vocab_size(), dtype=np.float32)
-    for word in RELEVANT_WORDS:
-        weights[tokenizer.token_to_id(word)] = 1.0
-    int_input = [
-        helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
-        for n in ("input_ids", "attention_mask", "token_type_ids")
-    ]
-    nodes = [
-        helper.make_node("Gather", ["weights", "input_ids"], ["token_scores"]),
-        helper.make_node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT),
-        helper.make_node("Cast", ["token_type_ids"], ["segment_f"], to=TensorProto.FLOAT),
-        helper.make_node("Mul", ["token_scores", "mask_f"], ["masked"]),
-        helper.make_node("Mul", ["masked", "segment_f"], ["document_scores"]),
-        helper.make_node("ReduceSum", ["document_scores", "axes"], ["logits"], keepdims=1),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "tiny_cross_encoder",
-        int_input,
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1])],
-        initializer=[
-            helper.make_tensor("weights", TensorProto.FLOAT, weights.shape, weights),
-            helper.make_tensor("axes", TensorProto.INT64, [1], [1]),
-        ],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
+from tests.support.models import write_tiny_cross_encoder
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +34,7 @@ def reranker(
     minilm_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[RerankingAdapter, OnnxRuntimeCpu]:
     model_path = tmp_path_factory.mktemp("reranker") / "tiny_cross_encoder.onnx"
-    _write_tiny_cross_encoder(model_path, minilm_dir / "tokenizer.json")
+    write_tiny_cross_encoder(model_path, minilm_dir / "tokenizer.json")
     runtime = OnnxRuntimeCpu()
     runtime.load(model_path, RuntimeOptions(intra_op_threads=1))
     adapter = RerankingAdapter(minilm_dir / "tokenizer.json", RerankingConfig(max_length=64))
