@@ -126,7 +126,7 @@ async def output_of(child: asyncio.subprocess.Process) -> bytes:
 async def run_aiohttp_child(url: str, key: str, connections: int, seconds: float) -> dict[str, Any]:
     spec = json.dumps([url, key, connections, seconds])
     child = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--child", spec, stdout=asyncio.subprocess.PIPE
+        sys.executable, "-m", "bench.gateway", "--child", spec, stdout=asyncio.subprocess.PIPE
     )
     result: dict[str, Any] = json.loads(await output_of(child))
     return result

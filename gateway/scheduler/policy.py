@@ -33,7 +33,8 @@ class SchedulerPolicy(msgspec.Struct, frozen=True, kw_only=True):
     cold_load_margin_fraction: float = 0.10
 
     # A request against a model that is already resident still needs working memory.
-    request_execution_floor_bytes: int = 256 * MIB
+    # (A floor, not the estimate: probes measure each model's own per-request working memory.)
+    request_execution_floor_bytes: int = 64 * MIB
 
     # Pressure levels by utilisation (committed / total).
     pressure_elevated_at: float = 0.70

@@ -32,7 +32,9 @@ from streams.messages import WorkerTimings
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
-BATCH_WAIT_S = 0.002  # how long a lone request waits for company before it runs alone
+# A lone request runs at once; requests that arrive while a batch runs form the next batch
+# (natural batching): no latency is added when idle, and batches grow with the load.
+BATCH_WAIT_S = 0.0
 _TEST_TEXTS = ["ModelForge health check", "a second, longer sentence to embed for the warm-up"]
 _TEST_PAIRS = [("health check", "the service answers health checks"), ("health check", "unrelated text")]
 

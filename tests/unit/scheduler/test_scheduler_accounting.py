@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sched_builders import NOW, POLICY, gib, gpu, lease, model, resident
 
-from gateway.scheduler import MIB, AcceleratorState, Attribution, account, required_bytes, safety_reserve
+from gateway.scheduler import AcceleratorState, Attribution, account, required_bytes, safety_reserve
 
 
 def test_fresh_telemetry_splits_observed_into_attributed_and_external() -> None:
@@ -121,5 +121,5 @@ def test_resident_model_needs_only_the_per_request_floor() -> None:
     plain = model(required_gib=20, peak_gib=18)
     hungry = model(required_gib=20, peak_gib=18, request_floor_bytes=gib(2))
 
-    assert required_bytes(plain, True, POLICY) == 256 * MIB  # the policy floor
+    assert required_bytes(plain, True, POLICY) == POLICY.request_execution_floor_bytes  # the policy floor
     assert required_bytes(hungry, True, POLICY) == gib(2)  # the envelope's own, larger floor

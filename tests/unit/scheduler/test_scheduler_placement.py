@@ -10,7 +10,6 @@ import msgspec
 from sched_builders import NOW, POLICY, ask, gib, gpu, lease, model, resident
 
 from gateway.scheduler import (
-    MIB,
     Channel,
     CoResidencyPair,
     CoResidencyStatus,
@@ -36,7 +35,7 @@ def test_a_resident_model_runs_where_it_is_loaded_with_only_the_execution_floor(
     assert decision.accelerator_id == "gpu-0"
     assert decision.node_id == "node-of-gpu-0"
     assert decision.reason_codes == (R.RESIDENT_WARM,)
-    assert decision.required_bytes == 256 * MIB
+    assert decision.required_bytes == POLICY.request_execution_floor_bytes
     assert not decision.cold_load
 
 
@@ -268,13 +267,13 @@ def test_a_loading_model_makes_its_requests_queue_behind_the_load() -> None:
 
 
 def test_a_busy_resident_model_queues_instead_of_loading_a_second_replica() -> None:
-    # 16 GiB card: 1 GiB reserve, 14.9 GiB resident + leased: the floor does not fit right now.
+    # 16 GiB card: 1 GiB reserve, 14.96 GiB resident + leased: the 64 MiB floor does not fit right now.
     fleet = (
         gpu(
             "gpu-0",
             total_gib=16,
             residents=(resident("embed", 12, active_leases=1),),
-            leases=(lease("l", "embed", 2.9),),
+            leases=(lease("l", "embed", 2.96),),
         ),
         gpu("gpu-1"),
     )
