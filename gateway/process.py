@@ -50,6 +50,7 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     await directory.start()
     await directory.wait_ready(120)
     ctx = ServingContext(EventStore(connection), live, connection.client, gateway_id)
+    live.listeners.append(ctx.wake_waiting)
     token = os.environ.get("MODELFORGE_OPERATOR_TOKEN", "")
     edge = Edge(ctx, directory, RequestLimiter(connection.client), operator_token=token)
     edge.ready = True

@@ -91,6 +91,23 @@ async def acquire(
     ctx: ServingContext, deployment: DeploymentState, request_id: str, client_id: str, deadline: float
 ) -> Grant:
     """A lease on an accelerator where `deployment` is loaded, or a ServingError."""
+    place = asyncio.Event()
+    try:
+        return await _acquire(ctx, deployment, request_id, client_id, deadline, place)
+    finally:
+        if place in ctx.waiting:
+            ctx.waiting.remove(place)
+            ctx.wake_waiting(1)  # leaving the line may let the next one in
+
+
+async def _acquire(
+    ctx: ServingContext,
+    deployment: DeploymentState,
+    request_id: str,
+    client_id: str,
+    deadline: float,
+    place: asyncio.Event,
+) -> Grant:
     envelope = envelope_of(deployment)
     spent = {"scheduling": 0.0, "load": 0.0, "queue": 0.0}
     while True:
@@ -112,7 +129,7 @@ async def acquire(
         if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             waited = time.perf_counter()
-            await _queue(ctx, deadline)
+            await _queue(ctx, place, deadline)
             spent["queue"] += (time.perf_counter() - waited) * 1000
             continue
         try:
@@ -232,15 +249,15 @@ async def _await_evicted(ctx: ServingContext, eviction: s.EvictionPlanned, deadl
         raise ServingError("REQUEST_TIMEOUT", "evicting idle models did not finish before the deadline")
 
 
-async def _queue(ctx: ServingContext, deadline: float) -> None:
-    ctx.queued += 1
+async def _queue(ctx: ServingContext, place: asyncio.Event, deadline: float) -> None:
+    """Wait in line (our place is kept across rounds) until woken by a change or the deadline."""
+    if place not in ctx.waiting:
+        ctx.waiting.append(place)
+    place.clear()
     try:
-        async with ctx.live.changed:
-            await asyncio.wait_for(ctx.live.changed.wait(), max(0.0, deadline - time.time()))
+        await asyncio.wait_for(place.wait(), max(0.0, deadline - time.time()))
     except TimeoutError:
         raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline") from None
-    finally:
-        ctx.queued -= 1
 
 
 async def release(ctx: ServingContext, grant: Grant, outcome: str, attempts: int = 20) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,11 +22,21 @@ class ServingContext:
     client: Client
     gateway_id: str
     lease_ttl_s: float = 300.0
-    queued: int = 0  # requests of this gateway waiting for capacity right now
+    # Requests of this replica waiting for capacity, oldest first. A change wakes only the oldest
+    # few to decide again (waking all of them re-plans every waiter on every event).
+    waiting: deque[asyncio.Event] = field(default_factory=deque)
     background: set[asyncio.Task[object]] = field(default_factory=set)
     # group commit (gateway.serving.appends): staged events and the writer task per accelerator
     staged: dict[str, list[Any]] = field(default_factory=dict)
     writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+    @property
+    def queued(self) -> int:
+        return len(self.waiting)
+
+    def wake_waiting(self, how_many: int = 8) -> None:
+        for event in itertools.islice(self.waiting, how_many):
+            event.set()
 
     @property
     def actor(self) -> Actor:

@@ -61,6 +61,7 @@ class LiveState:
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
         self.staged: dict[str, list[Event]] = {}
         self.tentative: dict[str, AcceleratorState] = {}
+        self.listeners: list[Callable[[], None]] = []  # called after every change (cheap, sync)
         self._tasks: list[asyncio.Task[None]] = []
 
     # ---- folding -------------------------------------------------------------------------
@@ -188,6 +189,8 @@ class LiveState:
     async def notify(self) -> None:
         async with self.changed:
             self.changed.notify_all()
+        for listener in self.listeners:
+            listener()
 
     # ---- subscriptions -------------------------------------------------------------------
 
