@@ -75,7 +75,8 @@ async def main(count: int) -> None:
             want[stream] = (await js.publish(subject, data, headers=headers, timeout=60)).seq
         print(f"published in {time.perf_counter() - t:.1f} s: {want}")
 
-        # raw COPY: the audit rows themselves, into a bare table, one COPY per 20k rows
+        # raw COPY: the audit rows themselves, into a bare table shaped like mf.audit_log (json
+        # headers and payload, primary key only), one COPY per 20k rows
         from projections.facts import fact_from
         from projections.writer import audit_line
 
@@ -99,7 +100,7 @@ async def main(count: int) -> None:
                 "CREATE TABLE raw_copy (stream text, seq bigint, subject text, event_id text,"
                 " event_type text, schema_version int, aggregate_type text, aggregate_id text,"
                 " occurred_at timestamptz, stored_at timestamptz, actor text, correlation_id text,"
-                " causation_id text, headers jsonb, payload jsonb, decoded boolean, unknown_reason text,"
+                " causation_id text, headers json, payload json, decoded boolean, unknown_reason text,"
                 " PRIMARY KEY (stream, seq))"
             )
             t = time.perf_counter()

@@ -14,12 +14,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 
 from projections import source
-from projections.facts import Fact, fact_from
 from projections.migrate import LIVE_SCHEMA, check_schema, lock_key, migrate
+from projections.pipeline import Chunk, Pipeline
 from projections.writer import Catalog, CheckpointMoved, ProjectionHalted, Writer
 from streams import subjects
 
@@ -106,30 +107,46 @@ async def _follow(
 
     readers = [asyncio.create_task(read(stream)) for stream in STREAMS]
     stopping = asyncio.create_task(stop.wait())
-    expected = dict(checkpoints)
+    pipeline = Pipeline(writer, checkpoints)
+    getting: asyncio.Task[_Item] | None = None
+
+    def applied() -> None:
+        if on_batch is not None:
+            on_batch(pipeline.expected)
+
     try:
         while True:
-            getting = asyncio.create_task(queue.get())
-            await asyncio.wait((getting, stopping), return_when=asyncio.FIRST_COMPLETED)
+            getting = getting or asyncio.create_task(queue.get())
+            waiting: set[asyncio.Future[Any]] = {getting, stopping}
+            if pipeline.committing is not None:
+                waiting.add(pipeline.committing)
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if pipeline.ready():  # report a batch as soon as it commits, not when the next one comes
+                await pipeline.finish()
+                applied()
             if not getting.done():
-                getting.cancel()
-                return
-            items = [getting.result()]
+                if stopping.done():
+                    break
+                continue
+            items, getting = [getting.result()], None
             count = _size(items[0])
             while count < batch_max and not queue.empty():
                 item = queue.get_nowait()
                 items.append(item)
                 count += _size(item)
-            facts: list[Fact] = []
+            chunks: list[Chunk] = []
             for item in items:
                 if isinstance(item, BaseException):
                     raise item
-                stream, chunk = item
-                facts.extend(fact_from(stream, delivery) for delivery in chunk)
-            expected = await writer.write(facts, expected)
-            if on_batch is not None:
-                on_batch(expected)
+                chunks.append(item)
+            if await pipeline.submit(chunks):
+                applied()
+        if await pipeline.finish():
+            applied()
     finally:
+        if getting is not None:
+            getting.cancel()
+        await pipeline.close()
         stopping.cancel()
         for task in readers:
             task.cancel()

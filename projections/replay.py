@@ -19,8 +19,8 @@ from psycopg import sql
 
 from projections import digest, source
 from projections.digest import TableDigest
-from projections.facts import Fact, fact_from
 from projections.migrate import LIVE_SCHEMA, check_schema, migrate
+from projections.pipeline import Pipeline
 from projections.progress import Progress
 from projections.writer import Catalog, Writer
 from streams import subjects
@@ -63,27 +63,31 @@ async def _apply_stream(
     batch: int,
 ) -> tuple[dict[str, int], int | None]:
     """Apply `stream` up to `until_seq` (and stored at or before `until_ns`); returns the
-    checkpoints and the stored time of the last event applied."""
-    facts: list[Fact] = []
+    checkpoints and the stored time of the last event applied. Batch n+1 is read and prepared
+    while batch n commits (projections.pipeline)."""
+    pipeline = Pipeline(writer, expected)
+    deliveries: list[source.Delivery] = []
     last_ns: int | None = None
-    async for chunk in source.read(stream, 1, until_seq, urls=nats_urls):
-        cut = False
-        for delivery in chunk:
-            if until_ns is not None and delivery.stored_ns > until_ns:
-                cut = True
+    try:
+        async for chunk in source.read(stream, 1, until_seq, urls=nats_urls):
+            cut = False
+            for delivery in chunk:
+                if until_ns is not None and delivery.stored_ns > until_ns:
+                    cut = True
+                    break
+                deliveries.append(delivery)
+                last_ns = delivery.stored_ns
+            if len(deliveries) >= batch or (cut and deliveries):
+                bar.update(await pipeline.submit([(stream, deliveries)]))
+                deliveries = []
+            if cut:
                 break
-            facts.append(fact_from(stream, delivery))
-            last_ns = delivery.stored_ns
-        if len(facts) >= batch or (cut and facts):
-            expected = await writer.write(facts, expected)
-            bar.update(len(facts))
-            facts = []
-        if cut:
-            break
-    if facts:
-        expected = await writer.write(facts, expected)
-        bar.update(len(facts))
-    return expected, last_ns
+        if deliveries:
+            bar.update(await pipeline.submit([(stream, deliveries)]))
+        bar.update(await pipeline.finish())
+    finally:
+        await pipeline.close()
+    return pipeline.expected, last_ns
 
 
 async def replay(
@@ -104,6 +108,8 @@ async def replay(
     started = time.perf_counter()
     conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True, prepare_threshold=None)
     try:
+        # The rebuilt schema is not live until verified and swapped: a crash loses only the replay.
+        await conn.execute("SET synchronous_commit TO off")
         at_live = await live_checkpoints(conn, live) if verify else {}
         targets = {}
         for stream in (subjects.EVENTS_STREAM, subjects.REQUESTS_STREAM):
@@ -146,6 +152,7 @@ async def replay(
             )
         finally:
             bar.close()
+        await conn.execute("RESET synchronous_commit")  # durable again (this flushes the replay's WAL too)
         tables = await digest.table_digests(conn, schema)
         result = Replayed(
             schema,

@@ -42,10 +42,10 @@ _CRLF = b"\r\n"
 def parse_headers(block: bytes) -> dict[str, str]:
     """Our own header blocks only carry ASCII names and UTF-8 values: split, don't validate."""
     out: dict[str, str] = {}
-    for line in block.split(_CRLF)[1:]:
-        name, sep, value = line.partition(b":")
+    for line in block.decode("utf-8", "replace").split("\r\n")[1:]:
+        name, sep, value = line.partition(":")
         if sep:
-            out[name.decode()] = value.strip().decode("utf-8", "replace")
+            out[name] = value.strip()
     return out
 
 

@@ -10,13 +10,14 @@ the same transaction, and `pg_notify` tells waiters the new sequence when it com
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 import psycopg
 from psycopg import sql
 
+from projections.audit import AUDIT_COLUMNS, audit_line
 from projections.facts import Fact, tolerated
 from projections.handlers import Op, Pending, ops_for
 from streams.codec import UnknownEvent
@@ -33,27 +34,6 @@ _ARRAY_TYPE = {
     "jsonb": "jsonb[]",
     "timestamp with time zone": "timestamptz[]",
 }
-AUDIT_COLUMNS = (
-    "stream",
-    "seq",
-    "subject",
-    "event_id",
-    "event_type",
-    "schema_version",
-    "aggregate_type",
-    "aggregate_id",
-    "occurred_at",
-    "stored_at",
-    "actor",
-    "correlation_id",
-    "causation_id",
-    "headers",
-    "payload",
-    "decoded",
-    "unknown_reason",
-)
-_REDACT = {"CredentialIssued", "CredentialRotated"}  # key hashes never reach the read model
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _json = msgspec.json.Encoder()
 
 
@@ -100,55 +80,6 @@ class Catalog:
         return cls(columns, keys)
 
 
-def _esc(value: str) -> str:
-    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
-        value = value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    return value
-
-
-def _text(value: str | None) -> str:
-    return "\\N" if value is None else _esc(value)
-
-
-def audit_line(fact: Fact) -> str:
-    h, event = fact.headers, fact.event
-    if isinstance(event, UnknownEvent):
-        try:
-            msgspec.json.decode(event.data)
-            payload: str | None = event.data.decode()
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            payload = None
-        decoded, reason, event_type = "f", event.reason, event.event_type
-    else:
-        event_type = type(event).__name__
-        if event_type in _REDACT:
-            payload = _json.encode(msgspec.structs.replace(event, key_sha256="<redacted>")).decode()
-        else:
-            payload = _json.encode(event).decode()
-        decoded, reason = "t", None
-    stored = (_EPOCH + timedelta(microseconds=fact.stored_ns // 1000)).isoformat()
-    fields = (
-        _esc(fact.stream),
-        str(fact.seq),
-        _esc(fact.subject),
-        _text(h.get("Nats-Msg-Id")),
-        _esc(event_type),
-        _text(h.get("Mf-Schema-Version")),
-        _text(h.get("Mf-Aggregate-Type")),
-        _text(h.get("Mf-Aggregate-Id")),
-        _text(fact.occurred_at),
-        stored,
-        _text(h.get("Mf-Actor")),
-        _text(h.get("Mf-Correlation-Id")),
-        _text(h.get("Mf-Causation-Id")),
-        _esc(_json.encode(h).decode()),
-        _text(payload),
-        decoded,
-        _text(reason),
-    )
-    return "\t".join(fields)
-
-
 def plan(facts: Sequence[Fact]) -> tuple[Pending, list[str], int]:
     """Fold the batch's rows; returns (rows, audit lines, how many facts were usable).
 
@@ -156,6 +87,7 @@ def plan(facts: Sequence[Fact]) -> tuple[Pending, list[str], int]:
     """
     pending = Pending()
     lines: list[str] = []
+    fold = pending.fold
     for index, fact in enumerate(facts):
         event = fact.event
         if isinstance(event, UnknownEvent):
@@ -167,7 +99,7 @@ def plan(facts: Sequence[Fact]) -> tuple[Pending, list[str], int]:
             except Exception:
                 return pending, lines, index
             for op in rows:
-                pending.fold(op)
+                fold(op)
         lines.append(audit_line(fact))
     return pending, lines, len(facts)
 
@@ -183,7 +115,22 @@ def halt_reason(fact: Fact) -> ProjectionHalted:
     return ProjectionHalted(fact.stream, fact.seq, type(event).__name__, "cannot be applied")
 
 
+@dataclass
+class Prepared:
+    """A batch made ready for the database (pure CPU work, see `Writer.prepare`): the usable
+    facts, their audit rows as COPY text, one (statement, column arrays) per upsert, and the
+    halt to raise once the usable prefix is applied."""
+
+    facts: Sequence[Fact]
+    copy_text: str
+    upserts: list[tuple[sql.Composed, list[list[Any]]]] = field(default_factory=list)
+    halt: ProjectionHalted | None = None
+
+
 class Writer:
+    """`prepare` (no I/O, safe to run in a worker thread while the connection commits another
+    batch) and `commit` (one transaction) are split so callers can overlap the two."""
+
     def __init__(self, conn: Conn, schema: str, catalog: Catalog, notify: bool = True) -> None:
         self.conn, self.schema, self.catalog, self.notify = conn, schema, catalog, notify
         self._statements: dict[tuple[str, tuple[str, ...], tuple[str, ...]], sql.Composed] = {}
@@ -198,17 +145,26 @@ class Writer:
 
     async def write(self, facts: Sequence[Fact], expected: dict[str, int]) -> dict[str, int]:
         """Apply `facts` (in stream order) atomically; returns the new checkpoints."""
+        return await self.commit(self.prepare(facts), expected)
+
+    def prepare(self, facts: Sequence[Fact]) -> Prepared:
         pending, lines, usable = plan(facts)
+        upserts = [item for table, rows in pending.tables.items() for item in self._upserts(table, rows)]
+        halt = halt_reason(facts[usable]) if usable < len(facts) else None
+        copy_text = "\n".join(lines) + "\n" if lines else ""
+        return Prepared(facts[:usable], copy_text, upserts, halt)
+
+    async def commit(self, batch: Prepared, expected: dict[str, int]) -> dict[str, int]:
+        """Apply a prepared batch atomically (then raise its halt, if any); returns the new checkpoints."""
         try:
-            done = await self._transaction(facts[:usable], pending, lines, expected)
+            done = await self._transaction(batch, expected)
         except psycopg.Error:
             # The database refused something: find the event, one transaction each, so the error
             # names it and everything before it is applied (and nothing after it).
             done = dict(expected)
-            for fact in facts[:usable]:
-                one_pending, one_lines, _ = plan([fact])
+            for fact in batch.facts:
                 try:
-                    done = await self._transaction([fact], one_pending, one_lines, done)
+                    done = await self._transaction(self.prepare([fact]), done)
                 except psycopg.Error as exc:
                     raise ProjectionHalted(
                         fact.stream,
@@ -216,16 +172,14 @@ class Writer:
                         fact.headers.get("Mf-Event-Type", "?"),
                         f"{type(exc).__name__}: {exc}".strip(),
                     ) from exc
-        if usable < len(facts):
-            raise halt_reason(facts[usable])
+        if batch.halt is not None:
+            raise batch.halt
         return done
 
-    async def _transaction(
-        self, facts: Sequence[Fact], pending: Pending, lines: list[str], expected: dict[str, int]
-    ) -> dict[str, int]:
+    async def _transaction(self, batch: Prepared, expected: dict[str, int]) -> dict[str, int]:
         schema = sql.Identifier(self.schema)
         new = dict(expected)
-        for fact in facts:
+        for fact in batch.facts:
             new[fact.stream] = fact.seq
         async with self.conn.transaction():
             cur = await self.conn.execute(
@@ -237,14 +191,14 @@ class Writer:
                     raise CheckpointMoved(
                         f"{stream}: stored {stored.get(stream, 0)}, expected {expected.get(stream, 0)}"
                     )
-            if lines:
+            if batch.copy_text:
                 copy_sql = sql.SQL("COPY {}.audit_log ({}) FROM STDIN").format(
                     schema, sql.SQL(", ").join(map(sql.Identifier, AUDIT_COLUMNS))
                 )
                 async with self.conn.cursor().copy(copy_sql) as copy:
-                    await copy.write("\n".join(lines) + "\n")
-            for table, rows in pending.tables.items():
-                await self._upsert(table, rows)
+                    await copy.write(batch.copy_text)
+            for statement, arrays in batch.upserts:
+                await self.conn.execute(statement, arrays)
             for stream, seq in new.items():
                 if seq != expected.get(stream, 0):
                     await self.conn.execute(
@@ -260,9 +214,9 @@ class Writer:
                         )
         return new
 
-    async def _upsert(
+    def _upserts(
         self, table: str, rows: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, int]]]
-    ) -> None:
+    ) -> list[tuple[sql.Composed, list[list[Any]]]]:
         types = self.catalog.columns[table]
         keys = self.catalog.keys[table]
         groups: dict[
@@ -271,7 +225,11 @@ class Writer:
         ] = {}
         for key, (sets, adds) in rows.items():
             signature = (tuple(sorted(sets)), tuple(sorted(adds)))
-            groups.setdefault(signature, []).append((key, sets, adds))
+            members = groups.get(signature)
+            if members is None:
+                members = groups[signature] = []
+            members.append((key, sets, adds))
+        out = []
         for (set_cols, add_cols), members in groups.items():
             statement = self._statement(table, keys, set_cols, add_cols)
             arrays: list[list[Any]] = [[key[i] for key, _, _ in members] for i in range(len(keys))]
@@ -282,7 +240,8 @@ class Writer:
                 arrays.append(values)
             for column in add_cols:
                 arrays.append([adds[column] for _, _, adds in members])
-            await self.conn.execute(statement, arrays)
+            out.append((statement, arrays))
+        return out
 
     def _statement(
         self, table: str, keys: tuple[str, ...], set_cols: tuple[str, ...], add_cols: tuple[str, ...]

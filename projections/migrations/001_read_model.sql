@@ -23,12 +23,13 @@ CREATE TABLE audit_log (
     correlation_id text,
     causation_id text,
     headers json NOT NULL,  -- as received; json (not jsonb) keeps COPY cheap
-    payload jsonb,
+    payload json,           -- json, not jsonb: validated, not re-parsed into binary, on the hot path
     decoded boolean NOT NULL,
     unknown_reason text,
     PRIMARY KEY (stream, seq)
 );
-CREATE INDEX audit_log_aggregate ON audit_log (aggregate_type, aggregate_id);
+-- No secondary index: every one costs the projector on each event; by-aggregate history is the
+-- event store's (subjects carry the aggregate), the audit log is looked up by (stream, seq).
 
 CREATE TABLE capability_contracts (
     capability text PRIMARY KEY,

@@ -346,6 +346,6 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
         first = await migrate(conn, "mf")
         again = await migrate(conn, "mf")
         cur = await conn.execute("SELECT version, name FROM mf.schema_migrations ORDER BY 1")
-        assert await cur.fetchall() == [(1, "read_model"), (2, "views"), (3, "agent_jobs")]
-    assert first == [1, 2, 3]
+        assert await cur.fetchall() == [(1, "read_model"), (2, "views"), (3, "agent_jobs"), (4, "lean_audit_log")]
+    assert first == [1, 2, 3, 4]
     assert again == []
