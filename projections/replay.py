@@ -8,8 +8,11 @@ the live schema at the live checkpoints; `swap` renames the rebuilt schema into 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,6 +29,7 @@ from projections.writer import Catalog, Writer
 from streams import subjects
 
 BATCH = 20_000
+READ_AHEAD_CHUNKS = 64  # chunks of up to one socket read each: backpressure on the reader
 Conn = psycopg.AsyncConnection[Any]
 
 
@@ -52,6 +56,35 @@ async def live_checkpoints(conn: Conn, schema: str = LIVE_SCHEMA) -> dict[str, i
     return {stream: seq for stream, seq in await cur.fetchall()}
 
 
+async def _read_ahead(
+    chunks: AsyncIterator[list[source.Delivery]],
+) -> AsyncGenerator[list[source.Delivery], None]:
+    """`chunks`, read by a task of its own into a bounded queue: the stream keeps arriving while
+    this coroutine awaits a prepare or a commit, instead of only between them."""
+    queue: asyncio.Queue[list[source.Delivery] | BaseException | None] = asyncio.Queue(READ_AHEAD_CHUNKS)
+
+    async def pump() -> None:
+        try:
+            async for chunk in chunks:
+                await queue.put(chunk)
+            await queue.put(None)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # handed to the reader, which raises it
+            await queue.put(exc)
+
+    task = asyncio.create_task(pump())
+    try:
+        while (item := await queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
 async def _apply_stream(
     writer: Writer,
     stream: str,
@@ -63,13 +96,14 @@ async def _apply_stream(
     batch: int,
 ) -> tuple[dict[str, int], int | None]:
     """Apply `stream` up to `until_seq` (and stored at or before `until_ns`); returns the
-    checkpoints and the stored time of the last event applied. Batch n+1 is read and prepared
-    while batch n commits (projections.pipeline)."""
+    checkpoints and the stored time of the last event applied. Batch n+1 is read (in its own
+    task, see `_read_ahead`) and prepared while batch n commits (projections.pipeline)."""
     pipeline = Pipeline(writer, expected)
     deliveries: list[source.Delivery] = []
     last_ns: int | None = None
+    reading = _read_ahead(source.read(stream, 1, until_seq, urls=nats_urls))
     try:
-        async for chunk in source.read(stream, 1, until_seq, urls=nats_urls):
+        async for chunk in reading:
             cut = False
             for delivery in chunk:
                 if until_ns is not None and delivery.stored_ns > until_ns:
@@ -86,6 +120,7 @@ async def _apply_stream(
             bar.update(await pipeline.submit([(stream, deliveries)]))
         bar.update(await pipeline.finish())
     finally:
+        await reading.aclose()  # stops the reader task now, not when the generator is collected
         await pipeline.close()
     return pipeline.expected, last_ns
 

@@ -40,7 +40,9 @@ _CRLF = b"\r\n"
 
 
 def parse_headers(block: bytes) -> dict[str, str]:
-    """Our own header blocks only carry ASCII names and UTF-8 values: split, don't validate."""
+    """Our own header blocks only carry ASCII names and UTF-8 values: split, don't validate.
+
+    (A plain loop: measured faster than a comprehension over map(str.partition) or a regex.)"""
     out: dict[str, str] = {}
     for line in block.decode("utf-8", "replace").split("\r\n")[1:]:
         name, sep, value = line.partition(":")

@@ -1,10 +1,10 @@
 """Writing a batch of facts into one schema: one transaction for rows, audit log and checkpoints.
 
 Rows: the batch's ops are folded per row (see handlers.ops), then each table gets one
-`INSERT .. SELECT FROM unnest(arrays) ON CONFLICT DO UPDATE` per column signature. The audit log
-gets every fact by COPY. The checkpoint rows are locked first and must match what the caller last
-applied (else `CheckpointMoved`: someone else wrote, or a replay was swapped in); they advance in
-the same transaction, and `pg_notify` tells waiters the new sequence when it commits.
+`INSERT .. SELECT FROM json_populate_recordset(rows) ON CONFLICT DO UPDATE` per column signature.
+The audit log gets every fact by COPY. The checkpoint rows are locked first and must match what
+the caller last applied (else `CheckpointMoved`: someone else wrote, or a replay was swapped in);
+they advance in the same transaction, and `pg_notify` tells waiters the new sequence when it commits.
 """
 
 from __future__ import annotations
@@ -25,16 +25,8 @@ from streams.events.base import Event
 
 Conn = psycopg.AsyncConnection[Any]
 NOTIFY_CHANNEL = "modelforge_projection"
-_ARRAY_TYPE = {
-    "text": "text[]",
-    "bigint": "int8[]",
-    "integer": "int4[]",
-    "double precision": "float8[]",
-    "boolean": "bool[]",
-    "jsonb": "jsonb[]",
-    "timestamp with time zone": "timestamptz[]",
-}
 _json = msgspec.json.Encoder()
+_Signature = tuple[tuple[str, ...], tuple[str, ...]]  # (set columns, add columns)
 
 
 class ProjectionHalted(Exception):
@@ -118,12 +110,12 @@ def halt_reason(fact: Fact) -> ProjectionHalted:
 @dataclass
 class Prepared:
     """A batch made ready for the database (pure CPU work, see `Writer.prepare`): the usable
-    facts, their audit rows as COPY text, one (statement, column arrays) per upsert, and the
+    facts, their audit rows as COPY text, one (statement, [rows as JSON]) per upsert, and the
     halt to raise once the usable prefix is applied."""
 
     facts: Sequence[Fact]
     copy_text: str
-    upserts: list[tuple[sql.Composed, list[list[Any]]]] = field(default_factory=list)
+    upserts: list[tuple[sql.Composed, list[Any]]] = field(default_factory=list)
     halt: ProjectionHalted | None = None
 
 
@@ -134,6 +126,8 @@ class Writer:
     def __init__(self, conn: Conn, schema: str, catalog: Catalog, notify: bool = True) -> None:
         self.conn, self.schema, self.catalog, self.notify = conn, schema, catalog, notify
         self._statements: dict[tuple[str, tuple[str, ...], tuple[str, ...]], sql.Composed] = {}
+        # a row's columns in fold order -> its signature (sorted): sorting once per shape, not per row
+        self._signatures: dict[_Signature, _Signature] = {}
 
     async def read_checkpoints(self) -> dict[str, int]:
         cur = await self.conn.execute(
@@ -216,32 +210,28 @@ class Writer:
 
     def _upserts(
         self, table: str, rows: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, int]]]
-    ) -> list[tuple[sql.Composed, list[list[Any]]]]:
-        types = self.catalog.columns[table]
+    ) -> list[tuple[sql.Composed, list[Any]]]:
         keys = self.catalog.keys[table]
-        groups: dict[
-            tuple[tuple[str, ...], tuple[str, ...]],
-            list[tuple[tuple[Any, ...], dict[str, Any], dict[str, int]]],
-        ] = {}
+        signatures = self._signatures
+        groups: dict[_Signature, list[dict[str, Any]]] = {}
         for key, (sets, adds) in rows.items():
-            signature = (tuple(sorted(sets)), tuple(sorted(adds)))
-            members = groups.get(signature)
-            if members is None:
-                members = groups[signature] = []
-            members.append((key, sets, adds))
-        out = []
-        for (set_cols, add_cols), members in groups.items():
-            statement = self._statement(table, keys, set_cols, add_cols)
-            arrays: list[list[Any]] = [[key[i] for key, _, _ in members] for i in range(len(keys))]
-            for column in set_cols:
-                values = [sets[column] for _, sets, _ in members]
-                if types[column] == "jsonb":
-                    values = [None if v is None else _json.encode(v).decode() for v in values]
-                arrays.append(values)
-            for column in add_cols:
-                arrays.append([adds[column] for _, _, adds in members])
-            out.append((statement, arrays))
-        return out
+            seen = (tuple(sets), tuple(adds))
+            signature = signatures.get(seen)
+            if signature is None:
+                signature = signatures[seen] = (tuple(sorted(sets)), tuple(sorted(adds)))
+            row = dict(zip(keys, key, strict=True))
+            row.update(sets)
+            if adds:
+                row.update(adds)
+            group = groups.get(signature)
+            if group is None:
+                groups[signature] = [row]
+            else:
+                group.append(row)
+        return [
+            (self._statement(table, keys, set_cols, add_cols), [_json.encode(group).decode()])
+            for (set_cols, add_cols), group in groups.items()
+        ]
 
     def _statement(
         self, table: str, keys: tuple[str, ...], set_cols: tuple[str, ...], add_cols: tuple[str, ...]
@@ -254,20 +244,21 @@ class Writer:
         unknown = [c for c in (*set_cols, *add_cols) if c not in types]
         if unknown:
             raise KeyError(f"{table} has no column(s) {', '.join(unknown)}")
-        columns = (*keys, *set_cols, *add_cols)
-        arrays = sql.SQL(", ").join(sql.SQL("%b::" + _ARRAY_TYPE[types[c]]) for c in columns)
+        columns = sql.SQL(", ").join(map(sql.Identifier, (*keys, *set_cols, *add_cols)))
         updates = [sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in set_cols]
         updates += [sql.SQL("{0} = t.{0} + EXCLUDED.{0}").format(sql.Identifier(c)) for c in add_cols]
         conflict = (
             sql.SQL("DO UPDATE SET ") + sql.SQL(", ").join(updates) if updates else sql.SQL("DO NOTHING")
         )
+        # The rows travel as one JSON array of objects (msgspec encodes it at C speed; psycopg would
+        # dump array parameters value by value in Python), typed by the table's own row type.
         statement = sql.SQL(
-            "INSERT INTO {}.{} AS t ({}) SELECT * FROM unnest({}) ON CONFLICT ({}) {}"
+            "INSERT INTO {0}.{1} AS t ({2}) SELECT {2} FROM json_populate_recordset(NULL::{0}.{1}, %s::json)"
+            " ON CONFLICT ({3}) {4}"
         ).format(
             sql.Identifier(self.schema),
             sql.Identifier(table),
-            sql.SQL(", ").join(map(sql.Identifier, columns)),
-            arrays,
+            columns,
             sql.SQL(", ").join(map(sql.Identifier, keys)),
             conflict,
         )

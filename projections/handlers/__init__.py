@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from projections.handlers import control, requests, serving
 from projections.handlers.ops import Op, Pending, up
 from streams.events.base import Event
 
-_AREAS = (requests.ops, serving.ops, control.ops)
+Area = Callable[[Event, int, str | None], list[Op] | None]
+_AREAS: tuple[Area, ...] = (requests.ops, serving.ops, control.ops)
+# Event type -> the area that has rows for it (areas match on the type alone): one call per event.
+_AREA_OF: dict[type[Event], Area] = {}
 
 
 class NoHandler(Exception):
@@ -14,9 +19,15 @@ class NoHandler(Exception):
 
 
 def ops_for(event: Event, seq: int, at: str | None) -> list[Op]:
+    area = _AREA_OF.get(type(event))
+    if area is not None:
+        rows = area(event, seq, at)
+        if rows is not None:
+            return rows
     for area in _AREAS:
         rows = area(event, seq, at)
         if rows is not None:
+            _AREA_OF[type(event)] = area
             return rows
     raise NoHandler(f"no projection handler for {type(event).__name__}")
 
