@@ -97,7 +97,7 @@ async def acquire(
     finally:
         if place in ctx.waiting:
             ctx.waiting.remove(place)
-            ctx.wake_waiting(1)  # leaving the line may let the next one in
+            ctx.wake_waiting()  # leaving the line may let the next one in
 
 
 async def _acquire(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +21,8 @@ class ServingContext:
     client: Client
     gateway_id: str
     lease_ttl_s: float = 300.0
-    # Requests of this replica waiting for capacity, oldest first. A change wakes only the oldest
-    # few to decide again (waking all of them re-plans every waiter on every event).
+    # Requests of this replica waiting for capacity, oldest first. A change wakes them all to
+    # decide again: waking only the oldest few starved the rest behind a blocked head (504s).
     waiting: deque[asyncio.Event] = field(default_factory=deque)
     background: set[asyncio.Task[object]] = field(default_factory=set)
     # group commit (gateway.serving.appends): staged events and the writer task per accelerator
@@ -34,8 +33,8 @@ class ServingContext:
     def queued(self) -> int:
         return len(self.waiting)
 
-    def wake_waiting(self, how_many: int = 8) -> None:
-        for event in itertools.islice(self.waiting, how_many):
+    def wake_waiting(self) -> None:
+        for event in self.waiting:
             event.set()
 
     @property
