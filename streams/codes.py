@@ -13,93 +13,22 @@ Pure module: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
-__all__ = [
-    "ERROR_CODES",
-    "ERROR_TYPES",
-    "ErrorSpec",
-    "ErrorType",
-    "ServingError",
-    "error_type_for_status",
-    "spec_for",
-]
-
-ErrorType = Literal[
-    "invalid_request_error",
-    "authentication_error",
-    "permission_error",
-    "rate_limit_error",
-    "server_error",
-    "timeout_error",
-    "not_found_error",
-    "conflict_error",
-]
-
-ERROR_TYPES: Final[frozenset[str]] = frozenset(
-    {
-        "invalid_request_error",
-        "authentication_error",
-        "permission_error",
-        "rate_limit_error",
-        "server_error",
-        "timeout_error",
-        "not_found_error",
-        "conflict_error",
-    }
-)
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorSpec:
-    """One catalogue entry: the code, its default HTTP status, its OpenAI-style type, a description.
-
-    ``from_seed`` is False for codes this project added beyond the reference implementation.
-    """
-
-    code: str
-    http_status: int
-    type: ErrorType
-    description: str
-    from_seed: bool = True
-
-
-def error_type_for_status(status: int) -> ErrorType:
-    """The OpenAI-style error type that matches an HTTP status (used when a raiser overrides it)."""
-    if status == 401:
-        return "authentication_error"
-    if status == 403:
-        return "permission_error"
-    if status == 404:
-        return "not_found_error"
-    if status == 409:
-        return "conflict_error"
-    if status == 429:
-        return "rate_limit_error"
-    if status == 504:
-        return "timeout_error"
-    if 400 <= status < 500:
-        return "invalid_request_error"
-    return "server_error"
-
-
-def _spec(code: str, status: int, description: str, *, from_seed: bool = True) -> ErrorSpec:
-    return ErrorSpec(code, status, error_type_for_status(status), description, from_seed)
-
+from streams.errorspec import ErrorSpec, ErrorType, error_type_for_status, spec
 
 # --- authentication, credentials and client limits -------------------------------------------------
-CAPABILITY_NOT_AUTHORIZED: Final = _spec(
+CAPABILITY_NOT_AUTHORIZED: Final = spec(
     "CAPABILITY_NOT_AUTHORIZED",
     401,
     "The bearer credential is missing, unknown, revoked or expired (401), or the client is disabled "
     "or lacks the capability@version scope (raised with 403).",
 )
-AUTH_BACKEND_UNAVAILABLE: Final = _spec(
+AUTH_BACKEND_UNAVAILABLE: Final = spec(
     "AUTH_BACKEND_UNAVAILABLE", 503, "The credential store could not be read or updated."
 )
-RATE_LIMITED: Final = _spec("RATE_LIMITED", 429, "The client exceeded its requests-per-minute limit.")
-QUEUE_FULL: Final = _spec(
+RATE_LIMITED: Final = spec("RATE_LIMITED", 429, "The client exceeded its requests-per-minute limit.")
+QUEUE_FULL: Final = spec(
     "QUEUE_FULL",
     429,
     "A concurrency or queue bound is reached: the client's concurrent requests, the deployment's "
@@ -107,269 +36,269 @@ QUEUE_FULL: Final = _spec(
 )
 
 # --- request validation and capability resolution --------------------------------------------------
-INVALID_INPUT: Final = _spec(
+INVALID_INPUT: Final = spec(
     "INVALID_INPUT",
     422,
     "The input breaks the capability contract (too many items, an item too long, bad field); "
     "raised with 413 when the encoded input is larger than the payload limit.",
 )
-PAYLOAD_TOO_LARGE: Final = _spec(
+PAYLOAD_TOO_LARGE: Final = spec(
     "PAYLOAD_TOO_LARGE",
     413,
     "The HTTP request body exceeds the server's hard size limit.",
     from_seed=False,
 )
-RERANK_REQUEST_TOO_LARGE: Final = _spec(
+RERANK_REQUEST_TOO_LARGE: Final = spec(
     "RERANK_REQUEST_TOO_LARGE", 413, "The encoded reranking request exceeds the reranking size limit."
 )
-UNKNOWN_CAPABILITY: Final = _spec(
+UNKNOWN_CAPABILITY: Final = spec(
     "UNKNOWN_CAPABILITY",
     404,
     "The requested capability@version (or model name) is not in the capability catalogue.",
     from_seed=False,
 )
-CAPABILITY_NOT_FOUND: Final = _spec(
+CAPABILITY_NOT_FOUND: Final = spec(
     "CAPABILITY_NOT_FOUND", 404, "The capability contract or capability deployment does not exist."
 )
-CAPABILITY_UNAVAILABLE: Final = _spec(
+CAPABILITY_UNAVAILABLE: Final = spec(
     "CAPABILITY_UNAVAILABLE",
     503,
     "The capability exists but has no routable deployment, or its serving state is missing.",
 )
-RERANKER_NOT_AVAILABLE: Final = _spec(
+RERANKER_NOT_AVAILABLE: Final = spec(
     "RERANKER_NOT_AVAILABLE",
     503,
     "Reranking needs exactly one active evaluated experiment deployment and there is not one.",
 )
-NO_ELIGIBLE_NODE: Final = _spec(
+NO_ELIGIBLE_NODE: Final = spec(
     "NO_ELIGIBLE_NODE",
     503,
     "No enabled, online (and, for production, production-eligible) node or accelerator can serve "
     "the deployment; raised with 409 by promotion gates.",
 )
-EXPERIMENT_NOT_ROUTABLE: Final = _spec(
+EXPERIMENT_NOT_ROUTABLE: Final = spec(
     "EXPERIMENT_NOT_ROUTABLE", 409, "The named experiment route does not lead to an active experiment."
 )
 
 # --- scheduler ---------------------------------------------------------------------------------------
-SCHEDULER_STATE_STALE: Final = _spec(
+SCHEDULER_STATE_STALE: Final = spec(
     "SCHEDULER_STATE_STALE",
     503,
     "The scheduler's inputs are incomplete or stale (missing residency or envelope, stale measured "
     "envelope, unknown GPU attribution).",
 )
-INSUFFICIENT_SCHEDULABLE_VRAM: Final = _spec(
+INSUFFICIENT_SCHEDULABLE_VRAM: Final = spec(
     "INSUFFICIENT_SCHEDULABLE_VRAM",
     503,
     "The scheduler rejected placement: not enough schedulable accelerator memory, even after "
     "evicting idle residents.",
 )
-EVICTION_NOT_ALLOWED: Final = _spec(
+EVICTION_NOT_ALLOWED: Final = spec(
     "EVICTION_NOT_ALLOWED", 409, "A resident planned for eviction is no longer idle."
 )
-RUNTIME_UNHEALTHY: Final = _spec(
+RUNTIME_UNHEALTHY: Final = spec(
     "RUNTIME_UNHEALTHY",
     503,
     "The scheduler rejected placement because the deployment's runtime is failed or unavailable.",
     from_seed=False,
 )
-DEADLINE_EXCEEDED: Final = _spec(
+DEADLINE_EXCEEDED: Final = spec(
     "DEADLINE_EXCEEDED",
     503,
     "The scheduler rejected placement because loading or queueing cannot finish before the "
     "request's deadline.",
     from_seed=False,
 )
-PRESSURE_CRITICAL: Final = _spec(
+PRESSURE_CRITICAL: Final = spec(
     "PRESSURE_CRITICAL",
     503,
     "The scheduler rejected lower-priority work because the accelerator is under critical memory pressure.",
     from_seed=False,
 )
-LAB_PAUSED: Final = _spec(
+LAB_PAUSED: Final = spec(
     "LAB_PAUSED",
     503,
     "The scheduler policy pauses lab workloads; lab-priority work is rejected.",
     from_seed=False,
 )
-REQUEST_TIMEOUT: Final = _spec(
+REQUEST_TIMEOUT: Final = spec(
     "REQUEST_TIMEOUT",
     504,
     "The request did not obtain a lease in the bounded queue, or the worker did not answer before "
     "the request deadline.",
 )
-LEASE_TIMEOUT: Final = _spec(
+LEASE_TIMEOUT: Final = spec(
     "LEASE_TIMEOUT",
     409,
     "A GPU lease or a worker's job lease expired, or the job lease token is invalid.",
 )
 
 # --- execution and results ---------------------------------------------------------------------------
-INFERENCE_FAILED: Final = _spec(
+INFERENCE_FAILED: Final = spec(
     "INFERENCE_FAILED", 503, "The worker failed the invocation without a more specific code."
 )
-INVALID_OUTPUT: Final = _spec(
+INVALID_OUTPUT: Final = spec(
     "INVALID_OUTPUT",
     502,
     "The runtime's output breaks the capability contract (count, dimension, finiteness, "
     "normalisation, ranking order); raised with 409 when probe evidence fails a promotion gate.",
 )
-HEALTHCHECK_FAILED: Final = _spec(
+HEALTHCHECK_FAILED: Final = spec(
     "HEALTHCHECK_FAILED",
     409,
     "Layered health (process, runtime, model) is not all healthy; raised with 502 when a live "
     "worker health probe fails.",
 )
-RESIDENCY_LOAD_FAILED: Final = _spec(
+RESIDENCY_LOAD_FAILED: Final = spec(
     "RESIDENCY_LOAD_FAILED",
     503,
     "Loading the model failed or the load showed no resident memory.",
 )
-RESIDENCY_UNLOAD_FAILED: Final = _spec(
+RESIDENCY_UNLOAD_FAILED: Final = spec(
     "RESIDENCY_UNLOAD_FAILED", 409, "The worker unloaded the model but did not show memory reclaimed."
 )
-GPU_MEMORY_NOT_RECLAIMED: Final = _spec(
+GPU_MEMORY_NOT_RECLAIMED: Final = spec(
     "GPU_MEMORY_NOT_RECLAIMED", 503, "Accelerator memory was not returned after an unload."
 )
-RESIDENCY_CONFLICT: Final = _spec(
+RESIDENCY_CONFLICT: Final = spec(
     "RESIDENCY_CONFLICT",
     409,
     "A reported or proposed residency does not match the deployment's exact identity, node, "
     "accelerator or worker generation.",
 )
-WORKER_RESTART_RECONCILED: Final = _spec(
+WORKER_RESTART_RECONCILED: Final = spec(
     "WORKER_RESTART_RECONCILED",
     503,
     "The worker restarted and the residency was reconciled to cold; in-flight work was lost.",
 )
-DEPLOYMENT_BUSY: Final = _spec(
+DEPLOYMENT_BUSY: Final = spec(
     "DEPLOYMENT_BUSY", 409, "The deployment has active requests; they must finish before unload."
 )
 
 # --- node agent and artifacts ------------------------------------------------------------------------
-NODE_OWNERSHIP_MISMATCH: Final = _spec(
+NODE_OWNERSHIP_MISMATCH: Final = spec(
     "NODE_OWNERSHIP_MISMATCH",
     403,
     "The job or deployment belongs to another node (raised with 409 when found at claim time).",
 )
-SERVING_JOB_NOT_FOUND: Final = _spec("SERVING_JOB_NOT_FOUND", 404, "The serving job does not exist.")
-RUNTIME_DEPENDENCY_MISSING: Final = _spec(
+SERVING_JOB_NOT_FOUND: Final = spec("SERVING_JOB_NOT_FOUND", 404, "The serving job does not exist.")
+RUNTIME_DEPENDENCY_MISSING: Final = spec(
     "RUNTIME_DEPENDENCY_MISSING", 409, "The runtime profile or runtime environment is missing."
 )
-ARTIFACT_INCOMPLETE: Final = _spec(
+ARTIFACT_INCOMPLETE: Final = spec(
     "ARTIFACT_INCOMPLETE",
     409,
     "The artifact set lacks its revision or one verified location per selected file.",
 )
-ARTIFACT_PATH_INVALID: Final = _spec(
+ARTIFACT_PATH_INVALID: Final = spec(
     "ARTIFACT_PATH_INVALID",
     409,
     "Artifact files are not confined to one storage root on the serving node (absolute path, "
     "'..', several roots, or another node).",
 )
-ARTIFACT_NOT_VERIFIED: Final = _spec(
+ARTIFACT_NOT_VERIFIED: Final = spec(
     "ARTIFACT_NOT_VERIFIED",
     409,
     "The artifact set, or one of its members, is not verified or is quarantined.",
 )
-PICKLE_PRESENT: Final = _spec(
+PICKLE_PRESENT: Final = spec(
     "PICKLE_PRESENT", 409, "The artifact set contains pickle files, which can never be approved."
 )
-REMOTE_CODE_REQUIRED: Final = _spec(
+REMOTE_CODE_REQUIRED: Final = spec(
     "REMOTE_CODE_REQUIRED", 409, "The artifacts need remote code, which can never be approved."
 )
 
 # --- promotion pipeline ------------------------------------------------------------------------------
-CANDIDATE_NOT_LAB_READY: Final = _spec(
+CANDIDATE_NOT_LAB_READY: Final = spec(
     "CANDIDATE_NOT_LAB_READY", 409, "The candidate is not LAB_READY or is already in production."
 )
-CANDIDATE_EVIDENCE_STALE: Final = _spec(
+CANDIDATE_EVIDENCE_STALE: Final = spec(
     "CANDIDATE_EVIDENCE_STALE",
     409,
     "The candidate's probe, profile or node evidence is incomplete or no longer current.",
 )
-RUNTIME_PROBE_REQUIRED: Final = _spec(
+RUNTIME_PROBE_REQUIRED: Final = spec(
     "RUNTIME_PROBE_REQUIRED", 409, "A completed runtime probe on a real node is required."
 )
-COMPATIBILITY_STALE: Final = _spec(
+COMPATIBILITY_STALE: Final = spec(
     "COMPATIBILITY_STALE", 409, "Current compatible runtime-compatibility evidence is required."
 )
-NODE_SERVING_CAPABILITY_MISSING: Final = _spec(
+NODE_SERVING_CAPABILITY_MISSING: Final = spec(
     "NODE_SERVING_CAPABILITY_MISSING",
     409,
     "The target node does not advertise every operation of the typed serving protocol.",
 )
-RUNTIME_SECURITY_GATE_FAILED: Final = _spec(
+RUNTIME_SECURITY_GATE_FAILED: Final = spec(
     "RUNTIME_SECURITY_GATE_FAILED",
     409,
     "Probe evidence lacks proof of offline, local-only execution or of memory reclaimed on unload.",
 )
-PROFILE_SEMANTICS_INVALID: Final = _spec(
+PROFILE_SEMANTICS_INVALID: Final = spec(
     "PROFILE_SEMANTICS_INVALID", 409, "The runtime profile's input semantics are not a typed mapping."
 )
-LAB_APPROVAL_STALE: Final = _spec(
+LAB_APPROVAL_STALE: Final = spec(
     "LAB_APPROVAL_STALE",
     409,
     "No current, exact lab execution approval (wrong artifact set or scope, revoked or expired).",
 )
-PRODUCTION_APPROVAL_NOT_FOUND: Final = _spec(
+PRODUCTION_APPROVAL_NOT_FOUND: Final = spec(
     "PRODUCTION_APPROVAL_NOT_FOUND",
     404,
     "The production approval does not exist or belongs to another candidate.",
 )
-PRODUCTION_APPROVAL_STALE: Final = _spec(
+PRODUCTION_APPROVAL_STALE: Final = spec(
     "PRODUCTION_APPROVAL_STALE",
     409,
     "The production approval is revoked, or a fact behind its evidence fingerprint changed.",
 )
-STABLE_DEPLOYMENT_EXISTS: Final = _spec(
+STABLE_DEPLOYMENT_EXISTS: Final = spec(
     "STABLE_DEPLOYMENT_EXISTS",
     409,
     "The capability already has a stable deployment; drain it before promoting another.",
 )
-DEPLOYMENT_PROVENANCE_INCOMPLETE: Final = _spec(
+DEPLOYMENT_PROVENANCE_INCOMPLETE: Final = spec(
     "DEPLOYMENT_PROVENANCE_INCOMPLETE",
     409,
     "The deployment's contract, envelope, residency, route or embedding identity is missing.",
 )
-DEPLOYMENT_NOT_FOUND: Final = _spec("DEPLOYMENT_NOT_FOUND", 404, "The capability deployment does not exist.")
-EXPERIMENT_NOT_FOUND: Final = _spec("EXPERIMENT_NOT_FOUND", 404, "The capability experiment does not exist.")
+DEPLOYMENT_NOT_FOUND: Final = spec("DEPLOYMENT_NOT_FOUND", 404, "The capability deployment does not exist.")
+EXPERIMENT_NOT_FOUND: Final = spec("EXPERIMENT_NOT_FOUND", 404, "The capability experiment does not exist.")
 
 # --- clients and projects ----------------------------------------------------------------------------
-CLIENT_EXISTS: Final = _spec("CLIENT_EXISTS", 409, "A service client with this name already exists.")
-CLIENT_NOT_FOUND: Final = _spec("CLIENT_NOT_FOUND", 404, "The service client does not exist.")
-CREDENTIAL_NOT_FOUND: Final = _spec(
+CLIENT_EXISTS: Final = spec("CLIENT_EXISTS", 409, "A service client with this name already exists.")
+CLIENT_NOT_FOUND: Final = spec("CLIENT_NOT_FOUND", 404, "The service client does not exist.")
+CREDENTIAL_NOT_FOUND: Final = spec(
     "CREDENTIAL_NOT_FOUND",
     404,
     "The service client has no credential with this id, or no active credential to rotate.",
     from_seed=False,
 )
-PROJECT_NOT_FOUND: Final = _spec("PROJECT_NOT_FOUND", 404, "The project does not exist or is inactive.")
-PROJECT_CAPABILITY_NOT_BOUND: Final = _spec(
+PROJECT_NOT_FOUND: Final = spec("PROJECT_NOT_FOUND", 404, "The project does not exist or is inactive.")
+PROJECT_CAPABILITY_NOT_BOUND: Final = spec(
     "PROJECT_CAPABILITY_NOT_BOUND",
     409,
     "The project has no active binding for this capability (raised with 403 when a project-bound "
     "client calls another capability or its binding is deprecated).",
 )
-PROJECT_FIT_DEPLOYMENT_MISMATCH: Final = _spec(
+PROJECT_FIT_DEPLOYMENT_MISMATCH: Final = spec(
     "PROJECT_FIT_DEPLOYMENT_MISMATCH",
     422,
     "The project-fit evidence names a deployment of a different capability.",
 )
-PROJECT_FIT_GATES_FAILED: Final = _spec(
+PROJECT_FIT_GATES_FAILED: Final = spec(
     "PROJECT_FIT_GATES_FAILED",
     422,
     "Promotion eligibility needs owner-photo evidence, a satisfied production gate, at least one "
     "case, zero critical errors and no blockers.",
 )
-PROJECT_PRODUCTION_VALIDATION_FAILED: Final = _spec(
+PROJECT_PRODUCTION_VALIDATION_FAILED: Final = spec(
     "PROJECT_PRODUCTION_VALIDATION_FAILED",
     422,
     "Production validation can only be satisfied by promotion-eligible owner-photo evidence.",
 )
 
 # --- generic -----------------------------------------------------------------------------------------
-STATE_CONFLICT: Final = _spec(
+STATE_CONFLICT: Final = spec(
     "STATE_CONFLICT", 409, "The command conflicts with current state (a concurrent change or duplicate)."
 )
 

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from streams import codes
-from streams.codes import ERROR_CODES, ERROR_TYPES, ErrorSpec, ServingError
+from streams.codes import ERROR_CODES, ServingError
+from streams.errorspec import ERROR_TYPES, ErrorSpec
 
 UPPER_SNAKE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$")
 
