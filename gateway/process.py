@@ -33,7 +33,7 @@ class GatewayReplica:
         self.stop.set()
         await ctx.live.notify()
         await self.upkeep
-        await asyncio.gather(*ctx.background, return_exceptions=True)
+        await ctx.settle()
         await ctx.live.stop()
         await self.edge.directory.close()
         await self.connection.close()

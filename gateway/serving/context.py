@@ -33,6 +33,11 @@ class ServingContext:
     def queued(self) -> int:
         return len(self.waiting)
 
+    async def settle(self) -> None:
+        """Wait for every write begun off a response's path, and any those begin in turn."""
+        while self.background:
+            await asyncio.gather(*list(self.background), return_exceptions=True)
+
     def wake_waiting(self) -> None:
         for event in self.waiting:
             event.set()

@@ -142,6 +142,11 @@ class InProcessGateway:
         self.url = f"http://127.0.0.1:{port}"
         return self.url
 
+    async def settled(self) -> None:
+        """Every event a served request writes after its response (lease release, outcome) is in."""
+        assert self.replica is not None
+        await self.replica.edge.ctx.settle()
+
     async def stop(self) -> None:
         if self.server and self.task:
             self.server.should_exit = True

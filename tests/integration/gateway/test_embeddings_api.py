@@ -119,6 +119,7 @@ async def test_bad_input_is_refused_with_a_code_and_changes_no_state(
     stack: Stack, case: str, body: bytes, status: int, code: str
 ) -> None:
     js = stack.connection.client.jetstream()
+    await stack.gateway.settled()  # earlier tests' lease releases are not this request's doing
     before = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
     request_id = f"bad-{case.replace(' ', '-')}"
     async with httpx.AsyncClient() as http:

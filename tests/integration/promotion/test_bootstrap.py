@@ -33,6 +33,7 @@ async def test_bootstrap_promotes_the_demo_and_a_second_run_changes_nothing(
             headers={"authorization": f"Bearer {first['key']}"},
         )
     assert response.status_code == 200, response.text
+    await stack.gateway.settled()
     head = await stack.events_head()
     second = await asyncio.to_thread(
         bootstrap_demo,
