@@ -16,7 +16,7 @@ import msgspec
 from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
-from eventstore import reading
+from eventstore import reading, replies
 from eventstore.connection import Connection
 from eventstore.errors import ConcurrencyConflict, EventRejected, PublishFailed
 from eventstore.records import RecordedEvent
@@ -212,21 +212,30 @@ class EventStore:
         )
 
     async def _publish_once(self, outgoing: list[Outgoing]) -> int:
-        client, timeout = self.client, self.publish_timeout
+        inbox, timeout = replies.inbox_of(self.client), self.publish_timeout
         if len(outgoing) == 1:
-            reply = await client.request(
-                outgoing[0].subject, outgoing[0].data, timeout, headers=outgoing[0].headers
-            )
+            reply = await inbox.request(outgoing[0].subject, outgoing[0].data, timeout, outgoing[0].headers)
             return _check(outgoing[0].subject, reply.data)
         head, *middle, tail = outgoing
-        # Atomic batch: first by request (the server opens the batch), middle by publish, commit by request.
-        opened = await client.request(head.subject, head.data, timeout, headers=head.headers)
-        if opened.data:  # an empty reply means the batch is open; anything else is a refusal
-            _check(head.subject, opened.data)
-        for message in middle:
-            await client.publish(message.subject, message.data, headers=message.headers)
-        reply = await client.request(tail.subject, tail.data, timeout, headers=tail.headers)
-        return _check(tail.subject, reply.data)
+        # Atomic batch: the opening and the commit are requests, the rest plain publishes, all sent
+        # before waiting (one round trip). The server applies them in order; if it refused to open
+        # the batch, the commit is refused too, and the opening's reply says why.
+        opening = await inbox.send(head.subject, head.data, timeout, head.headers)
+        try:
+            for message in middle:
+                await self.client.publish(message.subject, message.data, headers=message.headers)
+            commit = await inbox.send(tail.subject, tail.data, timeout, tail.headers)
+        except BaseException:
+            opening.cancel()
+            raise
+        try:
+            opened = await replies.reply(opening)
+            if opened.data:  # an empty reply means the batch is open; anything else is a refusal
+                _check(head.subject, opened.data)
+        except BaseException:
+            commit.cancel()
+            raise
+        return _check(tail.subject, (await replies.reply(commit)).data)
 
 
 def _check(subject: str, data: bytes) -> int:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import socket
 
 import uvicorn
+import uvloop
 
 from gateway.process import start_replica
 from streams.subjects import token
@@ -19,7 +19,9 @@ log = logging.getLogger("modelforge.gateway")
 async def run_gateway(host: str, port: int, gateway_id: str) -> None:
     replica = await start_replica(gateway_id)
     server = uvicorn.Server(
-        uvicorn.Config(replica.app, host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.Config(
+            replica.app, host=host, port=port, log_level="warning", access_log=False, http="httptools"
+        )
     )
     log.info("gateway %s listening on http://%s:%d", gateway_id, host, port)
     try:
@@ -29,7 +31,7 @@ async def run_gateway(host: str, port: int, gateway_id: str) -> None:
 
 
 def _cmd_gateway(args: argparse.Namespace) -> int:
-    asyncio.run(run_gateway(args.host, args.port, token(args.gateway_id, "gateway id")))
+    uvloop.run(run_gateway(args.host, args.port, token(args.gateway_id, "gateway id")))
     return 0
 
 

@@ -39,6 +39,7 @@ import msgspec
 from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
+from eventstore.replies import inbox_of
 from gateway.clients.model import ClientPrincipal
 from streams import configs, subjects
 from streams.codes import ServingError
@@ -93,6 +94,17 @@ async def provision_limits(client: Client, replicas: int = 1) -> list[str]:
 
 def _unavailable(exc: BaseException) -> ServingError:
     return ServingError("AUTH_BACKEND_UNAVAILABLE", f"client limits could not be checked: {exc!r}")
+
+
+def _unheld_slot(held: set[int], max_concurrency: int) -> int | None:
+    """A random slot this replica does not hold; O(1) unless it holds most of them."""
+    if len(held) >= max_concurrency:
+        return None
+    for _ in range(8):
+        slot = random.randrange(max_concurrency)
+        if slot not in held:
+            return slot
+    return random.choice([s for s in range(max_concurrency) if s not in held])
 
 
 class Permit:
@@ -234,10 +246,10 @@ class RequestLimiter:
 
     async def _take_slot(self, client_id: str, max_concurrency: int) -> Permit | None:
         held = self._held.setdefault(client_id, set())
-        guesses = [s for s in range(max_concurrency) if s not in held]
-        if not guesses:
+        first = _unheld_slot(held, max_concurrency)
+        if first is None:
             return None
-        candidates = [random.choice(guesses)]  # the cheap optimistic first try
+        candidates = [first]  # the cheap optimistic first try
         for _ in range(SLOT_ROUNDS + 1):
             for slot in candidates:
                 permit = await self._try_slot(client_id, slot)
@@ -287,7 +299,7 @@ class RequestLimiter:
             if not permit.lost:
                 request = msgspec.json.encode({"seq": permit.sequence, "no_erase": True})
                 api = f"$JS.API.STREAM.MSG.DELETE.{subjects.LIMITS_CONCURRENCY_STREAM}"
-                await self._nats.request(api, request, self._timeout)
+                await inbox_of(self._nats).request(api, request, self._timeout)
         except Exception as exc:  # the TTL frees the slot anyway
             log.warning("releasing concurrency slot %s/%s failed: %r", permit.client_id, permit.slot, exc)
         finally:
@@ -296,7 +308,7 @@ class RequestLimiter:
     async def _occupied(self, client_id: str) -> dict[str, int]:
         request = msgspec.json.encode({"subjects_filter": subjects.concurrency_slots_filter(client_id)})
         api = f"$JS.API.STREAM.INFO.{subjects.LIMITS_CONCURRENCY_STREAM}"
-        reply = _info.decode((await self._nats.request(api, request, self._timeout)).data)
+        reply = _info.decode((await inbox_of(self._nats).request(api, request, self._timeout)).data)
         if reply.error is not None:
             raise _unavailable(RuntimeError(reply.error.description))
         return reply.state.subjects if reply.state is not None else {}
@@ -304,7 +316,7 @@ class RequestLimiter:
     # ---- plumbing -------------------------------------------------------------------------------
 
     async def _publish(self, subject: str, headers: dict[str, str]) -> _Ack:
-        reply = await self._nats.request(subject, b"", self._timeout, headers=headers)
+        reply = await inbox_of(self._nats).request(subject, b"", self._timeout, headers)
         return _ack.decode(reply.data)
 
     def _ttl(self) -> str:

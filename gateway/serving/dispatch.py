@@ -12,6 +12,7 @@ import msgspec
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
+from eventstore.replies import inbox_of
 from gateway.serving.capacity import Grant
 from gateway.serving.context import ServingContext
 from streams import codes, subjects
@@ -44,7 +45,7 @@ async def invoke(
     encoded = time.perf_counter()
     subject = subjects.invoke_subject(grant.node_id, grant.deployment_id)
     try:
-        msg = await ctx.client.request(subject, data, timeout=max(0.001, deadline - time.time()))
+        msg = await inbox_of(ctx.client).request(subject, data, max(0.001, deadline - time.time()))
     except NoRespondersError:
         raise ServingError(
             "CAPABILITY_UNAVAILABLE",

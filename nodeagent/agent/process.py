@@ -14,6 +14,8 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+import uvloop
+
 from eventstore.connection import connect
 from eventstore.store import EventStore
 from nodeagent.agent.hardware import DEFAULT_CPU_MEMORY_BUDGET, detect
@@ -108,5 +110,5 @@ def main(config: AgentConfig) -> int:
         await run_agent(config, stop)
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run())
+        uvloop.run(run())
     return 0
