@@ -7,16 +7,18 @@ handed out, so a redelivery after a reset can never surface twice.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from eventstore.records import RecordedEvent, record_from
 from streams import subjects
 
 HEARTBEAT_S = 2.0
+_V1_TOKENS = 9
 
 
 async def subscribe(
@@ -26,8 +28,12 @@ async def subscribe(
     stream: str = subjects.EVENTS_STREAM,
     filter_subject: str | None = None,
     since_time: datetime | None = None,
+    folded: Callable[[int, str], bool] | None = None,
 ) -> AsyncIterator[RecordedEvent]:
-    """Yield events with sequence >= from_sequence (or stored at/after since_time), forever."""
+    """Yield events with sequence >= from_sequence (or stored at/after since_time), forever.
+
+    `folded(sequence, subject)`: true for an event the caller already holds (its own append,
+    applied when acknowledged); such an event is passed over without being decoded."""
     subject = filter_subject or (f"{subjects.EVENTS_PREFIX}.>" if stream == subjects.EVENTS_STREAM else ">")
     if since_time is not None:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since_time)
@@ -48,10 +54,21 @@ async def subscribe(
     last = max(0, from_sequence - 1)
     try:
         async for msg in sub.messages:
-            sequence = msg.metadata.sequence.stream
+            sequence = stream_sequence(msg)
             if sequence <= last:
                 continue
             last = sequence
+            if folded is not None and folded(sequence, msg.subject):
+                continue
             yield record_from(sequence, msg.subject, msg.headers, msg.data)
     finally:
         await sub.unsubscribe()
+
+
+def stream_sequence(msg: Msg) -> int:
+    """The stream sequence from a JetStream delivery's reply subject, without building all of
+    `msg.metadata` (it parses a timestamp into a datetime: a third of the cost of a delivery)."""
+    tokens = msg.reply.split(".")
+    if len(tokens) == _V1_TOKENS and tokens[0] == "$JS":  # $JS.ACK.<stream>.<consumer>.<delivered>.<seq>.…
+        return int(tokens[5])
+    return msg.metadata.sequence.stream

@@ -16,9 +16,18 @@ from gateway.http.edge import Edge
 from gateway.http.flow import Prepared, check_texts, run_capability
 from gateway.serving.pipeline import Served
 from streams.codes import ServingError
-from streams.contracts import EMBEDDING, CapabilityContract, EmbeddingInput, EmbeddingOutput
+from streams.contracts import EMBEDDING, CapabilityContract, EmbeddingInput
 
-_output = msgspec.json.Decoder(EmbeddingOutput)
+
+class _Vectors(msgspec.Struct):
+    """The agent's `EmbeddingOutput` with each vector left as JSON: float responses pass it through."""
+
+    embeddings: list[msgspec.Raw]
+    input_tokens: int = 0
+
+
+_output = msgspec.json.Decoder(_Vectors)
+_floats = msgspec.json.Decoder(list[float])
 
 
 class OpenAIEmbeddingRequest(msgspec.Struct, frozen=True):
@@ -73,7 +82,8 @@ def _render(call: OpenAIEmbeddingRequest) -> Any:
         for index, vector in enumerate(output.embeddings):
             embedding: object = vector
             if call.encoding_format == "base64":
-                embedding = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+                floats = np.asarray(_floats.decode(vector), dtype="<f4")
+                embedding = base64.b64encode(floats.tobytes()).decode()
             data.append({"object": "embedding", "index": index, "embedding": embedding})
         tokens = output.input_tokens
         return {

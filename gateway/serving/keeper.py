@@ -30,7 +30,12 @@ IDLE_WAIT_S = 60.0  # nothing scheduled: look again after this long anyway
 
 async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
     live = ctx.live
+    changed = asyncio.Event()  # set by the live view on every change; cheaper to wait on than its Condition
+    live.listeners.append(changed.set)
+    stop_waiting = asyncio.ensure_future(stop.wait())
+    stop_waiting.add_done_callback(lambda _: changed.set())
     while not stop.is_set():
+        changed.clear()
         try:
             await upkeep_once(ctx)
         except (ServingError, ConcurrencyConflict) as exc:
@@ -47,9 +52,11 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
             if t is not None
         ]
         wait = max(0.05, min(dues) - now) if dues else IDLE_WAIT_S
-        async with live.changed:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(live.changed.wait(), min(wait, IDLE_WAIT_S))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(min(wait, IDLE_WAIT_S)):
+                await changed.wait()
+    live.listeners.remove(changed.set)
+    stop_waiting.cancel()
 
 
 async def upkeep_once(ctx: ServingContext) -> None:

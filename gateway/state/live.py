@@ -204,9 +204,18 @@ class LiveState:
             raise RuntimeError(f"gateway state did not catch up to sequence {last}")
 
     async def _follow_events(self, client: Client) -> None:
-        async for record in subscribe(client, 1):
+        async for record in subscribe(client, 1, folded=self._folded):
             self.apply(record)
             await self.notify()
+
+    def _folded(self, sequence: int, subject: str) -> bool:
+        """An accelerator event this replica appended and applied on its acknowledgement."""
+        parts = subject.split(".")
+        return (
+            len(parts) == 5
+            and parts[2] == subjects.Aggregate.ACCELERATOR.value
+            and sequence <= self.versions.get(parts[3], 0)
+        )
 
     async def _follow_telemetry(self, client: Client) -> None:
         js = client.jetstream()
