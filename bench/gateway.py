@@ -39,6 +39,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from bench import rawlimits
 from eventstore.connection import connect
 from eventstore.provision import provision
 from eventstore.store import EventStore
@@ -53,6 +54,7 @@ from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 
 REPO = Path(__file__).resolve().parents[1]
 TEXT = "A cat sits on the mat."
+EMBEDDINGS = "/v1/embeddings"
 BODY = json.dumps({"input": TEXT, "model": "all-MiniLM-L6-v2"})
 LATENCY_TARGET_MS, THROUGHPUT_TARGET, PLACEMENT_TARGET_US = 1.5, 0.9, 50.0
 STOP = threading.Event()  # ends the direct-engine loops (on their threads) when we are interrupted
@@ -73,9 +75,13 @@ end
 # ---- the aiohttp load generator (runs as a child process of this script) ----------------------
 
 
-async def aiohttp_load(url: str, key: str, connections: int, seconds: float) -> dict[str, Any]:
-    """Closed-loop clients; percentiles of what they saw plus the mean of each server `latency` stage."""
+async def aiohttp_load(
+    url: str, key: str, connections: int, seconds: float, path: str = EMBEDDINGS
+) -> dict[str, Any]:
+    """Closed-loop clients; percentiles of what they saw, the mean of each server `latency` stage
+    (embeddings only; any other path is a plain GET) and this process's CPU per request."""
     headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+    cpu_started = time.process_time()
     latencies: list[float] = []
     stages: dict[str, float] = {}
     bad: dict[int, int] = {}  # status -> count
@@ -86,13 +92,20 @@ async def aiohttp_load(url: str, key: str, connections: int, seconds: float) -> 
         async def caller() -> None:
             while time.perf_counter() < end:
                 started = time.perf_counter()
-                async with session.post(f"{url}/v1/embeddings", data=BODY, headers=headers) as response:
+                call = (
+                    session.post(f"{url}{path}", data=BODY, headers=headers)
+                    if path == EMBEDDINGS
+                    else session.get(f"{url}{path}")
+                )
+                async with call as response:
                     body = await response.read()
                 elapsed = (time.perf_counter() - started) * 1000
                 if response.status != 200:
                     bad[response.status] = bad.get(response.status, 0) + 1
                     continue
                 latencies.append(elapsed)
+                if path != EMBEDDINGS:
+                    continue
                 latency = msgspec.json.decode(body)["latency"]
                 latency["client_minus_server_ms"] = elapsed - latency["total_ms"]
                 for name, value in latency.items():
@@ -108,6 +121,7 @@ async def aiohttp_load(url: str, key: str, connections: int, seconds: float) -> 
         "p99_ms": cuts[98],
         "errors": f"non-200: {bad or 'none'}",
         "stages": {k: v / n for k, v in stages.items()},
+        "loadgen_cpu_ms": (time.process_time() - cpu_started) * 1000 / n,
     }
 
 
@@ -123,8 +137,10 @@ async def output_of(child: asyncio.subprocess.Process) -> bytes:
     return out
 
 
-async def run_aiohttp_child(url: str, key: str, connections: int, seconds: float) -> dict[str, Any]:
-    spec = json.dumps([url, key, connections, seconds])
+async def run_aiohttp_child(
+    url: str, key: str, connections: int, seconds: float, path: str = EMBEDDINGS
+) -> dict[str, Any]:
+    spec = json.dumps([url, key, connections, seconds, path])
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.gateway", "--child", spec, stdout=asyncio.subprocess.PIPE
     )
@@ -169,12 +185,16 @@ def direct_latency(adapter: EmbeddingAdapter, runtime: OnnxRuntimeCpu, seconds: 
     return out
 
 
-def direct_batched_rate(adapter: EmbeddingAdapter, runtime: OnnxRuntimeCpu, seconds: float) -> float:
-    rows, batches, started = [TEXT] * BATCH, 0, time.perf_counter()
+def direct_batched_rate(
+    adapter: EmbeddingAdapter, runtime: OnnxRuntimeCpu, seconds: float
+) -> tuple[float, float]:
+    """(sequences/s, CPU ms per sequence: every engine thread's, from this otherwise idle process)."""
+    rows, batches, started, cpu = [TEXT] * BATCH, 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - started < seconds and not STOP.is_set():
         run_rows(adapter, runtime, rows)
         batches += 1
-    return batches * BATCH / (time.perf_counter() - started)
+    sequences = batches * BATCH
+    return sequences / (time.perf_counter() - started), (time.process_time() - cpu) * 1000 / sequences
 
 
 def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
@@ -268,6 +288,8 @@ async def main(args: argparse.Namespace) -> None:
             result = await load(connections, seconds)
             after = cpu_seconds(pids)
             per_request = {k: (after[k] - before[k]) * 1000 / max(1, result["requests"]) for k in after}
+            if "loadgen_cpu_ms" in result:
+                per_request["loadgen"] = result["loadgen_cpu_ms"]
             return result, per_request
 
         adapter = EmbeddingAdapter.from_model_dir(root / agents.MINILM)
@@ -276,22 +298,36 @@ async def main(args: argparse.Namespace) -> None:
         await load(1, args.warmup)
         await load(max(args.connections), args.warmup)
 
+        # (0) the raw limits, sequential: NATS request–reply, JetStream acked publish, HTTP GET /healthz
+        raw_seconds = max(1.0, args.seconds / 3)
+        rtt = rawlimits.p50(await rawlimits.nats_round_trips(server.url, raw_seconds))
+        acked = rawlimits.p50(await rawlimits.acked_publishes(server.url, raw_seconds))
+        floor = (await run_aiohttp_child(url, key.key, 1, raw_seconds, "/healthz"))["p50_ms"]
+        rows += [
+            ("raw NATS request–reply, p50", f"{rtt:.3f} ms", "requester and responder in this process"),
+            ("raw JetStream acked publish, p50", f"{acked:.3f} ms", "file storage, as the event streams"),
+            ("raw HTTP GET /healthz, p50", f"{floor:.3f} ms", "the same client and server, nothing behind"),
+        ]
+
         # (1) one short input, sequential: direct engine vs a warm HTTP call
         direct = await asyncio.to_thread(direct_latency, adapter, runtime, args.seconds)
         d50, d99 = percentile(direct, 50), percentile(direct, 99)
         http, cpu1 = await measured_load(1, args.seconds)
+        overhead = http["p50_ms"] - d50
         rows += [
             ("direct engine, 1 input: p50 / p99", f"{d50:.3f} / {d99:.3f} ms", f"{len(direct)} calls"),
             ("gateway HTTP, 1 conn: p50 / p99", f"{http['p50_ms']:.3f} / {http['p99_ms']:.3f} ms",
              f"{http['requests']} calls, {http['errors']}"),
-            ("  p50 difference (gateway − direct)", f"{http['p50_ms'] - d50:.3f} ms",
-             f"{(http['p50_ms'] - d50) / LATENCY_TARGET_MS:.2f} of ≤ {LATENCY_TARGET_MS} ms"),
+            ("  p50 difference (gateway − direct)", f"{overhead:.3f} ms",
+             f"{overhead / LATENCY_TARGET_MS:.2f} of ≤ {LATENCY_TARGET_MS} ms; "
+             f"= {overhead / rtt:.1f} NATS round trips, {(overhead - floor) / rtt:.1f} beyond the HTTP floor"),
         ]  # fmt: skip
 
         # (2) saturated throughput: gateway at N connections vs direct batches of BATCH rows
-        rate = await asyncio.to_thread(direct_batched_rate, adapter, runtime, args.seconds)
+        rate, engine_cpu = await asyncio.to_thread(direct_batched_rate, adapter, runtime, args.seconds)
         runtime.unload()
-        rows.append((f"direct engine, batches of {BATCH}", f"{rate:.1f} seq/s", ""))
+        rows.append((f"direct engine, batches of {BATCH}", f"{rate:.1f} seq/s",
+                     f"{engine_cpu:.3f} CPU ms per sequence"))  # fmt: skip
         cpu_by_connections = {1: cpu1}
         for connections in args.connections:
             result, cpu_by_connections[connections] = await measured_load(connections, args.seconds)
@@ -319,11 +355,18 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  {'(client p50 seen)':<26}" + "".join(f"{s['p50_ms']:12.3f}" for s in samples.values()))
         print("\nCPU ms per request (from /proc, during the load runs above)")
         print(f"  {'process':<10}" + "".join(f"{f'{c} conn':>10}" for c in cpu_by_connections))
-        for name in pids:
+        for name in [*pids, "loadgen"]:
             print(
                 f"  {name:<10}"
                 + "".join(f"{cpu.get(name, 0.0):10.3f}" for cpu in cpu_by_connections.values())
             )
+        totals = [sum(cpu.values()) for cpu in cpu_by_connections.values()]
+        print(f"  {'all':<10}" + "".join(f"{total:10.3f}" for total in totals))
+        cores = os.cpu_count() or 1
+        busiest = totals[-1]
+        print(f"  at {busiest:.3f} CPU ms per request, {cores} cores serve at most {cores * 1000 / busiest:.0f} "
+              f"req/s = {cores * 1000 / busiest / rate:.2f} of the direct engine's {rate:.0f} seq/s, "
+              f"whose own CPU is {engine_cpu:.3f} ms per sequence")  # fmt: skip
     finally:
         STOP.set()
         gateway.stop()
