@@ -12,7 +12,7 @@ from eventstore import reading
 from eventstore.store import ExpectedVersion
 from gateway.admin import views
 from gateway.admin.endpoint import Call, Endpoint
-from gateway.admin.pipeline import Reason, service
+from gateway.admin.pipeline import Reason, promotion
 from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, read_model, requests_from_log
 from gateway.admin.scheduler import co_residency, dry_run, overview
 from gateway.promotion import commands as cmd
@@ -51,7 +51,7 @@ class ProvePair(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def ops(call: Call) -> Operations:
-    return Operations(service(call))
+    return Operations(promotion(call))
 
 
 async def drain(call: Call) -> object:
@@ -112,7 +112,7 @@ async def change_node(call: Call) -> object:
 
 
 async def show_node(call: Call) -> object:
-    node = await service(call)._node(call.path["node_id"])
+    node = await promotion(call).node(call.path["node_id"])
     out: dict[str, Any] = msgspec.to_builtins(node)
     out["online"] = call.edge.ctx.live.node_live(node.node_id)
     return out

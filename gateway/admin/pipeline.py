@@ -11,8 +11,9 @@ import msgspec
 
 from gateway.admin import views
 from gateway.admin.endpoint import Call, Endpoint
+from gateway.promotion import approvals, artifacts, candidates, rollout
+from gateway.promotion.context import PromotionContext
 from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, DeploymentState
-from gateway.promotion.service import PromotionService
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS
 from streams.subjects import Aggregate
@@ -20,8 +21,8 @@ from streams.subjects import Aggregate
 ARTIFACT_ROOT_ENV = "MODELFORGE_ARTIFACT_ROOT"
 
 
-def service(call: Call) -> PromotionService:
-    return PromotionService(call.edge.ctx, call.actor)
+def promotion(call: Call) -> PromotionContext:
+    return PromotionContext(call.edge.ctx, call.actor)
 
 
 # ---- bodies -----------------------------------------------------------------------------------
@@ -111,110 +112,117 @@ async def import_artifacts(call: Call) -> object:
         raise ServingError(
             "INVALID_INPUT", f"name the node's artifact_root (or set {ARTIFACT_ROOT_ENV})", "artifact_root"
         )
-    svc = service(call)
-    state = await svc.import_artifacts(
-        Path(body.source), Path(root_text), body.name, body.capability, body.node_id
+    p = promotion(call)
+    state = await artifacts.import_artifacts(
+        p, Path(body.source), Path(root_text), body.name, body.capability, body.node_id
     )
     if body.verify:
-        state = await svc.verify_artifacts(state.artifact_set_id)
+        state = await artifacts.verify_artifacts(p, state.artifact_set_id)
     return views.artifact_set(state)
 
 
 async def list_artifacts(call: Call) -> object:
-    sets: dict[str, ArtifactSetState] = await service(call).aggregates.all(Aggregate.ARTIFACT_SET)
+    sets: dict[str, ArtifactSetState] = await promotion(call).aggregates.all(Aggregate.ARTIFACT_SET)
     return [views.artifact_set(s) for s in sets.values()]
 
 
 async def show_artifacts(call: Call) -> object:
-    return views.artifact_set(await service(call)._artifacts(call.path["artifact_set_id"]))
+    return views.artifact_set(await promotion(call).artifact_set(call.path["artifact_set_id"]))
 
 
 async def verify_artifacts(call: Call) -> object:
-    return views.artifact_set(await service(call).verify_artifacts(call.path["artifact_set_id"]))
+    return views.artifact_set(await artifacts.verify_artifacts(promotion(call), call.path["artifact_set_id"]))
 
 
 async def quarantine_artifacts(call: Call) -> object:
     body: Reason = call.body
-    return views.artifact_set(await service(call).quarantine(call.path["artifact_set_id"], body.reason))
+    return views.artifact_set(
+        await artifacts.quarantine(promotion(call), call.path["artifact_set_id"], body.reason)
+    )
 
 
 async def create_candidate(call: Call) -> object:
     b: CreateCandidate = call.body
-    state = await service(call).create_candidate(
-        b.candidate_id, b.capability, b.artifact_set_id, b.runtime_profile, b.deployment_config
+    state = await candidates.create_candidate(
+        promotion(call),
+        b.candidate_id,
+        b.capability,
+        b.artifact_set_id,
+        b.runtime_profile,
+        b.deployment_config,
     )
     return views.candidate(state)
 
 
 async def list_candidates(call: Call) -> object:
-    states: dict[str, CandidateState] = await service(call).aggregates.all(Aggregate.CANDIDATE)
+    states: dict[str, CandidateState] = await promotion(call).aggregates.all(Aggregate.CANDIDATE)
     return [views.candidate(s) for s in states.values()]
 
 
 async def show_candidate(call: Call) -> object:
-    return views.candidate(await service(call)._candidate(call.path["candidate_id"]))
+    return views.candidate(await promotion(call).candidate(call.path["candidate_id"]))
 
 
 async def run_probe(call: Call) -> object:
     b: RunProbe = call.body
-    state = await service(call).probe(
-        call.path["candidate_id"], b.lab_approval_id, b.node_id, b.accelerator_id
+    state = await candidates.probe(
+        promotion(call), call.path["candidate_id"], b.lab_approval_id, b.node_id, b.accelerator_id
     )
     return views.candidate(state)
 
 
 async def approve_lab(call: Call) -> object:
     b: LabApproval = call.body
-    svc = service(call)
-    expires = svc.now + timedelta(seconds=b.expires_in_s)
-    return views.approval(await svc.approve_lab(b.candidate_id, tuple(b.node_ids), expires))
+    p = promotion(call)
+    expires = p.now + timedelta(seconds=b.expires_in_s)
+    return views.approval(await approvals.approve_lab(p, b.candidate_id, tuple(b.node_ids), expires))
 
 
 async def approve_production(call: Call) -> object:
     b: ProductionApproval = call.body
-    state = await service(call).approve_production(
-        b.candidate_id, probe_id=b.probe_id, review=b.supply_chain_review
+    state = await approvals.approve_production(
+        promotion(call), b.candidate_id, probe_id=b.probe_id, review=b.supply_chain_review
     )
     return views.approval(state)
 
 
 async def list_approvals(call: Call) -> object:
-    states: dict[str, ApprovalState] = await service(call).aggregates.all(Aggregate.APPROVAL)
+    states: dict[str, ApprovalState] = await promotion(call).aggregates.all(Aggregate.APPROVAL)
     return [views.approval(s) for s in states.values()]
 
 
 async def show_approval(call: Call) -> object:
-    return views.approval(await service(call)._approval(call.path["approval_id"]))
+    return views.approval(await promotion(call).approval(call.path["approval_id"]))
 
 
 async def revoke_approval(call: Call) -> object:
     body: Reason = call.body
-    return views.approval(await service(call).revoke(call.path["approval_id"], body.reason))
+    return views.approval(await approvals.revoke(promotion(call), call.path["approval_id"], body.reason))
 
 
 async def promote(call: Call) -> object:
     b: Promote = call.body
-    deployment, created, reindex = await service(call).promote(b.candidate_id, b.approval_id)
+    deployment, created, reindex = await rollout.promote(promotion(call), b.candidate_id, b.approval_id)
     return views.deployment(deployment, created=created, reindex_required=reindex)
 
 
 async def list_deployments(call: Call) -> object:
-    states: list[DeploymentState] = await service(call).deployments()
+    states: list[DeploymentState] = await promotion(call).deployments()
     return [views.deployment(s) for s in states]
 
 
 async def show_deployment(call: Call) -> object:
-    return views.deployment(await service(call)._deployment(call.path["deployment_id"]))
+    return views.deployment(await promotion(call).deployment(call.path["deployment_id"]))
 
 
 async def create_experiment(call: Call) -> object:
     from gateway.promotion.operations import Operations
 
     b: CreateExperiment = call.body
-    svc = service(call)
-    state = await svc.create_experiment(b.candidate_id, b.lab_approval_id, b.route)
+    p = promotion(call)
+    state = await rollout.create_experiment(p, b.candidate_id, b.lab_approval_id, b.route)
     if b.activate and not state.active and not state.draining:
-        state = await Operations(svc).set_experiment_active(state.deployment_id, True)
+        state = await Operations(p).set_experiment_active(state.deployment_id, True)
     return views.deployment(state)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from gateway.admin.endpoint import Call, Endpoint
-from gateway.admin.pipeline import service
+from gateway.admin.pipeline import promotion
 from gateway.admin.reads import INTEGRATIONS_SQL, percentile, read_model, requests_from_log
 from gateway.clients.service import ClientService
 from gateway.promotion.aggregates import Aggregates
@@ -63,7 +63,7 @@ def _view(state: ProjectState) -> dict[str, Any]:
 
 
 async def _run(call: Call, project_id: str, command: ProjectCommand) -> object:
-    aggregates: Aggregates = service(call).aggregates
+    aggregates: Aggregates = promotion(call).aggregates
     await aggregates.execute(A.PROJECT, project_id, decide_project, command)
     state = await aggregates.get(A.PROJECT, project_id)
     if state is None:
@@ -78,7 +78,7 @@ async def register(call: Call) -> object:
 
 
 async def list_projects(call: Call) -> object:
-    states: dict[str, ProjectState] = await service(call).aggregates.all(A.PROJECT)
+    states: dict[str, ProjectState] = await promotion(call).aggregates.all(A.PROJECT)
     return [_view(s) for s in states.values()]
 
 
@@ -95,7 +95,7 @@ async def bind_client(call: Call) -> object:
 
 async def record_fit(call: Call) -> object:
     b: FitEvidence = call.body
-    deployment = await service(call).aggregates.get(A.DEPLOYMENT, b.deployment_id)
+    deployment = await promotion(call).aggregates.get(A.DEPLOYMENT, b.deployment_id)
     return await _run(call, call.path["project_id"], RecordFit(b, deployment))
 
 
@@ -137,7 +137,7 @@ async def integrations(call: Call) -> object:
     if model is not None:
         await model.fresh(call.edge.ctx.store.last_sequence)
         return await model.query(INTEGRATIONS_SQL)
-    projects: dict[str, ProjectState] = await service(call).aggregates.all(A.PROJECT)
+    projects: dict[str, ProjectState] = await promotion(call).aggregates.all(A.PROJECT)
     history = await requests_from_log(call.edge.ctx.client, 1_000_000, None)
     out = []
     for project in projects.values():

@@ -1,5 +1,6 @@
 """The command side's access to aggregates: load and fold, decide and append with the loaded
-version (retrying on a conflict), and fold every aggregate of a type (admin scale)."""
+version (retrying on a conflict), create one under a derived identity, and fold every aggregate
+of a type (admin scale)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,16 @@ class Aggregates:
             self.last_sequence = max(self.last_sequence, version)
             return events, version
         raise ServingError("STATE_CONFLICT", f"{aggregate.value} {aggregate_id!r} kept changing; try again")
+
+    async def create(self, aggregate: Aggregate, aggregate_id: str, events: list[Event]) -> None:
+        """Start an aggregate whose identity is derived from what it is (a config, a route)."""
+        try:
+            version = await self.store.append(
+                aggregate, aggregate_id, events, ExpectedVersion.NO_STREAM, actor=self.actor
+            )
+        except ConcurrencyConflict:
+            return  # the same identity was created concurrently: it exists, which is what was asked
+        self.last_sequence = max(self.last_sequence, version)
 
     async def all(self, aggregate: Aggregate) -> dict[str, Any]:
         """Every aggregate of a type, folded, in first-appearance order."""

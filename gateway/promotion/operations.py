@@ -7,10 +7,11 @@ from __future__ import annotations
 import msgspec
 
 from gateway.promotion import commands as cmd
+from gateway.promotion.approvals import refresh_staleness
+from gateway.promotion.context import PromotionContext
 from gateway.promotion.decide import decide_node
 from gateway.promotion.deploy import decide_deployment
 from gateway.promotion.model import DeploymentState
-from gateway.promotion.service import PromotionService
 from gateway.promotion.waiting import next_event
 from gateway.scheduler import SchedulerPolicy
 from gateway.serving.jobs import publish_job
@@ -28,10 +29,10 @@ _POLICY_FIELDS = {k for k in SchedulerPolicy.__struct_fields__ if k != "revision
 
 
 class Operations:
-    def __init__(self, service: PromotionService) -> None:
-        self.service = service
-        self.ctx = service.ctx
-        self.aggregates = service.aggregates
+    def __init__(self, promotion: PromotionContext) -> None:
+        self.promotion = promotion
+        self.ctx = promotion.ctx
+        self.aggregates = promotion.aggregates
 
     def active_requests(self, deployment_id: str) -> int:
         return sum(
@@ -50,26 +51,26 @@ class Operations:
         """Stop routing, unload what is resident, mark drained. Returns (deployment, reclaimed)."""
         command = cmd.DrainDeployment(deployment_id, self.active_requests(deployment_id), reason)
         await self.aggregates.execute(A.DEPLOYMENT, deployment_id, decide_deployment, command)
-        await self.service.settle()
+        await self.promotion.settle()
         reclaimed = 0
         held = self.residence(deployment_id)
         if held is not None:
             node_id, accelerator_id = held
             drain = DrainJob(
                 job_id=new_id(), node_id=node_id, deployment_id=deployment_id,
-                accelerator_id=accelerator_id, requested_by=str(self.service.actor),
+                accelerator_id=accelerator_id, requested_by=str(self.promotion.actor),
             )  # fmt: skip
             await publish_job(self.ctx, drain, "drain")
             reclaimed = await self._unload(node_id, accelerator_id, deployment_id, "drain")
         await self.aggregates.execute(
             A.DEPLOYMENT, deployment_id, decide_deployment, cmd.CompleteDrain(deployment_id)
         )
-        await self.service.settle()
-        return await self.service._deployment(deployment_id), reclaimed
+        await self.promotion.settle()
+        return await self.promotion.deployment(deployment_id), reclaimed
 
     async def unload(self, deployment_id: str) -> tuple[bool, int]:
         """(was resident, reclaimed bytes)."""
-        await self.service._deployment(deployment_id)
+        await self.promotion.deployment(deployment_id)
         busy = self.active_requests(deployment_id)
         if busy:
             raise ServingError(
@@ -84,7 +85,7 @@ class Operations:
         _, version = await self.ctx.store.load(A.ACCELERATOR, accelerator_id)
         job = UnloadJob(
             job_id=new_id(), node_id=node_id, deployment_id=deployment_id, accelerator_id=accelerator_id,
-            requested_by=str(self.service.actor), reason=reason,
+            requested_by=str(self.promotion.actor), reason=reason,
         )  # fmt: skip
         await publish_job(self.ctx, job, "unload")
         outcome, sequence = await next_event(
@@ -96,7 +97,7 @@ class Operations:
                 isinstance(e, s.ResidencyUnloaded | s.ResidencyUnloadFailed)
                 and e.deployment_id == deployment_id
             ),
-            self.service.job_timeout_s,
+            self.promotion.job_timeout_s,
             "unload outcome",
         )
         await self.ctx.live.wait_applied(sequence, timeout=10.0)
@@ -109,8 +110,8 @@ class Operations:
         await self.aggregates.execute(
             A.DEPLOYMENT, deployment_id, decide_deployment, cmd.ChangeResidency(deployment_id, policy)
         )
-        await self.service.settle()
-        return await self.service._deployment(deployment_id)
+        await self.promotion.settle()
+        return await self.promotion.deployment(deployment_id)
 
     async def set_experiment_active(
         self, deployment_id: str, active: bool, reason: str = ""
@@ -119,13 +120,13 @@ class Operations:
             raise ServingError("EXPERIMENT_NOT_FOUND", f"no experiment {deployment_id!r}", "deployment_id")
         command = cmd.SetExperimentActive(deployment_id, active, reason)
         await self.aggregates.execute(A.DEPLOYMENT, deployment_id, decide_deployment, command)
-        await self.service.settle()
-        return await self.service._deployment(deployment_id)
+        await self.promotion.settle()
+        return await self.promotion.deployment(deployment_id)
 
     async def node(self, command: cmd.NodeCommand) -> None:
         await self.aggregates.execute(A.NODE, command.node_id, decide_node, command)
-        await self.service.refresh_staleness()
-        await self.service.settle()
+        await refresh_staleness(self.promotion)
+        await self.promotion.settle()
 
     async def revise_policy(self, settings: dict[str, float]) -> c.SchedulerPolicyRevised | None:
         unknown = sorted(set(settings) - _POLICY_FIELDS)
@@ -146,6 +147,6 @@ class Operations:
             return [c.SchedulerPolicyRevised(revision=(state.revision if state else 0) + 1, settings=merged)]
 
         events, _ = await self.aggregates.execute(A.SCHEDULER_POLICY, POLICY_ID, decide, settings)
-        await self.service.settle()
+        await self.promotion.settle()
         revised = events[0] if events else None
         return revised if isinstance(revised, c.SchedulerPolicyRevised) else None
