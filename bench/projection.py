@@ -17,6 +17,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import psycopg
 
@@ -30,6 +31,36 @@ from projections import projector, source
 from projections.replay import replay
 from projections.scenario import control_plane, traffic
 from streams.envelope import SYSTEM
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+class Cpu(NamedTuple):
+    python: float
+    postgres: float
+    nats: float
+
+
+def _proc_cpu(pid: int, reaped: bool) -> tuple[float, int]:
+    """(CPU seconds of `pid`, plus its reaped children's if `reaped`; its parent pid)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0, 0
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
+    return ticks / _TICK, int(fields[1])
+
+
+def cpu(postgres_pid: int, nats_pid: int) -> Cpu:
+    """CPU seconds so far: this process; PostgreSQL's postmaster, its live and its exited backends."""
+    pg = _proc_cpu(postgres_pid, True)[0]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            seconds, parent = _proc_cpu(int(entry), False)
+            if parent == postgres_pid:
+                pg += seconds
+    return Cpu(time.process_time(), pg, _proc_cpu(nats_pid, True)[0])
 
 
 def build(count: int) -> list[tuple[str, bytes, dict[str, str]]]:
@@ -103,11 +134,12 @@ async def main(count: int) -> None:
                 " causation_id text, headers json, payload json, decoded boolean, unknown_reason text,"
                 " PRIMARY KEY (stream, seq))"
             )
-            t = time.perf_counter()
+            t, before = time.perf_counter(), cpu(pg.pid, nats.pid)
             for start in range(0, len(lines), 20_000):
                 async with db.transaction(), db.cursor().copy("COPY raw_copy FROM STDIN") as copy:
                     await copy.write("\n".join(lines[start : start + 20_000]) + "\n")
             raw_rate = len(lines) / (time.perf_counter() - t)
+            raw_cpu = _spent(before, cpu(pg.pid, nats.pid), len(lines))
         del lines
 
         stop = asyncio.Event()
@@ -117,19 +149,27 @@ async def main(count: int) -> None:
             if all(done.get(s, 0) >= q for s, q in want.items()):
                 stop.set()
 
-        t = time.perf_counter()
+        t, before = time.perf_counter(), cpu(pg.pid, nats.pid)
         await projector.run(pg.url, nats.url, stop=stop, on_batch=seen, telemetry=False)
         projector_s = time.perf_counter() - t
+        projector_cpu = _spent(before, cpu(pg.pid, nats.pid), total)
 
+        before = cpu(pg.pid, nats.pid)
         result = await replay(pg.url, nats.url, verify=True, progress=True)
+        replay_cpu = _spent(before, cpu(pg.pid, nats.pid), result.events)
         print()
-        print(f"{'path':<12}{'events/s':>12}{'seconds':>10}{'vs raw COPY':>14}")
-        for name, rate, seconds in (
-            ("raw COPY", raw_rate, count / raw_rate),
-            ("projector", total / projector_s, projector_s),
-            ("replay", result.events / result.seconds, result.seconds),
+        print(
+            f"{'path':<12}{'events/s':>12}{'seconds':>10}{'vs raw COPY':>14}   CPU us/event: python postgres nats"
+        )
+        for name, rate, seconds, spent in (
+            ("raw COPY", raw_rate, count / raw_rate, raw_cpu),
+            ("projector", total / projector_s, projector_s, projector_cpu),
+            ("replay", result.events / result.seconds, result.seconds, replay_cpu),
         ):
-            print(f"{name:<12}{rate:>12,.0f}{seconds:>10.1f}{rate / raw_rate:>14.2f}")
+            print(
+                f"{name:<12}{rate:>12,.0f}{seconds:>10.1f}{rate / raw_rate:>14.2f}"
+                f"{spent.python:>24.1f}{spent.postgres:>9.1f}{spent.nats:>5.1f}"
+            )
         print(
             f"replay digest {result.digest} ({'= live' if result.live_digest == result.digest else 'DIFFERS from live'})"
         )
@@ -137,6 +177,10 @@ async def main(count: int) -> None:
         await conn.close()
         stop_postgres(pg)
         stop_pid(nats.pid)
+
+
+def _spent(before: Cpu, after: Cpu, events: int) -> Cpu:
+    return Cpu(*((b - a) * 1e6 / max(events, 1) for a, b in zip(before, after, strict=True)))
 
 
 if __name__ == "__main__":

@@ -188,17 +188,20 @@ async def replay(
         finally:
             bar.close()
         await conn.execute("RESET synchronous_commit")  # durable again (this flushes the replay's WAL too)
-        tables = await digest.table_digests(conn, schema)
-        result = Replayed(
-            schema,
-            expected,
-            digest.combine(tables),
-            tables,
-            sum(expected.values()),
-            time.perf_counter() - started,
-        )
+        # a second connection shares out the digests' hashing (PostgreSQL runs one core per query)
+        helper = await psycopg.AsyncConnection.connect(database_url, autocommit=True, prepare_threshold=None)
+        async with helper:
+            tables = await digest.table_digests(conn, schema, [helper])
+            result = Replayed(
+                schema,
+                expected,
+                digest.combine(tables),
+                tables,
+                sum(expected.values()),
+                time.perf_counter() - started,
+            )
+            live_tables = await digest.table_digests(conn, live, [helper]) if verify else {}
         if verify:
-            live_tables = await digest.table_digests(conn, live)
             result.live_digest = digest.combine(live_tables)
             for table in sorted(set(tables) | set(live_tables)):
                 if tables.get(table) != live_tables.get(table):

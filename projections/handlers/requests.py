@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from msgspec.structs import asdict
+
 from projections.handlers.ops import Op, up
 from streams.events import requests as r
 from streams.events.base import Event
 
-LATENCY_FIELDS = r.LatencyBreakdown.__struct_fields__
-
 
 def _latency(latency: r.LatencyBreakdown) -> dict[str, Any]:
-    return {name: getattr(latency, name) for name in LATENCY_FIELDS}
+    return asdict(latency)  # every field is a column of the same name
 
 
 def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
