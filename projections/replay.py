@@ -105,12 +105,14 @@ async def _apply_stream(
     try:
         async for chunk in reading:
             cut = False
-            for delivery in chunk:
-                if until_ns is not None and delivery.stored_ns > until_ns:
-                    cut = True
-                    break
-                deliveries.append(delivery)
-                last_ns = delivery.stored_ns
+            if until_ns is not None:  # up to the first message stored after the cut
+                for index, delivery in enumerate(chunk):
+                    if delivery.stored_ns > until_ns:
+                        chunk, cut = chunk[:index], True
+                        break
+            if chunk:
+                deliveries += chunk
+                last_ns = chunk[-1].stored_ns
             if len(deliveries) >= batch or (cut and deliveries):
                 bar.update(await pipeline.submit([(stream, deliveries)]))
                 deliveries = []

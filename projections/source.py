@@ -16,13 +16,15 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import unquote, urlparse
+
+import msgspec
 
 from eventstore.connection import nats_url
 
 
-class Delivery(NamedTuple):
+class Delivery(msgspec.Struct, gc=False):  # a Struct: built per message, 3x cheaper than a NamedTuple
     seq: int  # stream sequence
     subject: str
     headers: bytes  # the raw header block ("NATS/1.0\r\nName: value\r\n...")

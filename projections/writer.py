@@ -126,8 +126,6 @@ class Writer:
     def __init__(self, conn: Conn, schema: str, catalog: Catalog, notify: bool = True) -> None:
         self.conn, self.schema, self.catalog, self.notify = conn, schema, catalog, notify
         self._statements: dict[tuple[str, tuple[str, ...], tuple[str, ...]], sql.Composed] = {}
-        # a row's columns in fold order -> its signature (sorted): sorting once per shape, not per row
-        self._signatures: dict[_Signature, _Signature] = {}
 
     async def read_checkpoints(self) -> dict[str, int]:
         cur = await self.conn.execute(
@@ -212,17 +210,15 @@ class Writer:
         self, table: str, rows: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, int]]]
     ) -> list[tuple[sql.Composed, list[Any]]]:
         keys = self.catalog.keys[table]
-        signatures = self._signatures
+        # Rows group by their columns in fold order: the same set in another order is one more
+        # statement in the rare batch that has both, instead of a sort per row in every batch.
         groups: dict[_Signature, list[dict[str, Any]]] = {}
         for key, (sets, adds) in rows.items():
-            seen = (tuple(sets), tuple(adds))
-            signature = signatures.get(seen)
-            if signature is None:
-                signature = signatures[seen] = (tuple(sorted(sets)), tuple(sorted(adds)))
             row = dict(zip(keys, key, strict=True))
             row.update(sets)
             if adds:
                 row.update(adds)
+            signature = (tuple(sets), tuple(adds))
             group = groups.get(signature)
             if group is None:
                 groups[signature] = [row]

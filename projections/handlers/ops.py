@@ -8,10 +8,12 @@ batch writes each touched row once and the result does not depend on where batch
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
+
+import msgspec
 
 
-class Op(NamedTuple):
+class Op(msgspec.Struct, gc=False):  # a Struct: built per row touched, 3x cheaper than a NamedTuple
     table: str
     key: tuple[Any, ...]
     set: dict[str, Any]
