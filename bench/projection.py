@@ -108,8 +108,8 @@ async def main(count: int) -> None:
 
         # raw COPY: the audit rows themselves, into a bare table shaped like mf.audit_log (json
         # headers and payload, primary key only), one COPY per 20k rows
+        from projections.audit import audit_line
         from projections.facts import fact_from
-        from projections.writer import audit_line
 
         lines = [
             audit_line(

@@ -8,11 +8,11 @@ from typing import Any
 import msgspec
 
 from gateway.scheduler import DEFAULT_POLICY
+from projections.audit import audit_line
 from projections.facts import Fact
 from projections.handlers import Op, Pending, ops_for
 from projections.migrate import migrations
 from projections.source import Delivery, _ack_facts, parse_headers
-from projections.writer import audit_line
 from streams.events import CATALOGUE
 from streams.events import control as c
 from tests.catalogue_samples import sample
