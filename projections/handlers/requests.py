@@ -9,7 +9,7 @@ from typing import Any
 
 from msgspec.structs import asdict
 
-from projections.handlers.ops import Op, up
+from projections.handlers.ops import Op, new, up
 from streams.events import requests as r
 from streams.events.base import Event
 
@@ -22,7 +22,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
     match event:
         case r.RequestAccepted():
             return [
-                up(
+                new(
                     "requests",
                     (event.request_id,),
                     client_id=event.client_id,
