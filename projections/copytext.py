@@ -4,7 +4,8 @@ A value reads back exactly as the same value sent in the upserts' JSON would: te
 as their shortest repr (a non-finite float is JSON null, so NULL here too), booleans as
 true/false (which a text column also gets from JSON), json/jsonb columns as the JSON encoding.
 Fields are joined first and checked for COPY's special characters once per row; the row is
-escaped field by field only when one is present (rare: ids, codes and timestamps hold none).
+escaped field by field only when one is present (rare: ids, codes and timestamps hold none), and
+the field count is checked there too (a row of a table without json columns is formatted inline).
 """
 
 from __future__ import annotations
@@ -56,9 +57,13 @@ def _escape(field: str) -> str:
 def copy_text(rows: Iterable[Iterable[Any]], fields: Sequence[Field]) -> str:
     """COPY text of `rows` (values in column order); raises NotCopyable."""
     tabs = len(fields) - 1
+    plain = all(f is scalar for f in fields)  # no json columns: text values need no call at all
     lines = []
     for row in rows:
-        values = [f(v) for f, v in zip(fields, row, strict=True)]
+        if plain:
+            values = [v if v.__class__ is str else scalar(v) for v in row]
+        else:
+            values = [f(v) for f, v in zip(fields, row, strict=True)]
         line = "\t".join(values)
         if line.count("\t") != tabs or "\\" in line or "\n" in line or "\r" in line:
             line = "\t".join(map(_escape, values))
