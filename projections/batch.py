@@ -2,9 +2,7 @@
 
 Rows: the batch's ops are folded per row (see handlers.ops), then each table gets one
 `INSERT .. SELECT FROM json_populate_recordset(rows) ON CONFLICT DO UPDATE` per column signature;
-rows the batch creates get one COPY per signature instead (projections.copytext: a third of the
-database's work), with that upsert as the fallback should one exist after all. The audit log gets
-every fact as a line of COPY text. `projections.writer` commits the result.
+the audit log gets every fact as a line of COPY text. `projections.writer` commits the result.
 """
 
 from __future__ import annotations
@@ -18,15 +16,13 @@ import psycopg
 from psycopg import sql
 
 from projections.audit import audit_line
-from projections.copytext import Field, NotCopyable, copy_text, fields_for
 from projections.facts import Fact, tolerated
 from projections.handlers import Op, Pending, ops_for
 from streams.codec import UnknownEvent
 
 Conn = psycopg.AsyncConnection[Any]
 _json = msgspec.json.Encoder()
-_Signature = tuple[tuple[str, ...], tuple[str, ...], bool]  # (set columns, add columns, created)
-_Rows = dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, int]]]
+_Signature = tuple[tuple[str, ...], tuple[str, ...]]  # (set columns, add columns)
 
 
 class ProjectionHalted(Exception):
@@ -104,30 +100,15 @@ def halt_reason(fact: Fact) -> ProjectionHalted:
 
 
 @dataclass
-class Copy:
-    """Rows the batch creates, as COPY text; `upsert` (statement, rows) applies them should one exist."""
-
-    statement: sql.Composed
-    text: str
-    upsert: sql.Composed
-    rows: list[dict[str, Any]]
-
-    def upsert_params(self) -> list[Any]:
-        return [_json.encode(self.rows).decode()]
-
-
-@dataclass
 class Prepared:
     """A batch made ready for the database (pure CPU work, see `Preparer.prepare`): the usable
     facts, the checkpoint each stream reaches with them, their audit rows as COPY text, one
-    (statement, [rows as JSON]) per upsert, the created rows' COPYs, and the halt to raise once the
-    usable prefix is applied."""
+    (statement, [rows as JSON]) per upsert, and the halt to raise once the usable prefix is applied."""
 
     facts: Sequence[Fact]
     positions: dict[str, int]
     copy_text: str
     upserts: list[tuple[sql.Composed, list[Any]]] = field(default_factory=list)
-    copies: list[Copy] = field(default_factory=list)
     halt: ProjectionHalted | None = None
 
 
@@ -137,18 +118,18 @@ class Preparer:
     def __init__(self, schema: str, catalog: Catalog) -> None:
         self.schema, self.catalog = schema, catalog
         self._statements: dict[tuple[str, tuple[str, ...], tuple[str, ...]], sql.Composed] = {}
-        self._copies: dict[tuple[str, tuple[str, ...]], tuple[sql.Composed, list[Field]]] = {}
 
     def prepare(self, facts: Sequence[Fact]) -> Prepared:
         pending, lines, usable = plan(facts)
-        batch = Prepared(facts[:usable], {}, "\n".join(lines) + "\n" if lines else "")
-        for table, rows in pending.tables.items():
-            self._writes(batch, table, rows, pending.created.get(table, set()))
-        batch.halt = halt_reason(facts[usable]) if usable < len(facts) else None
-        batch.positions = {fact.stream: fact.seq for fact in batch.facts}
-        return batch
+        upserts = [item for table, rows in pending.tables.items() for item in self._upserts(table, rows)]
+        halt = halt_reason(facts[usable]) if usable < len(facts) else None
+        copy_text = "\n".join(lines) + "\n" if lines else ""
+        positions = {fact.stream: fact.seq for fact in facts[:usable]}
+        return Prepared(facts[:usable], positions, copy_text, upserts, halt)
 
-    def _writes(self, batch: Prepared, table: str, rows: _Rows, created: set[tuple[Any, ...]]) -> None:
+    def _upserts(
+        self, table: str, rows: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, int]]]
+    ) -> list[tuple[sql.Composed, list[Any]]]:
         keys = self.catalog.keys[table]
         # Rows group by their columns in fold order: the same set in another order is one more
         # statement in the rare batch that has both, instead of a sort per row in every batch.
@@ -158,37 +139,16 @@ class Preparer:
             row.update(sets)
             if adds:
                 row.update(adds)
-            signature = (tuple(sets), tuple(adds), key in created)
+            signature = (tuple(sets), tuple(adds))
             group = groups.get(signature)
             if group is None:
                 groups[signature] = [row]
             else:
                 group.append(row)
-        for (set_cols, add_cols, new), group in groups.items():
-            upsert = self._statement(table, keys, set_cols, add_cols)
-            if new:
-                columns = (*keys, *set_cols, *add_cols)
-                statement, fields = self._copy(table, columns)
-                try:
-                    text = copy_text([row.values() for row in group], fields)
-                except (NotCopyable, ValueError):  # e.g. a value of a type COPY text cannot carry
-                    pass
-                else:
-                    batch.copies.append(Copy(statement, text, upsert, group))
-                    continue
-            batch.upserts.append((upsert, [_json.encode(group).decode()]))
-
-    def _copy(self, table: str, columns: tuple[str, ...]) -> tuple[sql.Composed, list[Field]]:
-        found = self._copies.get((table, columns))
-        if found is None:
-            types = self.catalog.columns[table]
-            statement = sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
-                sql.Identifier(self.schema),
-                sql.Identifier(table),
-                sql.SQL(", ").join(map(sql.Identifier, columns)),
-            )
-            found = self._copies[(table, columns)] = (statement, fields_for([types[c] for c in columns]))
-        return found
+        return [
+            (self._statement(table, keys, set_cols, add_cols), [_json.encode(group).decode()])
+            for (set_cols, add_cols), group in groups.items()
+        ]
 
     def _statement(
         self, table: str, keys: tuple[str, ...], set_cols: tuple[str, ...], add_cols: tuple[str, ...]

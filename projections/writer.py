@@ -90,12 +90,6 @@ class Writer:
                     await copy.write(batch.copy_text)
             for statement, arrays in batch.upserts:
                 await self.conn.execute(statement, arrays)
-            for rows in batch.copies:
-                try:
-                    async with self.conn.transaction(), self.conn.cursor().copy(rows.statement) as copy:
-                        await copy.write(rows.text)  # (a savepoint: undone alone if a row exists)
-                except psycopg.errors.UniqueViolation:
-                    await self.conn.execute(rows.upsert, rows.upsert_params())
             for stream, seq in new.items():
                 if seq != expected.get(stream, 0):
                     await self.conn.execute(
@@ -110,6 +104,3 @@ class Writer:
                             "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{self.schema}:{stream}:{seq}")
                         )
         return new
-
-
-__all__ = ["NOTIFY_CHANNEL", "Catalog", "CheckpointMoved", "Prepared", "ProjectionHalted", "Writer"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from projections.handlers import control, requests, serving
-from projections.handlers.ops import Op, Pending, new, up
+from projections.handlers.ops import Op, Pending, up
 from streams.events.base import Event
 
 Area = Callable[[Event, int, str | None], list[Op] | None]
@@ -32,4 +32,4 @@ def ops_for(event: Event, seq: int, at: str | None) -> list[Op]:
     raise NoHandler(f"no projection handler for {type(event).__name__}")
 
 
-__all__ = ["NoHandler", "Op", "Pending", "new", "ops_for", "up"]
+__all__ = ["NoHandler", "Op", "Pending", "ops_for", "up"]

@@ -8,7 +8,7 @@ load marks the model layer unhealthy with the failure as detail; an unload keeps
 from __future__ import annotations
 
 from projections.handlers.control import iso
-from projections.handlers.ops import Op, new, up
+from projections.handlers.ops import Op, up
 from streams.events import serving as s
 from streams.events.base import Event
 
@@ -17,7 +17,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
     match event:
         case s.LeaseGranted():
             return [
-                new(
+                up(
                     "leases",
                     (event.lease_id,),
                     accelerator_id=event.accelerator_id,
@@ -30,7 +30,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     state="active",
                     granted_at=at,
                 ),
-                new(
+                up(
                     "placements",
                     (seq,),
                     accelerator_id=event.accelerator_id,
@@ -203,7 +203,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     state="planned",
                     planned_at=at,
                 ),
-                new(
+                up(
                     "placements",
                     (seq,),
                     accelerator_id=event.accelerator_id,
@@ -239,7 +239,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
             ]
         case s.PlacementRejected():
             return [
-                new(
+                up(
                     "placements",
                     (seq,),
                     accelerator_id=event.accelerator_id,

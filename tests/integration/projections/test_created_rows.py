@@ -1,5 +1,5 @@
-"""Rows a batch creates go in by COPY; one that exists after all (an event creating it again in a
-later batch) falls back to the upsert: the rows equal one event per batch's."""
+"""An event creating a row that exists already (the same request accepted again in a later batch)
+updates it: the rows do not depend on where batches are cut."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import msgspec
 import psycopg
 
 from projections import digest
+from projections.batch import Catalog
 from projections.facts import Fact
 from projections.migrate import migrate
-from projections.writer import Catalog, Writer
+from projections.writer import Writer
 from streams.events import requests as r
 
 from .test_read_model import accepted
@@ -30,7 +31,7 @@ def facts() -> list[Fact]:
     ]
 
 
-async def test_an_existing_row_created_again_falls_back_to_the_upsert(fresh_database: str) -> None:
+async def test_a_row_created_again_is_updated_whatever_the_batch_size(fresh_database: str) -> None:
     async with await psycopg.AsyncConnection.connect(fresh_database, autocommit=True) as conn:
         digests = []
         for schema, size in (("one", 1), ("two", 2), ("five", 5)):
