@@ -30,8 +30,7 @@ class GatewayReplica:
 
     async def close(self) -> None:
         ctx = self.edge.ctx
-        self.stop.set()
-        await ctx.live.notify()
+        self.stop.set()  # the upkeep loop wakes on it
         await self.upkeep
         await ctx.settle()
         await ctx.live.stop()

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg import sql
 
-from projections.writer import Catalog
+from projections.batch import Catalog
 
 EXCLUDED_TABLES = frozenset({"schema_migrations", "telemetry"})
 EXCLUDED_COLUMNS = frozenset({"projected_at"})

@@ -14,9 +14,10 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
+from projections.batch import Prepared
 from projections.facts import fact_from
 from projections.source import Delivery
-from projections.writer import Prepared, Writer
+from projections.writer import Writer
 
 INLINE_MAX = 256  # small (live, idle-time) batches are prepared inline: no thread hop on the latency path
 

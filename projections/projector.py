@@ -19,9 +19,10 @@ from typing import Any
 import psycopg
 
 from projections import source
+from projections.batch import Catalog, ProjectionHalted
 from projections.migrate import LIVE_SCHEMA, check_schema, lock_key, migrate
 from projections.pipeline import Chunk, Pipeline
-from projections.writer import Catalog, CheckpointMoved, ProjectionHalted, Writer
+from projections.writer import CheckpointMoved, Writer
 from streams import subjects
 
 log = logging.getLogger("modelforge.projector")

@@ -21,11 +21,12 @@ import psycopg
 from psycopg import sql
 
 from projections import digest, source
+from projections.batch import Catalog
 from projections.digest import TableDigest
 from projections.migrate import LIVE_SCHEMA, check_schema, migrate
 from projections.pipeline import Pipeline
 from projections.progress import Progress
-from projections.writer import Catalog, Writer
+from projections.writer import Writer
 from streams import subjects
 
 BATCH = 20_000

@@ -9,7 +9,7 @@ from typing import Any
 
 from msgspec.structs import asdict
 
-from projections.handlers.ops import Op, new, up
+from projections.handlers.ops import Op, up
 from streams.events import requests as r
 from streams.events.base import Event
 
@@ -18,66 +18,62 @@ def _latency(latency: r.LatencyBreakdown) -> dict[str, Any]:
     return asdict(latency)  # every field is a column of the same name
 
 
+_RequestEvent = r.RequestAccepted | r.RequestCompleted | r.RequestFailed | r.RequestRejected
+
+
+def _request(event: _RequestEvent, status: str, **columns: Any) -> list[Op]:
+    """The request's row: every request event names its client and capability and sets a status."""
+    row = up(
+        "requests",
+        (event.request_id,),
+        client_id=event.client_id,
+        capability=event.capability,
+        status=status,
+        **columns,
+    )
+    return [row]
+
+
 def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
     match event:
         case r.RequestAccepted():
-            return [
-                new(
-                    "requests",
-                    (event.request_id,),
-                    client_id=event.client_id,
-                    capability=event.capability,
-                    status="accepted",
-                    input_sha256=event.input_sha256,
-                    shape_bucket=event.shape_bucket,
-                    items=event.items,
-                    accepted_at=at,
-                )
-            ]
+            return _request(
+                event,
+                "accepted",
+                input_sha256=event.input_sha256,
+                shape_bucket=event.shape_bucket,
+                items=event.items,
+                accepted_at=at,
+            )
         case r.RequestCompleted():
-            return [
-                up(
-                    "requests",
-                    (event.request_id,),
-                    client_id=event.client_id,
-                    capability=event.capability,
-                    status="completed",
-                    deployment_id=event.deployment_id,
-                    node_id=event.node_id,
-                    accelerator_id=event.accelerator_id,
-                    cold=event.cold,
-                    usage_items=event.usage.items,
-                    usage_input_tokens=event.usage.input_tokens,
-                    finished_at=at,
-                    **_latency(event.latency),
-                )
-            ]
+            return _request(
+                event,
+                "completed",
+                deployment_id=event.deployment_id,
+                node_id=event.node_id,
+                accelerator_id=event.accelerator_id,
+                cold=event.cold,
+                usage_items=event.usage.items,
+                usage_input_tokens=event.usage.input_tokens,
+                finished_at=at,
+                **_latency(event.latency),
+            )
         case r.RequestFailed():
-            return [
-                up(
-                    "requests",
-                    (event.request_id,),
-                    client_id=event.client_id,
-                    capability=event.capability,
-                    status="failed",
-                    code=event.code,
-                    http_status=event.http_status,
-                    deployment_id=event.deployment_id or None,
-                    finished_at=at,
-                    **_latency(event.latency),
-                )
-            ]
+            return _request(
+                event,
+                "failed",
+                code=event.code,
+                http_status=event.http_status,
+                deployment_id=event.deployment_id or None,
+                finished_at=at,
+                **_latency(event.latency),
+            )
         case r.RequestRejected():
-            return [
-                up(
-                    "requests",
-                    (event.request_id,),
-                    client_id=event.client_id,
-                    capability=event.capability,
-                    status="rejected",
-                    code=event.code,
-                    http_status=event.http_status,
-                    finished_at=at,
-                )
-            ]
+            return _request(
+                event,
+                "rejected",
+                code=event.code,
+                http_status=event.http_status,
+                finished_at=at,
+            )
     return None
