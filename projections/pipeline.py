@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Sequence
 
 from projections.batch import Prepared
@@ -20,6 +21,10 @@ from projections.source import Delivery
 from projections.writer import Writer
 
 INLINE_MAX = 256  # small (live, idle-time) batches are prepared inline: no thread hop on the latency path
+# While the worker thread prepares, the event loop needs the GIL back at once each time the
+# database answers; CPython's default 5 ms switch interval made the commit wait on the preparing
+# thread (measured: the wait after a 11k-event prepare fell from 50-220 ms to 10-90 ms at 0.5 ms).
+LOOP_SWITCH_S = 0.0005
 
 Chunk = tuple[str, Sequence[Delivery]]
 
@@ -30,6 +35,8 @@ def prepare(writer: Writer, chunks: Sequence[Chunk]) -> Prepared:
 
 class Pipeline:
     def __init__(self, writer: Writer, expected: dict[str, int]) -> None:
+        if sys.getswitchinterval() > LOOP_SWITCH_S:
+            sys.setswitchinterval(LOOP_SWITCH_S)
         self.writer = writer
         self.expected = dict(expected)  # checkpoints after the last commit that finished
         self.committing: asyncio.Task[dict[str, int]] | None = None

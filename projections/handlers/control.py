@@ -3,16 +3,9 @@ clients (never a key or a key hash), projects and the scheduler policy."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from projections.handlers.ops import Op, up
 from streams.events import control as c
 from streams.events.base import Event
-
-
-def iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
 
 # Scheduler-policy settings the read model keeps as columns (the rest stay in `settings`).
 POLICY_COLUMNS = ("safety_reserve_min_bytes", "safety_reserve_fraction", "telemetry_fresh_seconds")
@@ -256,7 +249,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     kind="lab",
                     candidate_id=event.candidate_id,
                     node_ids=event.node_ids,
-                    expires_at=iso(event.expires_at),
+                    expires_at=event.expires_at,
                     status="active",
                     approved_at=at,
                     updated_at=at,
@@ -333,7 +326,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     client_id=event.client_id,
                     key_prefix=event.key_prefix,
                     state="active",
-                    expires_at=iso(event.expires_at),
+                    expires_at=event.expires_at,
                     issued_at=at,
                     updated_at=at,
                 )
@@ -345,7 +338,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     (event.old_credential_id,),
                     client_id=event.client_id,
                     state="rotated" if event.grace_until else "replaced",
-                    grace_until=iso(event.grace_until),
+                    grace_until=event.grace_until,
                     replaced_by=event.new_credential_id,
                     updated_at=at,
                 ),
@@ -355,7 +348,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     client_id=event.client_id,
                     key_prefix=event.key_prefix,
                     state="active",
-                    expires_at=iso(event.expires_at),
+                    expires_at=event.expires_at,
                     issued_at=at,
                     updated_at=at,
                 ),

@@ -9,29 +9,29 @@ from typing import Any
 
 from msgspec.structs import asdict
 
-from projections.handlers.ops import Op, up
+from projections.handlers.ops import Op
 from streams.events import requests as r
 from streams.events.base import Event
-
-
-def _latency(latency: r.LatencyBreakdown) -> dict[str, Any]:
-    return asdict(latency)  # every field is a column of the same name
-
 
 _RequestEvent = r.RequestAccepted | r.RequestCompleted | r.RequestFailed | r.RequestRejected
 
 
-def _request(event: _RequestEvent, status: str, **columns: Any) -> list[Op]:
-    """The request's row: every request event names its client and capability and sets a status."""
-    row = up(
-        "requests",
-        (event.request_id,),
-        client_id=event.client_id,
-        capability=event.capability,
-        status=status,
-        **columns,
-    )
-    return [row]
+def _request(event: _RequestEvent, status: str, columns: dict[str, Any]) -> list[Op]:
+    """The request's row: every request event names its client and capability and sets a status.
+
+    `columns` is the handler's own fresh dict (the hottest rows of the projector: one dict per
+    event, no keyword-argument copies)."""
+    columns["client_id"] = event.client_id
+    columns["capability"] = event.capability
+    columns["status"] = status
+    return [Op("requests", (event.request_id,), columns)]
+
+
+def _finished(event: r.RequestCompleted | r.RequestFailed, columns: dict[str, Any]) -> dict[str, Any]:
+    """`columns` plus the latency breakdown: every latency field is a column of the same name."""
+    row = asdict(event.latency)
+    row.update(columns)
+    return row
 
 
 def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
@@ -40,40 +40,48 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
             return _request(
                 event,
                 "accepted",
-                input_sha256=event.input_sha256,
-                shape_bucket=event.shape_bucket,
-                items=event.items,
-                accepted_at=at,
+                {
+                    "input_sha256": event.input_sha256,
+                    "shape_bucket": event.shape_bucket,
+                    "items": event.items,
+                    "accepted_at": at,
+                },
             )
         case r.RequestCompleted():
             return _request(
                 event,
                 "completed",
-                deployment_id=event.deployment_id,
-                node_id=event.node_id,
-                accelerator_id=event.accelerator_id,
-                cold=event.cold,
-                usage_items=event.usage.items,
-                usage_input_tokens=event.usage.input_tokens,
-                finished_at=at,
-                **_latency(event.latency),
+                _finished(
+                    event,
+                    {
+                        "deployment_id": event.deployment_id,
+                        "node_id": event.node_id,
+                        "accelerator_id": event.accelerator_id,
+                        "cold": event.cold,
+                        "usage_items": event.usage.items,
+                        "usage_input_tokens": event.usage.input_tokens,
+                        "finished_at": at,
+                    },
+                ),
             )
         case r.RequestFailed():
             return _request(
                 event,
                 "failed",
-                code=event.code,
-                http_status=event.http_status,
-                deployment_id=event.deployment_id or None,
-                finished_at=at,
-                **_latency(event.latency),
+                _finished(
+                    event,
+                    {
+                        "code": event.code,
+                        "http_status": event.http_status,
+                        "deployment_id": event.deployment_id or None,
+                        "finished_at": at,
+                    },
+                ),
             )
         case r.RequestRejected():
             return _request(
                 event,
                 "rejected",
-                code=event.code,
-                http_status=event.http_status,
-                finished_at=at,
+                {"code": event.code, "http_status": event.http_status, "finished_at": at},
             )
     return None

@@ -7,7 +7,6 @@ load marks the model layer unhealthy with the failure as detail; an unload keeps
 
 from __future__ import annotations
 
-from projections.handlers.control import iso
 from projections.handlers.ops import Op, up
 from streams.events import serving as s
 from streams.events.base import Event
@@ -25,7 +24,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     request_id=event.request_id,
                     client_id=event.client_id,
                     reserved_bytes=event.reserved_bytes,
-                    expires_at=iso(event.expires_at),
+                    expires_at=event.expires_at,
                     decision_fingerprint=event.decision_fingerprint,
                     state="active",
                     granted_at=at,
