@@ -14,6 +14,7 @@ and where the gateway's time goes: the mean of each `latency` stage of a sample 
 the CPU each process spent per request.
 
     .venv/bin/python -m bench.gateway [--seconds 8] [--connections 32 64] [--loadgen auto|wrk|aiohttp]
+                                      [--only latency]   (skip (2) and (3): quick iterations on (1))
 """
 
 from __future__ import annotations
@@ -238,7 +239,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"{os.cpu_count()} CPUs, load average {load_average()} at start; load generator: "
           f"{'wrk (C, 1 thread)' if use_wrk else 'aiohttp child process'}")  # fmt: skip
     rows: list[tuple[str, str, str]] = []
-    for line in placement_lines(args.placement_iterations):
+    latency_only = args.only == "latency"
+    for line in [] if latency_only else placement_lines(args.placement_iterations):
         print(f"  placement: {line}")
         if found := re.match(r"worst case ([\d.]+) µs", line):
             worst = float(found.group(1))
@@ -272,16 +274,16 @@ async def main(args: argparse.Namespace) -> None:
         ):
             cold = await first.json()
         lua = write_wrk_script(home / "post.lua", key.key)
-        print(f"stack up in {home}; first (cold) call {first.status}, {cold['latency']['total_ms']:.0f} ms")
+        assert gateway.process is not None
+        assert agent.process is not None
+        pids = {"gateway": gateway.process.pid, "agent": agent.process.pid, "nats": server.pid}
+        print(f"stack up in {home}; first (cold) call {first.status}, {cold['latency']['total_ms']:.0f} ms; "
+              f"pids {pids} (for py-spy)", flush=True)  # fmt: skip
 
         async def load(connections: int, seconds: float) -> dict[str, Any]:
             if use_wrk:
                 return await run_wrk(url, connections, seconds, lua)
             return await run_aiohttp_child(url, key.key, connections, seconds)
-
-        assert gateway.process is not None
-        assert agent.process is not None
-        pids = {"gateway": gateway.process.pid, "agent": agent.process.pid, "nats": server.pid}
 
         async def measured_load(connections: int, seconds: float) -> tuple[dict[str, Any], dict[str, float]]:
             before = cpu_seconds(pids)
@@ -296,7 +298,8 @@ async def main(args: argparse.Namespace) -> None:
         runtime.load(root / agents.MINILM / "model.onnx", RuntimeOptions())
         run_rows(adapter, runtime, [TEXT] * BATCH)  # warm-up
         await load(1, args.warmup)
-        await load(max(args.connections), args.warmup)
+        if not latency_only:
+            await load(max(args.connections), args.warmup)
 
         # (0) the raw limits, sequential: NATS request–reply, JetStream acked publish, HTTP GET /healthz
         raw_seconds = max(1.0, args.seconds / 3)
@@ -324,12 +327,14 @@ async def main(args: argparse.Namespace) -> None:
         ]  # fmt: skip
 
         # (2) saturated throughput: gateway at N connections vs direct batches of BATCH rows
-        rate, engine_cpu = await asyncio.to_thread(direct_batched_rate, adapter, runtime, args.seconds)
-        runtime.unload()
-        rows.append((f"direct engine, batches of {BATCH}", f"{rate:.1f} seq/s",
-                     f"{engine_cpu:.3f} CPU ms per sequence"))  # fmt: skip
         cpu_by_connections = {1: cpu1}
-        for connections in args.connections:
+        rate, engine_cpu = 0.0, 0.0
+        if not latency_only:
+            rate, engine_cpu = await asyncio.to_thread(direct_batched_rate, adapter, runtime, args.seconds)
+            rows.append((f"direct engine, batches of {BATCH}", f"{rate:.1f} seq/s",
+                         f"{engine_cpu:.3f} CPU ms per sequence"))  # fmt: skip
+        runtime.unload()
+        for connections in [] if latency_only else args.connections:
             result, cpu_by_connections[connections] = await measured_load(connections, args.seconds)
             gw_rate = result["requests"] / result["seconds"]
             rows.append((f"gateway HTTP, {connections} conns", f"{gw_rate:.1f} req/s",
@@ -339,7 +344,7 @@ async def main(args: argparse.Namespace) -> None:
         # where the time goes: server `latency` stages of a sample, sequential and saturated
         samples = {
             c: await run_aiohttp_child(url, key.key, c, args.sample_seconds)
-            for c in (1, max(args.connections))
+            for c in ((1,) if latency_only else (1, max(args.connections)))
         }
         width = max(len(r[0]) for r in rows) + 2
         print(f"\nload average {load_average()} at end; {args.seconds:g} s per measurement\n")
@@ -364,9 +369,10 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  {'all':<10}" + "".join(f"{total:10.3f}" for total in totals))
         cores = os.cpu_count() or 1
         busiest = totals[-1]
-        print(f"  at {busiest:.3f} CPU ms per request, {cores} cores serve at most {cores * 1000 / busiest:.0f} "
-              f"req/s = {cores * 1000 / busiest / rate:.2f} of the direct engine's {rate:.0f} seq/s, "
-              f"whose own CPU is {engine_cpu:.3f} ms per sequence")  # fmt: skip
+        if rate:
+            print(f"  at {busiest:.3f} CPU ms per request, {cores} cores serve at most "
+                  f"{cores * 1000 / busiest:.0f} req/s = {cores * 1000 / busiest / rate:.2f} of the direct "
+                  f"engine's {rate:.0f} seq/s, whose own CPU is {engine_cpu:.3f} ms per sequence")  # fmt: skip
     finally:
         STOP.set()
         gateway.stop()
@@ -387,6 +393,7 @@ if __name__ == "__main__":
     parser.add_argument("--connections", type=int, nargs="+", default=[32, 64])
     parser.add_argument("--loadgen", choices=["auto", "wrk", "aiohttp"], default="auto")
     parser.add_argument("--placement-iterations", type=int, default=20_000)
+    parser.add_argument("--only", choices=["latency"], help="measure the sequential call alone")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     # Clean up on Ctrl-C and SIGTERM, also where SIGINT came in ignored (a background job of a script).
