@@ -57,6 +57,7 @@ class Outgoing(msgspec.Struct):
     subject: str
     data: bytes
     headers: dict[str, str]
+    envelope: Envelope  # what `headers` carry, for a writer that folds its own events once acknowledged
 
 
 def prepare(
@@ -107,7 +108,7 @@ def prepare(
             correlation_id=correlation_ids[index] if correlation_ids is not None else correlation_id,
             causation_id=causation_id,
         )
-        out.append(Outgoing(subject, data, envelope.headers()))
+        out.append(Outgoing(subject, data, envelope.headers(), envelope))
     return out
 
 
@@ -166,7 +167,9 @@ class EventStore:
             actual = _actual_from(exc.description)
             raise ConcurrencyConflict(agg.value, aggregate_id, _show(expected_version), actual) from None
 
-    async def _sequence_of(self, agg: subjects.Aggregate, aggregate_id: str, after: int, event_id: str) -> int:
+    async def _sequence_of(
+        self, agg: subjects.Aggregate, aggregate_id: str, after: int, event_id: str
+    ) -> int:
         records, _ = await reading.load(self.client, agg, aggregate_id, after)
         return next((r.sequence for r in records if r.envelope and r.envelope.event_id == event_id), 0)
 

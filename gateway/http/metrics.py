@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -11,7 +12,9 @@ _BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 250
 @dataclass
 class Metrics:
     requests: Counter[tuple[str, str, int]] = field(default_factory=Counter)  # capability, code, status
-    latency_buckets: Counter[tuple[str, float]] = field(default_factory=Counter)
+    # capability, index of the smallest bound ≥ the latency (len(_BUCKETS_MS): above them all);
+    # the cumulative `le` counts are summed when rendered, not on every request
+    latency_buckets: Counter[tuple[str, int]] = field(default_factory=Counter)
     latency_sum_ms: dict[str, float] = field(default_factory=dict)
     latency_count: Counter[str] = field(default_factory=Counter)
 
@@ -19,9 +22,7 @@ class Metrics:
         self.requests[(capability, code, status)] += 1
         self.latency_sum_ms[capability] = self.latency_sum_ms.get(capability, 0.0) + total_ms
         self.latency_count[capability] += 1
-        for bound in _BUCKETS_MS:
-            if total_ms <= bound:
-                self.latency_buckets[(capability, bound)] += 1
+        self.latency_buckets[(capability, bisect_left(_BUCKETS_MS, total_ms))] += 1
 
     def render(self, gauges: dict[str, float]) -> str:
         lines = ["# TYPE modelforge_requests_total counter"]
@@ -31,8 +32,9 @@ class Metrics:
             )
         lines.append("# TYPE modelforge_request_latency_ms histogram")
         for capability in sorted(self.latency_count):
-            for bound in _BUCKETS_MS:
-                n = self.latency_buckets[(capability, bound)]
+            n = 0
+            for index, bound in enumerate(_BUCKETS_MS):
+                n += self.latency_buckets[(capability, index)]
                 lines.append(
                     f'modelforge_request_latency_ms_bucket{{capability="{capability}",le="{bound}"}} {n}'
                 )

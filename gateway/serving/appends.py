@@ -20,14 +20,14 @@ import msgspec
 
 from eventstore.errors import ConcurrencyConflict
 from eventstore.records import RecordedEvent
-from eventstore.store import ExpectedVersion
+from eventstore.store import ExpectedVersion, Outgoing, prepare
 from gateway.serving.context import ServingContext
 from streams import subjects
-from streams.envelope import Envelope, new_id, utcnow
 from streams.events.base import Event
 
 log = logging.getLogger("modelforge.gateway.appends")
 MAX_BATCH_EVENTS = 256
+_ACCELERATOR = subjects.Aggregate.ACCELERATOR
 
 
 class _Staged(msgspec.Struct):
@@ -68,13 +68,11 @@ async def _write(ctx: ServingContext, accelerator_id: str) -> None:
         correlations = [item.correlation_id for item in batch for _ in item.events]
         expected = ctx.live.versions.get(accelerator_id, 0)
         try:
-            version = await ctx.store.append(
-                subjects.Aggregate.ACCELERATOR,
-                accelerator_id,
-                events,
-                expected or ExpectedVersion.NO_STREAM,
-                actor=ctx.actor,
-                correlation_ids=correlations,
+            outgoing = prepare(
+                events, _ACCELERATOR, accelerator_id, ctx.actor, None, None, correlation_ids=correlations
+            )
+            version = await ctx.store.append_prepared(
+                _ACCELERATOR, accelerator_id, outgoing, expected or ExpectedVersion.NO_STREAM
             )
         except Exception as exc:  # a conflict, or the store failing: everything staged was decided on sand
             failed = batch + queue[:]
@@ -87,7 +85,7 @@ async def _write(ctx: ServingContext, accelerator_id: str) -> None:
                 log.warning("append to %s failed: %r", accelerator_id, exc)
             await ctx.live.notify()
             continue
-        _confirm(ctx, accelerator_id, events, correlations, version, expected)
+        _confirm(ctx, accelerator_id, events, outgoing, version, expected)
         for item in batch:
             item.done.set_result(version)
         await ctx.live.notify()
@@ -97,25 +95,16 @@ def _confirm(
     ctx: ServingContext,
     accelerator_id: str,
     events: list[Event],
-    correlations: list[str | None],
+    outgoing: list[Outgoing],
     version: int,
     expected: int,
 ) -> None:
-    """Fold the acknowledged events into the confirmed state (the view already shows them)."""
-    at, first = utcnow(), version - len(events) + 1
-    for offset, (event, correlation) in enumerate(zip(events, correlations, strict=True)):
-        envelope = Envelope(
-            event_id=new_id(),
-            event_type=type(event).event_type(),
-            schema_version=type(event).schema_version,
-            aggregate_type=subjects.Aggregate.ACCELERATOR.value,
-            aggregate_id=accelerator_id,
-            occurred_at=at,
-            actor=ctx.actor,
-            correlation_id=correlation,
-        )
+    """Fold the acknowledged events into the confirmed state (the view already shows them), each
+    with the envelope it was stored with."""
+    first = version - len(events) + 1
+    for offset, (event, sent) in enumerate(zip(events, outgoing, strict=True)):
         ctx.live.apply_own(
-            RecordedEvent(first + offset, "", envelope, event),
+            RecordedEvent(first + offset, sent.subject, sent.envelope, event),
             expected if offset == 0 else first + offset - 1,
         )
     ctx.live.unstage(accelerator_id, len(events))

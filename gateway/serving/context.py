@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from nats.aio.client import Client
@@ -42,6 +43,6 @@ class ServingContext:
         for event in self.waiting:
             event.set()
 
-    @property
-    def actor(self) -> Actor:
+    @cached_property
+    def actor(self) -> Actor:  # every event this gateway writes names it: built once
         return Actor(ActorKind.GATEWAY, self.gateway_id)

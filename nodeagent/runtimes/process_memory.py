@@ -6,16 +6,23 @@ import ctypes
 import ctypes.util
 import os
 import resource
-from pathlib import Path
 
-_STATM = Path("/proc/self/statm")
+_STATM = "/proc/self/statm"
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
 def process_rss_bytes() -> int:
-    """Resident set size of this process now (Linux /proc; elsewhere the lifetime peak)."""
+    """Resident set size of this process now (Linux /proc; elsewhere the lifetime peak).
+
+    Sampled after every runtime call, on the request's path: plain descriptor reads cost a fifth
+    of a text-mode file object's open, decode and close."""
     try:
-        resident_pages = int(_STATM.read_text().split()[1])
-        return resident_pages * os.sysconf("SC_PAGE_SIZE")
+        fd = os.open(_STATM, os.O_RDONLY)
+        try:
+            resident_pages = int(os.read(fd, 256).split()[1])
+        finally:
+            os.close(fd)
+        return resident_pages * _PAGE_BYTES
     except (OSError, IndexError, ValueError):
         # ru_maxrss is a peak, in KiB on Linux; better than nothing where /proc is absent.
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

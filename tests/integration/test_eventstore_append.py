@@ -34,6 +34,18 @@ async def test_create_then_load_returns_the_event_and_its_version(store: EventSt
     assert [r.event for r in records] == [created(cid)]
 
 
+async def test_prepared_envelopes_are_the_ones_stored(store: EventStore) -> None:
+    # A writer folds its own acknowledged events with these envelopes instead of reading them back.
+    cid = new_id()
+    outgoing = prepare(
+        [created(cid), ClientDisabled(client_id=cid)], Aggregate.CLIENT, cid, SYSTEM, "c-1", None
+    )
+    await store.append_prepared(Aggregate.CLIENT, cid, outgoing, ExpectedVersion.NO_STREAM)
+    records, _ = await store.load(Aggregate.CLIENT, cid)
+    assert [r.envelope for r in records] == [o.envelope for o in outgoing]
+    assert [r.subject for r in records] == [o.subject for o in outgoing]
+
+
 async def test_creating_an_existing_aggregate_conflicts(store: EventStore) -> None:
     cid = new_id()
     version = await store.append(Aggregate.CLIENT, cid, [created(cid)], ExpectedVersion.NO_STREAM)
