@@ -16,7 +16,6 @@ than either what we last saw or what we know we placed.
 from __future__ import annotations
 
 import enum
-from operator import attrgetter
 
 import msgspec
 
@@ -49,11 +48,14 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
 
 _KNOWN = Attribution.KNOWN
 _UNKNOWN = Attribution.UNKNOWN
-_MEASURED = attrgetter("measured_bytes")
 
 
+# Conditional expressions rather than ``max``: on CPython 3.11 a ``max``/``min`` call costs ~0.13 µs,
+# ten times the comparison, and placement sizes and accounts several accelerators per decision.
 def safety_reserve(total_bytes: int, policy: SchedulerPolicy) -> int:
-    return max(policy.safety_reserve_min_bytes, int(total_bytes * policy.safety_reserve_fraction))
+    share = int(total_bytes * policy.safety_reserve_fraction)
+    floor = policy.safety_reserve_min_bytes
+    return floor if floor >= share else share
 
 
 def telemetry_fresh(state: AcceleratorState, policy: SchedulerPolicy, now: float) -> bool:
@@ -66,8 +68,11 @@ def telemetry_fresh(state: AcceleratorState, policy: SchedulerPolicy, now: float
 
 def account(state: AcceleratorState, policy: SchedulerPolicy, now: float) -> Budget:
     """The budget of ``state`` at ``now`` under ``policy``."""
-    # One pass each, no intermediate lists: placement accounts every eligible accelerator per decision.
-    resident = sum(map(_MEASURED, state.residents))
+    # Plain loops, no intermediate lists: placement accounts every eligible accelerator per decision,
+    # and a loop's attribute reads are cheaper than ``sum(map(attrgetter(...)))`` (~25 vs ~55 ns each).
+    resident = 0
+    for item in state.residents:
+        resident += item.measured_bytes
     reserved = materialised = 0
     for lease in state.leases:
         held = lease.reserved_bytes
@@ -81,7 +86,9 @@ def account(state: AcceleratorState, policy: SchedulerPolicy, now: float) -> Bud
     external = seen - attributed if seen > attributed else 0
     committed = (seen if seen > attributed else attributed) + outstanding
     total = state.total_bytes
-    reserve = max(policy.safety_reserve_min_bytes, int(total * policy.safety_reserve_fraction))
+    # safety_reserve() and telemetry_fresh() inline: each call would cost about as much again.
+    share = int(total * policy.safety_reserve_fraction)
+    reserve = policy.safety_reserve_min_bytes if policy.safety_reserve_min_bytes >= share else share
     observed_at = state.observed_at
     fresh = (
         observed is not None
@@ -107,13 +114,16 @@ def account(state: AcceleratorState, policy: SchedulerPolicy, now: float) -> Bud
 
 
 def cold_load_margin(peak_bytes: int, policy: SchedulerPolicy) -> int:
-    return policy.runtime_margin_bytes + max(
-        policy.cold_load_margin_min_bytes, int(peak_bytes * policy.cold_load_margin_fraction)
-    )
+    share = int(peak_bytes * policy.cold_load_margin_fraction)
+    floor = policy.cold_load_margin_min_bytes
+    return policy.runtime_margin_bytes + (floor if floor >= share else share)
 
 
 def required_bytes(envelope: ModelEnvelope, resident: bool, policy: SchedulerPolicy) -> int:
     """Bytes a request needs: the execution floor when warm, the whole envelope when cold."""
     if resident:
-        return max(envelope.request_floor_bytes, policy.request_execution_floor_bytes)
-    return max(envelope.required_bytes, envelope.peak_bytes + cold_load_margin(envelope.peak_bytes, policy))
+        own, floor = envelope.request_floor_bytes, policy.request_execution_floor_bytes
+        return own if own >= floor else floor
+    measured = envelope.required_bytes
+    sized = envelope.peak_bytes + cold_load_margin(envelope.peak_bytes, policy)
+    return measured if measured >= sized else sized
