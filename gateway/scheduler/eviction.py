@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from operator import attrgetter
 
 from gateway.scheduler.state import AcceleratorState, Channel, ResidencyState, Resident
 
@@ -46,16 +45,15 @@ def is_evictable(resident: Resident, busy: frozenset[str], requester: Channel) -
     )
 
 
-# Channel values sort "lab" < "production", so this C-level key is exactly the documented order.
-_EVICTION_KEY = attrgetter("channel", "last_used_at", "reload_cost_ms", "deployment_id")
+# Channel values sort "lab" < "production", so the channel leads the key as is.
 assert Channel.LAB < Channel.PRODUCTION
 
 
 def eviction_order(resident: Resident) -> tuple[Channel, float, float, str]:
     """Sort key, cheapest eviction first: lab before production, least recently used, cheapest
     to reload; the deployment id breaks ties."""
-    key: tuple[Channel, float, float, str] = _EVICTION_KEY(resident)
-    return key
+    # Plain attribute reads: quicker than an ``attrgetter`` of four names on 3.11.
+    return (resident.channel, resident.last_used_at, resident.reload_cost_ms, resident.deployment_id)
 
 
 def eviction_candidates(
@@ -81,7 +79,7 @@ def eviction_candidates(
         and item.deployment_id not in busy
         and (not skip or item not in skip)
     ]
-    candidates.sort(key=_EVICTION_KEY)
+    candidates.sort(key=eviction_order)
     return candidates
 
 
@@ -99,7 +97,7 @@ def choose_evictions(
         return ()
     chosen: list[Resident] = []
     freed = 0
-    for resident in candidates if ordered else sorted(candidates, key=_EVICTION_KEY):
+    for resident in candidates if ordered else sorted(candidates, key=eviction_order):
         if resident.measured_bytes <= 0:
             continue
         chosen.append(resident)
@@ -147,38 +145,12 @@ def eviction_cost_floor(
     - count: ``forced`` plus one;
     - headroom: a one-victim plan frees at least its smallest possible victim.
 
-    It scans a superset of the candidates (leases are not checked), which only lowers the bound.
-    ``None`` (no bound: plan it) when nothing more needs evicting, or when a reload cost is
-    negative or NaN, where sums are not monotonic.
+    It scans a superset of the candidates (leases are not checked), which only lowers the bound:
+    lab residents first, the others only when lab ones cannot cover ``deficit`` (usually they can).
+    ``None`` (no bound: plan it) when nothing more needs evicting, or when a reload cost the bound
+    rests on is negative or NaN, where sums are not monotonic.
     """
     if deficit <= 0:
-        return None
-    production = requester is _PRODUCTION
-    loaded = _LOADED
-    lab = _LAB
-    lab_bytes = 0
-    lab_size = any_size = 0  # 0: none seen yet (only positive sizes count)
-    lab_reload = any_reload = math.inf
-    for item in state.residents:
-        if item.active_leases or item.pinned or item.always_warm or item.state is not loaded:
-            continue
-        size = item.measured_bytes
-        channel = item.channel
-        if size > 0 and (production or channel is lab) and item.deployment_id != exclude:
-            cost = item.reload_cost_ms
-            if not cost >= 0.0:
-                return None
-            if cost < any_reload:
-                any_reload = cost
-            if not any_size or size < any_size:
-                any_size = size
-            if channel is lab:
-                lab_bytes += size
-                if cost < lab_reload:
-                    lab_reload = cost
-                if not lab_size or size < lab_size:
-                    lab_size = size
-    if not any_size:
         return None
     victims = 0
     reload_ms = 0.0
@@ -187,11 +159,43 @@ def eviction_cost_floor(
             return None
         victims += resident.channel is _PRODUCTION
         reload_ms += resident.reload_cost_ms
-    if lab_bytes >= deficit:
-        smallest, cheapest = lab_size, lab_reload
-    else:
-        victims, smallest, cheapest = victims + 1, any_size, any_reload
-    return (victims, reload_ms + cheapest, len(forced) + 1), max(0, smallest - deficit)
+    extremes = _idle_extremes(state, exclude, lab_only=True)
+    if extremes is not None and extremes[0] < deficit:
+        victims += 1
+        if requester is _PRODUCTION:
+            extremes = _idle_extremes(state, exclude, lab_only=False)
+    if extremes is None or not extremes[1]:
+        return None
+    _, smallest, cheapest = extremes
+    return (victims, reload_ms + cheapest, len(forced) + 1), smallest - deficit if smallest > deficit else 0
+
+
+def _idle_extremes(state: AcceleratorState, exclude: str, lab_only: bool) -> tuple[int, int, float] | None:
+    """Bytes together, the smallest size (0: none) and the cheapest reload of the residents an
+    eviction plan on ``state`` could hold (lab ones only, if ``lab_only``): loaded, idle by count,
+    not pinned nor always-warm, not ``exclude``, of positive size.  ``None`` when one's reload
+    cost is negative or NaN."""
+    loaded = _LOADED
+    lab = _LAB
+    total = smallest = 0
+    cheapest = math.inf
+    for item in state.residents:
+        if lab_only and item.channel is not lab:  # first: the lab-only pass passes over most
+            continue
+        if item.active_leases or item.pinned or item.always_warm or item.state is not loaded:
+            continue
+        size = item.measured_bytes
+        if size <= 0 or item.deployment_id == exclude:
+            continue
+        cost = item.reload_cost_ms
+        if not cost >= 0.0:
+            return None
+        total += size
+        if cost < cheapest:
+            cheapest = cost
+        if not smallest or size < smallest:
+            smallest = size
+    return total, smallest, cheapest
 
 
 def in_cooldown(state: AcceleratorState, cooldown_seconds: float, now: float) -> bool:
