@@ -4,6 +4,10 @@ The inputs are put in canonical order (accelerators by id — their residents an
 already in id order, see ``AcceleratorState`` — and co-residency pairs with their members
 sorted), encoded once with msgpack in deterministic mode, and hashed
 with sha256.  Same inputs, same fingerprint — across processes and replays.
+
+The policy, the envelope, the request and each accelerator go in as the tuple of all their
+fields (``msgspec.structs.astuple``), not as maps: the same values without a field name each,
+a quarter fewer bytes to encode and hash (~2.7 KB for 4 accelerators of 8 residents).
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from gateway.scheduler.decision import CoResidencyPair, PlacementRequest
 from gateway.scheduler.policy import SchedulerPolicy
 from gateway.scheduler.state import AcceleratorState, ModelEnvelope
 
-FINGERPRINT_VERSION = 1
+FINGERPRINT_VERSION = 2  # 2: structs as arrays of their fields (1: as maps)
 
 by_accelerator_id = attrgetter("accelerator_id")
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
+_fields = msgspec.structs.astuple
 
 
 CanonicalPair = tuple[str, str, str]
@@ -61,11 +66,11 @@ def ordered_fingerprint(
     form (placement does both once, for more than the fingerprint)."""
     payload = (
         FINGERPRINT_VERSION,
-        policy,
-        envelope,
-        request,
+        _fields(policy),
+        _fields(envelope),
+        _fields(request),
         now,
-        ordered,
+        [_fields(state) for state in ordered],
         sorted(pairs),
     )
     return hashlib.sha256(_encoder.encode(payload)).hexdigest()
