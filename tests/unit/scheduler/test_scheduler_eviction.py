@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 from sched_builders import gib, gpu, lease, resident
 
 from gateway.scheduler import Channel, ResidencyState, choose_evictions, eviction_order
-from gateway.scheduler.eviction import eviction_candidates
+from gateway.scheduler.eviction import eviction_candidates, eviction_cost_floor
 
 LAB, PROD = Channel.LAB, Channel.PRODUCTION
 
@@ -80,3 +82,16 @@ def test_candidates_come_cheapest_first() -> None:
     ordered = eviction_candidates(gpu(residents=residents), PROD)
     assert ids(ordered) == ["l-old-quick", "l-old-slow", "l-new", "p-old"]
     assert ordered == sorted(residents, key=eviction_order)
+
+
+def test_the_cost_floor_reads_production_residents_only_when_lab_ones_cannot_cover() -> None:
+    state = gpu(
+        residents=(
+            resident("lab", 4, channel=LAB, reload_cost_ms=300.0),
+            resident("prod", 8, channel=PROD, reload_cost_ms=math.nan),
+        )
+    )
+    # lab alone can free 3 GiB: at best one lab victim, whatever production costs to reload
+    assert eviction_cost_floor(state, PROD, "new-model", (), gib(3)) == ((0, 300.0, 1), gib(1))
+    # 6 GiB takes a production victim too, and a NaN reload cost bounds nothing
+    assert eviction_cost_floor(state, PROD, "new-model", (), gib(6)) is None
