@@ -47,8 +47,7 @@ async def gate_facts(
         return empty, None
     probe = candidate.probe(probe_id if probe_id is not None else candidate.lab_ready_probe)
     arts = await p.aggregates.get(A.ARTIFACT_SET, candidate.artifact_set_id)
-    node_id = probe.node_id if probe else arts.node_id if arts else ""
-    node, node_online = await p.node_if_named(node_id)
+    node, node_online = await p.node_judged(probe, arts)
     facts = GateFacts(
         candidate=candidate,
         probe=probe,

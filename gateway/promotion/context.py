@@ -17,6 +17,7 @@ from gateway.promotion.model import (
     CandidateState,
     DeploymentState,
     NodeState,
+    ProbeRecord,
 )
 from gateway.serving.context import ServingContext
 from streams.codes import ServingError
@@ -48,8 +49,12 @@ class PromotionContext:
             raise ServingError("NO_ELIGIBLE_NODE", f"no node {node_id!r}", "node_id", http_status=404)
         return node
 
-    async def node_if_named(self, node_id: str) -> tuple[NodeState | None, bool]:
-        """(the node, online now) for facts a gate judges: an unnamed or unknown node is none."""
+    async def node_judged(
+        self, probe: ProbeRecord | None, arts: ArtifactSetState | None
+    ) -> tuple[NodeState | None, bool]:
+        """(the node, online now) for facts a gate judges: the probe's node, else the node that
+        verified the artifact set; an unnamed or unknown node is none."""
+        node_id = probe.node_id if probe else arts.node_id if arts else ""
         node: NodeState | None = await self.aggregates.get(A.NODE, node_id) if node_id else None
         return node, bool(node and self.ctx.live.node_live(node.node_id))
 

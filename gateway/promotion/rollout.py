@@ -73,8 +73,7 @@ async def create_experiment(
         for probe in (candidate.probes.values() if candidate else ())
         if probe.lab_approval_id == lab_approval_id
     ]
-    node_id = probes[-1].node_id if probes else arts.node_id if arts else ""
-    node, node_online = await p.node_if_named(node_id)
+    node, node_online = await p.node_judged(probes[-1] if probes else None, arts)
     facts = ExperimentFacts(
         route=route,
         candidate=candidate,
