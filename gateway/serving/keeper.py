@@ -26,10 +26,6 @@ from streams.messages import UnloadJob
 
 log = logging.getLogger("modelforge.gateway.upkeep")
 IDLE_WAIT_S = 60.0  # nothing scheduled: look again after this long anyway
-# Every served request changes the view twice (lease granted, released). Upkeep acts on timers of
-# seconds, so the changes of this long are folded into one round instead of a round per event,
-# which took CPU from the requests (and the engine) it ran beside.
-ROUND_GAP_S = 0.05
 
 
 async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
@@ -59,8 +55,6 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(min(wait, IDLE_WAIT_S)):
                 await changed.wait()
-        if not stop.is_set():
-            await asyncio.sleep(ROUND_GAP_S)
     live.listeners.remove(changed.set)
     stop_waiting.cancel()
 
