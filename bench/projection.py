@@ -4,7 +4,8 @@ Starts its own nats-server and PostgreSQL in a temporary folder, publishes N syn
 the hot-path mix (projections.scenario: per request RequestAccepted, LeaseGranted, LeaseReleased,
 RequestCompleted, plus failures, rejections and pressure changes), then measures, in one run:
   raw COPY   - the audit rows of those events COPYed into a bare table (the database's limit)
-  projector  - catch-up from checkpoint 0 to the end, every table and the audit log, exactly once
+  projector  - `modelforge projector` catching up from checkpoint 0 to the end, every table and the
+               audit log, exactly once (CPU: the projector's processes with this one's)
   replay     - the same events rebuilt into a fresh schema, with its digest
     .venv/bin/python -m bench.projection [--events 1000000]
 """
@@ -15,6 +16,9 @@ import argparse
 import asyncio
 import gc
 import os
+import resource
+import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,9 +32,10 @@ from eventstore.store import prepare
 from modelforge.devstack.nats_server import start_nats
 from modelforge.devstack.postgres import start_postgres, stop_postgres
 from modelforge.devstack.processes import stop_pid
-from projections import projector, source
+from projections import source
 from projections.replay import replay
 from projections.scenario import control_plane, traffic
+from projections.wait import ProjectionWaiter
 from streams.envelope import SYSTEM
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -54,14 +59,39 @@ def _proc_cpu(pid: int, reaped: bool) -> tuple[float, int]:
 
 
 def cpu(postgres_pid: int, nats_pid: int) -> Cpu:
-    """CPU seconds so far: this process; PostgreSQL's postmaster, its live and its exited backends."""
+    """CPU seconds so far: this process and its exited children (the projector and its workers);
+    PostgreSQL's postmaster, its live and its exited backends."""
     pg = _proc_cpu(postgres_pid, True)[0]
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             seconds, parent = _proc_cpu(int(entry), False)
             if parent == postgres_pid:
                 pg += seconds
-    return Cpu(time.process_time(), pg, _proc_cpu(nats_pid, True)[0])
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    python = time.process_time() + children.ru_utime + children.ru_stime
+    return Cpu(python, pg, _proc_cpu(nats_pid, True)[0])
+
+
+async def run_projector(database_url: str, nats_url: str, want: dict[str, int]) -> None:
+    """`modelforge projector` as operators run it (one worker process per stream), from checkpoint 0
+    until it has applied `want`; process start-up included."""
+    waiter = await ProjectionWaiter.open(database_url)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "modelforge.cli",
+        "projector",
+        "--no-telemetry",
+        env={**os.environ, "DATABASE_URL": database_url, "NATS_URL": nats_url},
+    )
+    try:
+        for stream, seq in want.items():
+            if not await waiter.wait(seq, stream, timeout=3600):
+                raise SystemExit(f"the projector did not reach {stream} {seq} within an hour")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await process.wait()
+        await waiter.close()
 
 
 def build(count: int) -> list[tuple[str, bytes, dict[str, str]]]:
@@ -146,15 +176,9 @@ async def main(count: int) -> None:
         del lines, messages
         gc.collect()
 
-        stop = asyncio.Event()
         total = sum(want.values())
-
-        def seen(done: dict[str, int]) -> None:
-            if all(done.get(s, 0) >= q for s, q in want.items()):
-                stop.set()
-
         t, before = time.perf_counter(), cpu(pg.pid, nats.pid)
-        await projector.run(pg.url, nats.url, stop=stop, on_batch=seen, telemetry=False)
+        await run_projector(pg.url, nats.url, want)
         projector_s = time.perf_counter() - t
         projector_cpu = _spent(before, cpu(pg.pid, nats.pid), total)
 

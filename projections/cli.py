@@ -14,6 +14,7 @@ from typing import Any
 
 from eventstore.connection import nats_url
 from projections.migrate import LIVE_SCHEMA
+from streams.subjects import EVENTS_STREAM, PROJECTED_STREAMS
 
 log = logging.getLogger("modelforge.projector")
 
@@ -26,12 +27,20 @@ def database_url() -> str:
 
 
 async def _projector(args: argparse.Namespace) -> int:
-    from projections import projector
+    from projections import projector, supervisor
 
+    if not args.stream:  # the default: one worker process per stream
+        database_url()  # fail here, once, rather than in every worker
+        worker_args = ["--schema", args.schema, "--batch-max", str(args.batch_max)]
+        return await supervisor.supervise(
+            PROJECTED_STREAMS, worker_args + ["--no-telemetry"] * args.no_telemetry
+        )
+    streams = tuple(dict.fromkeys(args.stream))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    watch = asyncio.create_task(supervisor.stop_when_stdin_closes(stop)) if args.supervised else None
     try:
         await projector.run(
             database_url(),
@@ -39,12 +48,17 @@ async def _projector(args: argparse.Namespace) -> int:
             args.schema,
             stop=stop,
             batch_max=args.batch_max,
-            telemetry=not args.no_telemetry,
+            # Telemetry lands in the accelerator rows MF_EVENTS projects: followed by that worker.
+            telemetry=not args.no_telemetry and EVENTS_STREAM in streams,
+            streams=streams,
         )
     except projector.ProjectionHalted as exc:
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if watch is not None:
+            watch.cancel()
     return 0
 
 
@@ -99,6 +113,15 @@ def register(subparsers: Any) -> None:
     projector.add_argument("--schema", default=LIVE_SCHEMA, help="read-model schema (default: mf)")
     projector.add_argument("--batch-max", type=int, default=10_000, help="most events per transaction")
     projector.add_argument("--no-telemetry", action="store_true", help="do not follow MF_TELEMETRY")
+    projector.add_argument(
+        "--stream",
+        action="append",
+        choices=PROJECTED_STREAMS,
+        help="project only this stream, in this process (repeatable); by default each stream gets"
+        " its own worker process",
+    )
+    # Internal: a worker started by the supervisor stops when its stdin (a pipe from it) closes.
+    projector.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
     projector.set_defaults(handler=_cmd_projector)
 
     replay = subparsers.add_parser(

@@ -1,7 +1,10 @@
-"""The projector: MF_EVENTS and MF_REQUESTS into the read model, exactly once, one active instance.
+"""The projector: MF_EVENTS and MF_REQUESTS into the read model, exactly once, one active
+instance per stream.
 
-Start: migrate, then take the projection's advisory lock (a second projector blocks there until
-the first one's session ends, e.g. it dies), then follow both streams from their checkpoints + 1.
+`run` projects the streams it is given (`modelforge projector` runs one worker process per
+stream, see projections.supervisor; the two touch disjoint tables). Start: migrate, then take
+each stream's advisory lock (a second projector blocks there until the first one's session ends,
+e.g. it dies), then follow the streams from their checkpoints + 1.
 Messages are queued as they arrive; the applier takes whatever is queued (up to `batch_max`) as
 one batch and commits rows, audit log and checkpoints in one transaction, so batches grow with
 load and shrink to one event when idle: no timers or sleeps are needed to batch. A lost stream
@@ -26,7 +29,6 @@ from projections.writer import CheckpointMoved, Writer
 from streams import subjects
 
 log = logging.getLogger("modelforge.projector")
-STREAMS = (subjects.EVENTS_STREAM, subjects.REQUESTS_STREAM)
 BATCH_MAX = 10_000
 QUEUE_CHUNKS = 64  # chunks of up to one socket read each: backpressure on the readers
 RETRY_S = 1.0
@@ -49,17 +51,22 @@ async def run(
     batch_max: int = BATCH_MAX,
     telemetry: bool = True,
     on_batch: Callable[[dict[str, int]], None] | None = None,
+    streams: tuple[str, ...] = subjects.PROJECTED_STREAMS,
 ) -> None:
-    """Project until `stop` is set; raises ProjectionHalted on an event it cannot apply."""
+    """Project `streams` until `stop` is set; raises ProjectionHalted on an event it cannot apply."""
     check_schema(schema)
     stop = stop or asyncio.Event()
     conn = await connect(database_url)
     extras: list[asyncio.Task[None]] = []
     try:
         await migrate(conn, schema)
-        log.info("projector for schema %s waiting for the projection lock", schema)
-        await conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (lock_key(schema, "projector"),))
-        log.info("projector for schema %s is the active instance", schema)
+        names = ", ".join(streams)
+        log.info("projector of %s for schema %s waiting for the projection lock", names, schema)
+        for stream in sorted(streams):  # one lock per stream, always taken in the same order
+            await conn.execute(
+                "SELECT pg_advisory_lock(hashtext(%s))", (lock_key(schema, f"projector.{stream}"),)
+            )
+        log.info("projector of %s for schema %s is the active instance", names, schema)
         if telemetry:
             from projections.telemetry import follow_telemetry
 
@@ -68,9 +75,9 @@ async def run(
             extras.append(follower)
         writer = Writer(conn, schema, await Catalog.load(conn, schema))
         while not stop.is_set():
-            checkpoints = await writer.read_checkpoints()
+            checkpoints = await writer.read_checkpoints(streams)
             try:
-                await _follow(writer, checkpoints, nats_urls, stop, batch_max, on_batch)
+                await _follow(writer, checkpoints, nats_urls, stop, batch_max, on_batch, streams)
             except CheckpointMoved as exc:
                 log.warning("checkpoint moved (%s): resuming from the stored checkpoint", exc)
                 writer = Writer(conn, schema, await Catalog.load(conn, schema))
@@ -94,6 +101,7 @@ async def _follow(
     stop: asyncio.Event,
     batch_max: int,
     on_batch: Callable[[dict[str, int]], None] | None,
+    streams: tuple[str, ...],
 ) -> None:
     queue: asyncio.Queue[_Item] = asyncio.Queue(QUEUE_CHUNKS)
 
@@ -106,7 +114,7 @@ async def _follow(
         except BaseException as exc:  # handed to the applier, which raises it
             await queue.put(exc)
 
-    readers = [asyncio.create_task(read(stream)) for stream in STREAMS]
+    readers = [asyncio.create_task(read(stream)) for stream in streams]
     stopping = asyncio.create_task(stop.wait())
     pipeline = Pipeline(writer, checkpoints)
     getting: asyncio.Task[_Item] | None = None
@@ -167,4 +175,4 @@ def _size(item: _Item) -> int:
     return 1 if isinstance(item, BaseException) else len(item[1])
 
 
-__all__ = ["BATCH_MAX", "STREAMS", "ProjectionHalted", "run"]
+__all__ = ["BATCH_MAX", "ProjectionHalted", "run"]

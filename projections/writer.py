@@ -34,9 +34,13 @@ class Writer:
         self.conn, self.schema, self.catalog, self.notify = conn, schema, catalog, notify
         self.prepare = Preparer(schema, catalog).prepare
 
-    async def read_checkpoints(self) -> dict[str, int]:
+    async def read_checkpoints(self, streams: Sequence[str]) -> dict[str, int]:
+        """The stored checkpoints of `streams` (the ones this writer applies; others are not its own)."""
         cur = await self.conn.execute(
-            sql.SQL("SELECT stream, last_seq FROM {}.checkpoints").format(sql.Identifier(self.schema))
+            sql.SQL("SELECT stream, last_seq FROM {}.checkpoints WHERE stream = ANY(%s)").format(
+                sql.Identifier(self.schema)
+            ),
+            (list(streams),),
         )
         rows = await cur.fetchall()
         await self.conn.commit()
@@ -73,8 +77,12 @@ class Writer:
         new = dict(expected)
         new.update(batch.positions)
         async with self.conn.transaction():
+            # Only this writer's streams: a worker projecting another stream commits concurrently.
             cur = await self.conn.execute(
-                sql.SQL("SELECT stream, last_seq FROM {}.checkpoints FOR UPDATE").format(schema)
+                sql.SQL(
+                    "SELECT stream, last_seq FROM {}.checkpoints WHERE stream = ANY(%s) FOR UPDATE"
+                ).format(schema),
+                (list(new),),
             )
             stored = {stream: seq for stream, seq in await cur.fetchall()}
             for stream in new:

@@ -8,9 +8,12 @@ from collections.abc import Iterable
 
 import psycopg
 
-from eventstore.store import EventStore, ExpectedVersion
+from eventstore.store import EventStore, ExpectedVersion, prepare
 from projections import projector
 from projections.scenario import Item
+from streams.envelope import SYSTEM
+from streams.events import control as c
+from streams.subjects import Aggregate
 
 
 async def publish(store: EventStore, items: Iterable[Item], window: int = 200) -> dict[str, int]:
@@ -80,3 +83,10 @@ async def project_until(
         stop.set()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, 10)
+
+
+async def publish_raw(store: EventStore, subject: str, event_type: str, data: bytes) -> int:
+    (out,) = prepare([c.ClientEnabled(client_id="x")], Aggregate.CLIENT, "x", SYSTEM, None, None)
+    headers = {**out.headers, "Mf-Event-Type": event_type}
+    ack = await store.client.jetstream().publish(subject, data, headers=headers)
+    return ack.seq

@@ -1,7 +1,9 @@
-"""Exactly once across SIGKILLs, and one active projector at a time (real subprocesses)."""
+"""Exactly once across SIGKILLs, and one active projector per stream at a time (real subprocesses:
+`modelforge projector` and its one worker process per stream)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -16,9 +18,9 @@ from modelforge.devstack.nats_server import NatsServer
 from projections import digest
 from projections.replay import replay
 from projections.scenario import control_plane, traffic
-from projections.wait import ProjectionWaiter
+from projections.wait import ProjectionWaiter, wait_for_sequence
 
-from .helpers import publish
+from .helpers import publish, publish_raw
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -41,10 +43,19 @@ def spawn_projector(database_url: str, nats_url: str, batch_max: int, log: Path)
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: `crash` kills it with its workers
         )
 
 
-def kill(process: subprocess.Popen[bytes]) -> None:
+def crash(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the projector and its workers at once, as a machine or container dying would."""
+    with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(10)
+
+
+def kill_supervisor(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the supervisor alone: its workers must notice and stop by themselves."""
     process.send_signal(signal.SIGKILL)
     process.wait(10)
 
@@ -65,13 +76,13 @@ async def test_sigkill_at_random_points_neither_loses_nor_repeats_an_event(
             try:
                 assert await waiter.wait(point, "MF_REQUESTS", timeout=60), (tmp_path / "p.log").read_text()
             finally:
-                kill(process)
+                crash(process)
         process = spawn_projector(fresh_database, private_nats.url, 1000, tmp_path / "p.log")
         try:
             assert await waiter.wait(target["MF_EVENTS"], "MF_EVENTS", timeout=60)
             assert await waiter.wait(target["MF_REQUESTS"], "MF_REQUESTS", timeout=60)
         finally:
-            kill(process)
+            crash(process)
     finally:
         await waiter.close()
 
@@ -83,7 +94,7 @@ async def test_sigkill_at_random_points_neither_loses_nor_repeats_an_event(
     assert clean.digest == live
 
 
-async def test_a_second_projector_waits_and_takes_over_when_the_first_dies(
+async def test_a_second_projector_waits_and_takes_over_when_the_first_supervisor_dies(
     private_nats: NatsServer, private_store: EventStore, fresh_database: str, tmp_path: Path
 ) -> None:
     first_part = await publish(private_store, [*control_plane("t1"), *traffic("t1", 200)])
@@ -94,33 +105,70 @@ async def test_a_second_projector_waits_and_takes_over_when_the_first_dies(
         assert await waiter.wait(first_part["MF_REQUESTS"], "MF_REQUESTS", timeout=60)
         second = spawn_projector(fresh_database, private_nats.url, 100, tmp_path / "b.log")
         async with await psycopg.AsyncConnection.connect(fresh_database, autocommit=True) as conn:
-            # The second one blocks on the advisory lock: one granted holder, one waiter.
+            # The second one's workers block on the advisory locks: per stream one holder, one waiter.
             while True:  # wakes on each lock-state read; the wait itself is server-side
                 cur = await conn.execute(
                     "SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted)"
                     " FROM pg_locks WHERE locktype = 'advisory'"
                 )
                 granted, waiting = await cur.fetchone()  # type: ignore[misc]
-                if waiting == 1:
+                if waiting == 2:
                     break
                 assert second.poll() is None, (tmp_path / "b.log").read_text()
                 await waiter.wait(10**12, timeout=0.2)  # a bounded wait for the second to connect
-            assert granted == 1
+            assert granted == 2
         more = await publish(private_store, traffic("t1b", 100))
         assert await waiter.wait(more["MF_REQUESTS"], "MF_REQUESTS", timeout=60)
         assert "active instance" not in (tmp_path / "b.log").read_text()
-        kill(first)
+        kill_supervisor(first)  # its workers see their stdin close and release their locks
         last = await publish(private_store, traffic("t1c", 100))
         assert await waiter.wait(last["MF_REQUESTS"], "MF_REQUESTS", timeout=60), (
             tmp_path / "b.log"
         ).read_text()
         assert await waiter.wait(last["MF_EVENTS"], "MF_EVENTS", timeout=60)
-        assert "active instance" in (tmp_path / "b.log").read_text()
+        assert (tmp_path / "b.log").read_text().count("is the active instance") == 2
     finally:
         await waiter.close()
         for process in (first, second):
-            if process is not None and process.poll() is None:
-                kill(process)
+            if process is not None:
+                crash(process)
     async with await psycopg.AsyncConnection.connect(fresh_database, autocommit=True) as conn:
         live = await digest.digest(conn, "mf")
     assert (await replay(fresh_database, private_nats.url, progress=False)).digest == live
+
+
+def workers_left(process: subprocess.Popen[bytes]) -> bool:
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_sigterm_stops_the_projector_and_its_workers_cleanly(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str, tmp_path: Path
+) -> None:
+    target = await publish(private_store, [*control_plane("s1"), *traffic("s1", 100)])
+    process = spawn_projector(fresh_database, private_nats.url, 100, tmp_path / "p.log")
+    try:
+        assert await wait_for_sequence(fresh_database, target["MF_EVENTS"], "MF_EVENTS", timeout=60)
+        assert await wait_for_sequence(fresh_database, target["MF_REQUESTS"], "MF_REQUESTS", timeout=60)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, (tmp_path / "p.log").read_text()
+        assert not workers_left(process)
+    finally:
+        crash(process)
+
+
+async def test_a_stream_that_halts_stops_every_worker_and_the_projector_exits_2_naming_the_event(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str, tmp_path: Path
+) -> None:
+    await publish(private_store, [*control_plane("h1"), *traffic("h1", 100)])
+    bad = await publish_raw(private_store, "mf.evt.client.h1.ClientDisabled", "ClientDisabled", b'{"nope":1}')
+    process = spawn_projector(fresh_database, private_nats.url, 100, tmp_path / "p.log")
+    try:
+        assert process.wait(60) == 2
+        assert f"MF_EVENTS sequence {bad} (ClientDisabled)" in (tmp_path / "p.log").read_text()
+        assert not workers_left(process)
+    finally:
+        crash(process)

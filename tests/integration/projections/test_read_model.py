@@ -10,20 +10,19 @@ import msgspec
 import psycopg
 import pytest
 
-from eventstore.store import EventStore, ExpectedVersion, prepare
+from eventstore.store import EventStore, ExpectedVersion
 from gateway.scheduler import DEFAULT_POLICY, GIB, AcceleratorState, Lease, ResidencyState, Resident, account
 from modelforge.devstack.nats_server import NatsServer
 from projections import digest, projector
 from projections.migrate import migrate
 from projections.replay import replay
 from projections.wait import ProjectionWaiter, wait_for_sequence
-from streams.envelope import SYSTEM
 from streams.events import control as c
 from streams.events import requests as r
 from streams.events import serving as s
 from streams.subjects import Aggregate
 
-from .helpers import checkpoints, project_until, publish
+from .helpers import checkpoints, project_until, publish, publish_raw
 
 
 async def fetch(url: str, query: str, *params: object) -> list[tuple[object, ...]]:
@@ -91,13 +90,6 @@ async def test_replay_until_a_sequence_or_a_time_gives_the_state_as_of_that_poin
         fresh_database, f"SELECT client_id, enabled FROM {everything.schema}.clients ORDER BY 1"
     )
     assert rows == [("alice", False), ("bob", True)]
-
-
-async def publish_raw(store: EventStore, subject: str, event_type: str, data: bytes) -> int:
-    (out,) = prepare([c.ClientEnabled(client_id="x")], Aggregate.CLIENT, "x", SYSTEM, None, None)
-    headers = {**out.headers, "Mf-Event-Type": event_type}
-    ack = await store.client.jetstream().publish(subject, data, headers=headers)
-    return ack.seq
 
 
 async def test_an_unknown_event_type_is_recorded_and_the_projection_continues(
@@ -346,6 +338,11 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
         first = await migrate(conn, "mf")
         again = await migrate(conn, "mf")
         cur = await conn.execute("SELECT version, name FROM mf.schema_migrations ORDER BY 1")
-        assert await cur.fetchall() == [(1, "read_model"), (2, "views"), (3, "agent_jobs"), (4, "lean_audit_log")]
+        assert await cur.fetchall() == [
+            (1, "read_model"),
+            (2, "views"),
+            (3, "agent_jobs"),
+            (4, "lean_audit_log"),
+        ]
     assert first == [1, 2, 3, 4]
     assert again == []

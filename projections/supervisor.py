@@ -1,0 +1,71 @@
+"""`modelforge projector`: one worker process per stream, so the streams project in parallel.
+
+MF_EVENTS and MF_REQUESTS touch disjoint tables (request rows belong to MF_REQUESTS alone, the
+audit log is keyed by stream), and each stream has its own checkpoint row and advisory lock, so
+each is applied by its own process: one GIL and one PostgreSQL backend each, where one process
+for both was bound by its single GIL (1M events on 2 cores: 34.8k events/s against 27.2k).
+
+The supervisor starts the workers (`modelforge projector --stream S`), forwards SIGINT/SIGTERM,
+and ends when any worker ends, stopping the others, with the first non-zero exit status. Each
+worker's stdin is a pipe from the supervisor and a worker stops when it closes, so workers never
+outlive a supervisor that was killed outright.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Sequence
+
+STOP_GRACE_S = 30.0  # a worker finishing its commit in flight; then it is killed
+
+
+async def supervise(streams: Sequence[str], worker_args: Sequence[str]) -> int:
+    """Run `modelforge projector --stream S --supervised <worker_args>` for each stream."""
+    workers = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "modelforge.cli",
+            "projector",
+            "--stream",
+            stream,
+            "--supervised",
+            *worker_args,
+            stdin=asyncio.subprocess.PIPE,
+        )
+        for stream in streams
+    ]
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    ends = [asyncio.create_task(worker.wait()) for worker in workers]
+    stop_asked = asyncio.create_task(stopping.wait())
+    try:
+        await asyncio.wait([*ends, stop_asked], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop_asked.cancel()
+        for worker in workers:
+            if worker.returncode is None:
+                worker.terminate()
+        for worker, end in zip(workers, ends, strict=True):
+            try:
+                await asyncio.wait_for(asyncio.shield(end), STOP_GRACE_S)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.kill()
+                await end
+    codes = [end.result() for end in ends]
+    return next((code for code in codes if code not in (0, -signal.SIGTERM)), 0)
+
+
+async def stop_when_stdin_closes(stop: asyncio.Event) -> None:
+    """A supervised worker's watch on its supervisor: stdin reaches EOF when the supervisor is gone."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    await reader.read()
+    stop.set()
