@@ -134,12 +134,12 @@ class Preparer:
         # Rows group by their columns in fold order: the same set in another order is one more
         # statement in the rare batch that has both, instead of a sort per row in every batch.
         groups: dict[_Signature, list[dict[str, Any]]] = {}
-        for key, (sets, adds) in rows.items():
-            row = dict(zip(keys, key, strict=True))
-            row.update(sets)
+        for key, (row, adds) in rows.items():
+            signature = (tuple(row), tuple(adds))
+            # The folded `set` dict becomes the row itself (json_populate_recordset reads columns by name).
+            row.update(zip(keys, key, strict=True))
             if adds:
                 row.update(adds)
-            signature = (tuple(sets), tuple(adds))
             group = groups.get(signature)
             if group is None:
                 groups[signature] = [row]

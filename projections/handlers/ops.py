@@ -2,6 +2,7 @@
 
 An `Op` upserts one row by primary key: `set` columns take the given values, `add` columns grow
 by the given amounts (from 0 for a new row); columns not named keep their value (or default).
+Handlers build both dicts afresh for each op, and folding takes them over (no copy per row).
 Folding consecutive ops on one row gives the row a single sequential application would, so a
 batch writes each touched row once and the result does not depend on where batches are cut.
 """
@@ -36,7 +37,7 @@ class Pending:
             rows = self.tables[op.table] = {}
         current = rows.get(op.key)
         if current is None:
-            rows[op.key] = (dict(op.set), dict(op.add) if op.add else {})
+            rows[op.key] = (op.set, op.add or {})
             return
         sets, adds = current
         for column in op.set:

@@ -73,8 +73,8 @@ def apply_folded(batches: list[list[Op]]) -> dict[Any, dict[str, Any]]:
     rows: dict[Any, dict[str, Any]] = {}
     for batch in batches:
         pending = Pending()
-        for op in batch:
-            pending.fold(op)
+        for op in batch:  # folding takes over an op's dicts: each run gets fresh ones, as from handlers
+            pending.fold(Op(op.table, op.key, dict(op.set), dict(op.add) if op.add else None))
         for table, keyed in pending.tables.items():
             for key, (sets, adds) in keyed.items():
                 row = rows.setdefault((table, key), {})
