@@ -113,9 +113,9 @@ class RawNats:
         head = f"PUB {subject} {reply} {len(payload)}" if reply else f"PUB {subject} {len(payload)}"
         self.writer.write(head.encode() + _CRLF + payload + _CRLF)
 
-    async def read_messages(self, timeout: float) -> list[tuple[str, str, bytes, bytes]]:
+    async def read_messages(self, timeout: float) -> list[tuple[str, bytes, bytes, bytes]]:
         """Every complete message now in the socket: (subject, reply, header block, payload)."""
-        out: list[tuple[str, str, bytes, bytes]] = []
+        out: list[tuple[str, bytes, bytes, bytes]] = []
         while not out:
             try:
                 chunk = await asyncio.wait_for(self.reader.read(1 << 20), timeout)
@@ -127,32 +127,29 @@ class RawNats:
             self._parse(out)
         return out
 
-    def _parse(self, out: list[tuple[str, str, bytes, bytes]]) -> None:
-        buf, pos = self.buffer, 0
-        while True:
-            end = buf.find(_CRLF, pos)
-            if end < 0:
-                break
-            line = bytes(buf[pos:end])
-            if line.startswith(b"HMSG") or line.startswith(b"MSG"):
-                parts = line.split()
+    def _parse(self, out: list[tuple[str, bytes, bytes, bytes]]) -> None:
+        # One copy of the buffer per socket read; every field is sliced from it once.
+        data = bytes(self.buffer)
+        find, size, pos = data.find, len(data), 0
+        while (end := find(_CRLF, pos)) >= 0:
+            if data.startswith(b"HMSG ", pos) or data.startswith(b"MSG ", pos):
+                parts = data[pos:end].split()
                 headered = parts[0] == b"HMSG"
-                total = int(parts[-1])
-                hdr_len = int(parts[-2]) if headered else 0
-                reply = parts[3].decode() if len(parts) == (6 if headered else 5) else ""
                 start = end + 2
-                if len(buf) < start + total + 2:
+                stop = start + int(parts[-1])
+                if size < stop + 2:
                     break
-                body = bytes(buf[start : start + total])
-                out.append((parts[1].decode(), reply, body[:hdr_len], body[hdr_len:]))
-                pos = start + total + 2
+                split = start + int(parts[-2]) if headered else start
+                reply = parts[3] if len(parts) == (6 if headered else 5) else b""
+                out.append((parts[1].decode(), reply, data[start:split], data[split:stop]))
+                pos = stop + 2
                 continue
-            if line.startswith(b"PING"):
+            if data.startswith(b"PING", pos):
                 self.writer.write(b"PONG\r\n")
-            elif line.startswith(b"-ERR"):
-                raise SourceLost(f"NATS error: {line.decode(errors='replace')}")
+            elif data.startswith(b"-ERR", pos):
+                raise SourceLost(f"NATS error: {data[pos:end].decode(errors='replace')}")
             pos = end + 2
-        del buf[:pos]
+        del self.buffer[:pos]
 
     async def request(self, subject: str, payload: bytes, timeout: float = 5.0) -> dict[str, Any]:
         token = uuid.uuid4().hex
@@ -185,9 +182,9 @@ async def last_sequence(stream: str, urls: str | None = None) -> tuple[int, int]
     return int(state.get("first_seq", 0)), int(state.get("last_seq", 0))
 
 
-def _ack_facts(reply: str) -> tuple[int, int, int, int]:
+def _ack_facts(reply: bytes) -> tuple[int, int, int, int]:
     """(stream seq, consumer seq, timestamp ns, pending) from a JetStream ack subject (v1 or v2)."""
-    tokens = reply.split(".")
+    tokens = reply.split(b".")
     offset = 2 if len(tokens) == 9 else 4
     return (
         int(tokens[offset + 3]),

@@ -40,8 +40,9 @@ class Pending:
             rows[op.key] = (op.set, op.add or {})
             return
         sets, adds = current
-        for column in op.set:
-            adds.pop(column, None)
+        if adds:  # a column set now drops the increments folded before it
+            for column in op.set:
+                adds.pop(column, None)
         sets.update(op.set)
         if op.add:
             for column, delta in op.add.items():

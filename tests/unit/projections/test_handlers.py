@@ -111,8 +111,8 @@ def test_seeded_policy_defaults_equal_the_scheduler_defaults() -> None:
 def test_headers_and_ack_subjects_are_read_without_nats_py() -> None:
     block = b"NATS/1.0\r\nMf-Event-Type: ClientEnabled\r\nMf-Actor: operator:ann\r\n\r\n"
     assert parse_headers(block) == {"Mf-Event-Type": "ClientEnabled", "Mf-Actor": "operator:ann"}
-    assert _ack_facts("$JS.ACK.MF_EVENTS.c1.1.42.7.1700000000000000000.3") == (42, 7, 1700000000000000000, 3)
-    assert _ack_facts("$JS.ACK.dom.acchash.MF_EVENTS.c1.1.42.7.1700000000000000000.3.tok") == (
+    assert _ack_facts(b"$JS.ACK.MF_EVENTS.c1.1.42.7.1700000000000000000.3") == (42, 7, 1700000000000000000, 3)
+    assert _ack_facts(b"$JS.ACK.dom.acchash.MF_EVENTS.c1.1.42.7.1700000000000000000.3.tok") == (
         42,
         7,
         1700000000000000000,
