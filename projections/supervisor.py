@@ -2,8 +2,9 @@
 
 MF_EVENTS and MF_REQUESTS touch disjoint tables (request rows belong to MF_REQUESTS alone, the
 audit log is keyed by stream), and each stream has its own checkpoint row and advisory lock, so
-each is applied by its own process: one GIL and one PostgreSQL backend each, where one process
-for both was bound by its single GIL (1M events on 2 cores: 34.8k events/s against 27.2k).
+each is applied by its own process: one GIL and one PostgreSQL backend each. With one process
+for both, its GIL and its backend waited on each other and a 2-core machine stayed a fifth idle
+(figures in docs/performance.md).
 
 The supervisor starts the workers (`modelforge projector --stream S`), forwards SIGINT/SIGTERM,
 and ends when any worker ends, stopping the others, with the first non-zero exit status. Each
