@@ -51,7 +51,8 @@ async def supervise(streams: Sequence[str], worker_args: Sequence[str]) -> int:
         stop_asked.cancel()
         for worker in workers:
             if worker.returncode is None:
-                worker.terminate()
+                with contextlib.suppress(ProcessLookupError):  # it exited just now
+                    worker.terminate()
         for worker, end in zip(workers, ends, strict=True):
             try:
                 await asyncio.wait_for(asyncio.shield(end), STOP_GRACE_S)
@@ -60,7 +61,8 @@ async def supervise(streams: Sequence[str], worker_args: Sequence[str]) -> int:
                     worker.kill()
                 await end
     codes = [end.result() for end in ends]
-    return next((code for code in codes if code not in (0, -signal.SIGTERM)), 0)
+    failed = next((code for code in codes if code not in (0, -signal.SIGTERM)), 0)
+    return 128 - failed if failed < 0 else failed  # a worker killed by signal N: the shell's 128 + N
 
 
 async def stop_when_stdin_closes(stop: asyncio.Event) -> None:
