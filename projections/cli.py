@@ -67,21 +67,26 @@ def _cmd_projector(args: argparse.Namespace) -> int:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    from projections.replay import replay
+    from projections.batch import ProjectionHalted
+    from projections.replay import ReplayFailed, replay
 
-    result = await replay(
-        database_url(),
-        nats_url(),
-        until_seq=args.until_seq,
-        until_requests_seq=args.until_requests_seq,
-        until_time=args.until_time,
-        schema=args.into,
-        verify=args.verify,
-        swap=args.swap,
-        live=args.schema,
-        progress=not args.no_progress,
-        batch=args.batch,
-    )
+    try:
+        result = await replay(
+            database_url(),
+            nats_url(),
+            until_seq=args.until_seq,
+            until_requests_seq=args.until_requests_seq,
+            until_time=args.until_time,
+            schema=args.into,
+            verify=args.verify,
+            swap=args.swap,
+            live=args.schema,
+            progress=not args.no_progress,
+            batch=args.batch,
+        )
+    except (ProjectionHalted, ReplayFailed) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     rate = result.events / result.seconds if result.seconds > 0 else 0.0
     print(f"schema      {result.schema}")
     print("checkpoints " + ", ".join(f"{s}={q}" for s, q in sorted(result.checkpoints.items())))

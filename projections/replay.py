@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,17 +22,19 @@ import psycopg
 from psycopg import sql
 
 from projections import digest, source
-from projections.batch import Catalog
+from projections.batch import ProjectionHalted
 from projections.digest import TableDigest
 from projections.migrate import LIVE_SCHEMA, check_schema, migrate
-from projections.pipeline import Pipeline
 from projections.progress import Progress
-from projections.writer import Writer
+from projections.replay_worker import halted_from
 from streams import subjects
 
 BATCH = 20_000
-READ_AHEAD_CHUNKS = 64  # chunks of up to one socket read each: backpressure on the reader
 Conn = psycopg.AsyncConnection[Any]
+
+
+class ReplayFailed(Exception):
+    """A replay worker ended without applying its stream (its own error is on stderr)."""
 
 
 @dataclass
@@ -57,75 +60,81 @@ async def live_checkpoints(conn: Conn, schema: str = LIVE_SCHEMA) -> dict[str, i
     return {stream: seq for stream, seq in await cur.fetchall()}
 
 
-async def _read_ahead(
-    chunks: AsyncIterator[list[source.Delivery]],
-) -> AsyncGenerator[list[source.Delivery], None]:
-    """`chunks`, read by a task of its own into a bounded queue: the stream keeps arriving while
-    this coroutine awaits a prepare or a commit, instead of only between them."""
-    queue: asyncio.Queue[list[source.Delivery] | BaseException | None] = asyncio.Queue(READ_AHEAD_CHUNKS)
-
-    async def pump() -> None:
-        try:
-            async for chunk in chunks:
-                await queue.put(chunk)
-            await queue.put(None)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # handed to the reader, which raises it
-            await queue.put(exc)
-
-    task = asyncio.create_task(pump())
-    try:
-        while (item := await queue.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+async def _follow(stream: str, worker: asyncio.subprocess.Process, bar: Progress) -> tuple[str, int]:
+    """Read a worker's report lines (see `projections.replay_worker`); its stream's checkpoint."""
+    assert worker.stdout is not None
+    checkpoint: int | None = None
+    halted: ProjectionHalted | None = None
+    async for line in worker.stdout:
+        kind, _, rest = line.decode().strip().partition(" ")
+        if kind == "applied":
+            bar.update(int(rest))
+        elif kind == "checkpoint":
+            checkpoint = int(rest)
+        elif kind == "halted":
+            halted = halted_from(stream, rest)
+    code = await worker.wait()
+    if halted is not None:
+        raise halted
+    if code != 0 or checkpoint is None:
+        raise ReplayFailed(f"replaying {stream} failed: its worker exited with status {code}")
+    return stream, checkpoint
 
 
-async def _apply_stream(
-    writer: Writer,
-    stream: str,
-    until_seq: int,
-    until_ns: int | None,
-    expected: dict[str, int],
+async def _apply_streams(
+    database_url: str,
     nats_urls: str | None,
+    schema: str,
+    cuts: dict[str, tuple[int, int | None]],
     bar: Progress,
     batch: int,
-) -> tuple[dict[str, int], int | None]:
-    """Apply `stream` up to `until_seq` (and stored at or before `until_ns`); returns the
-    checkpoints and the stored time of the last event applied. Batch n+1 is read (in its own
-    task, see `_read_ahead`) and prepared while batch n commits (projections.pipeline)."""
-    pipeline = Pipeline(writer, expected)
-    deliveries: list[source.Delivery] = []
-    last_ns: int | None = None
-    reading = _read_ahead(source.read(stream, 1, until_seq, urls=nats_urls))
+) -> dict[str, int]:
+    """Apply each stream up to its cut (sequence, stored time) in a worker process of its own;
+    returns the checkpoints. The first failure stops the others."""
+    env = {**os.environ, "DATABASE_URL": database_url}
+    if nats_urls:
+        env["NATS_URL"] = nats_urls
+    workers: dict[str, asyncio.subprocess.Process] = {}
+    tasks: list[asyncio.Task[tuple[str, int]]] = []
     try:
-        async for chunk in reading:
-            cut = False
-            if until_ns is not None:  # up to the first message stored after the cut
-                for index, delivery in enumerate(chunk):
-                    if delivery.stored_ns > until_ns:
-                        chunk, cut = chunk[:index], True
-                        break
-            if chunk:
-                deliveries += chunk
-                last_ns = chunk[-1].stored_ns
-            if len(deliveries) >= batch or (cut and deliveries):
-                bar.update(await pipeline.submit([(stream, deliveries)]))
-                deliveries = []
-            if cut:
-                break
-        if deliveries:
-            bar.update(await pipeline.submit([(stream, deliveries)]))
-        bar.update(await pipeline.finish())
+        for stream, (until_seq, until_ns) in cuts.items():
+            if until_seq <= 0:
+                continue
+            args = [
+                "--stream",
+                stream,
+                "--schema",
+                schema,
+                "--until-seq",
+                str(until_seq),
+                "--batch",
+                str(batch),
+            ]
+            workers[stream] = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "projections.replay_worker",
+                *args,
+                *(["--until-ns", str(until_ns)] if until_ns is not None else []),
+                stdin=asyncio.subprocess.PIPE,  # a worker stops when this closes: it never outlives us
+                stdout=asyncio.subprocess.PIPE,
+                env=env,
+            )
+            tasks.append(asyncio.create_task(_follow(stream, workers[stream], bar)))
+        if tasks:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in tasks:
+            if task.done() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        return {stream: seq for stream, seq in (task.result() for task in tasks) if seq}
     finally:
-        await reading.aclose()  # stops the reader task now, not when the generator is collected
-        await pipeline.close()
-    return pipeline.expected, last_ns
+        for task in tasks:
+            task.cancel()
+        for worker in workers.values():
+            if worker.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.kill()
+                await worker.wait()
 
 
 async def replay(
@@ -146,8 +155,6 @@ async def replay(
     started = time.perf_counter()
     conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True, prepare_threshold=None)
     try:
-        # The rebuilt schema is not live until verified and swapped: a crash loses only the replay.
-        await conn.execute("SET synchronous_commit TO off")
         at_live = await live_checkpoints(conn, live) if verify else {}
         targets = {}
         for stream in (subjects.EVENTS_STREAM, subjects.REQUESTS_STREAM):
@@ -160,37 +167,29 @@ async def replay(
         if until_requests_seq is not None:
             targets[subjects.REQUESTS_STREAM] = min(until_requests_seq, targets[subjects.REQUESTS_STREAM])
         until_ns = None if until_time is None else int(until_time.timestamp() * 1e9)
+        requests_ns = until_ns
+        if until_seq is not None and until_requests_seq is None and until_time is None:
+            # as of the time event `until_seq` was stored
+            last_event = targets[subjects.EVENTS_STREAM]
+            requests_ns = (
+                await source.stored_ns(subjects.EVENTS_STREAM, last_event, nats_urls) if last_event else 0
+            )
         await migrate(conn, schema)
-        writer = Writer(conn, schema, await Catalog.load(conn, schema), notify=False)
-        expected: dict[str, int] = {}
         bar = Progress(sum(targets.values()), f"replay -> {schema}", progress)
         try:
-            expected, events_ns = await _apply_stream(
-                writer,
-                subjects.EVENTS_STREAM,
-                targets[subjects.EVENTS_STREAM],
-                until_ns,
-                expected,
+            expected = await _apply_streams(
+                database_url,
                 nats_urls,
-                bar,
-                batch,
-            )
-            requests_ns = until_ns
-            if until_seq is not None and until_requests_seq is None and until_time is None:
-                requests_ns = events_ns or 0  # as of the stored time of event `until_seq`
-            expected, _ = await _apply_stream(
-                writer,
-                subjects.REQUESTS_STREAM,
-                targets[subjects.REQUESTS_STREAM],
-                requests_ns,
-                expected,
-                nats_urls,
+                schema,
+                {
+                    subjects.EVENTS_STREAM: (targets[subjects.EVENTS_STREAM], until_ns),
+                    subjects.REQUESTS_STREAM: (targets[subjects.REQUESTS_STREAM], requests_ns),
+                },
                 bar,
                 batch,
             )
         finally:
             bar.close()
-        await conn.execute("RESET synchronous_commit")  # durable again (this flushes the replay's WAL too)
         # a second connection shares out the digests' hashing (PostgreSQL runs one core per query)
         helper = await psycopg.AsyncConnection.connect(database_url, autocommit=True, prepare_threshold=None)
         async with helper:

@@ -16,6 +16,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -180,6 +181,21 @@ async def last_sequence(stream: str, urls: str | None = None) -> tuple[int, int]
         return 0, 0
     state = reply.get("state", {})
     return int(state.get("first_seq", 0)), int(state.get("last_seq", 0))
+
+
+async def stored_ns(stream: str, seq: int, urls: str | None = None) -> int:
+    """When the server stored message `seq` of `stream`, in ns since the epoch."""
+    raw = await RawNats.open(urls)
+    try:
+        reply = await raw.request(f"$JS.API.STREAM.MSG.GET.{stream}", json.dumps({"seq": seq}).encode())
+    finally:
+        await raw.close()
+    if "error" in reply:
+        raise SourceLost(f"{stream} sequence {seq} is not in the stream: {reply['error']}")
+    # RFC 3339 with up to nanoseconds, in UTC: "2026-12-01T00:11:11.123456789Z"
+    whole, _, fraction = str(reply["message"]["time"]).rstrip("Z").partition(".")
+    seconds = datetime.fromisoformat(whole).replace(tzinfo=UTC).timestamp()
+    return int(seconds) * 1_000_000_000 + int((fraction + "000000000")[:9])
 
 
 def _ack_facts(reply: bytes) -> tuple[int, int, int, int]:

@@ -128,6 +128,16 @@ async def test_an_event_that_cannot_be_applied_stops_the_projection_naming_its_s
     assert await fetch(fresh_database, "SELECT client_id, enabled FROM mf.clients") == [("dave", True)]
 
 
+async def test_replay_stops_at_an_event_that_cannot_be_applied_naming_its_sequence(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str
+) -> None:
+    await private_store.append(Aggregate.CLIENT, "fay", [client("fay")], ExpectedVersion.NO_STREAM)
+    bad = await publish_raw(private_store, "mf.evt.client.fay.ClientDisabled", "ClientDisabled", b"[]")
+    with pytest.raises(projector.ProjectionHalted, match=f"MF_EVENTS sequence {bad} \\(ClientDisabled\\)"):
+        await replay(fresh_database, private_nats.url, schema="mf_halted", progress=False)
+    assert await fetch(fresh_database, "SELECT client_id, enabled FROM mf_halted.clients") == [("fay", True)]
+
+
 async def test_scheduler_view_matches_the_scheduler_accounting_for_a_scripted_sequence(
     private_nats: NatsServer, private_store: EventStore, fresh_database: str
 ) -> None:
