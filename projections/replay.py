@@ -122,10 +122,9 @@ async def _apply_streams(
             )
             tasks.append(asyncio.create_task(_follow(stream, workers[stream], bar)))
         if tasks:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in tasks:
-            if task.done() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()  # raises the first failure
         return {stream: seq for stream, seq in (task.result() for task in tasks) if seq}
     finally:
         for task in tasks:

@@ -113,12 +113,9 @@ async def _main(args: argparse.Namespace) -> int:
                 writer, args.stream, args.until_seq, args.until_ns, os.environ.get("NATS_URL"), args.batch
             )
         )
-        stop = asyncio.Event()
-        watch = asyncio.create_task(stop_when_stdin_closes(stop))
-        stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait([work, stopped], return_when=asyncio.FIRST_COMPLETED)
-        for task in (watch, stopped):
-            task.cancel()
+        watch = asyncio.create_task(stop_when_stdin_closes(asyncio.Event()))
+        await asyncio.wait([work, watch], return_when=asyncio.FIRST_COMPLETED)
+        watch.cancel()
         if not work.done():  # the parent is gone: nobody wants this replay any more
             work.cancel()
             return 1
