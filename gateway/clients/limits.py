@@ -22,6 +22,11 @@ The shared state lives in JetStream itself (no extra service), in two memory str
 
 The two checks run concurrently, so an admitted request costs one round trip of latency (two
 messages); a refused one pays one more to give back what it took. Release is one round trip.
+
+`has_headroom` tells from this replica's latest facts (the last rate total it saw, the slots it
+holds, any recent refusal or slot conflict) whether a client is far from both limits: the serving
+path then runs the check alongside the capacity search instead of before it
+(`gateway.clients.admission`).
 """
 
 from __future__ import annotations
@@ -182,6 +187,30 @@ class RequestLimiter:
         self._timeout = timeout_s
         self._clock = clock
         self._held: dict[str, set[int]] = {}  # slots this replica holds, per client
+        self._rate_seen: dict[str, tuple[int, int]] = {}  # per client: (window, latest total seen)
+        self._crowded_until: dict[str, float] = {}  # per client: refused or contended until then
+
+    def has_headroom(self, principal: ClientPrincipal) -> bool:
+        """Whether, as far as this replica has seen, the client is under half of each limit.
+
+        Unknown (no total seen this window or the last) counts as near: a client's first request
+        per window and replica is checked first. Other replicas' traffic can make this wrong; the
+        check still decides, and this replica's next facts correct the view.
+        """
+        now = self._clock()
+        client_id = principal.client_id
+        if self._crowded_until.get(client_id, 0.0) > now:
+            return False
+        seen = self._rate_seen.get(client_id)
+        if seen is None or seen[0] < int(now // WINDOW_S) - 1:
+            return False
+        if seen[1] * 2 > principal.requests_per_minute:
+            return False
+        return len(self._held.get(client_id, ())) * 2 < principal.max_concurrency
+
+    def _crowded(self, client_id: str) -> None:
+        """Check this client first until the current rate window ends."""
+        self._crowded_until[client_id] = (int(self._clock() // WINDOW_S) + 1) * WINDOW_S
 
     @contextlib.asynccontextmanager
     async def admit(self, principal: ClientPrincipal) -> AsyncIterator[Permit]:
@@ -194,7 +223,8 @@ class RequestLimiter:
     async def acquire(self, principal: ClientPrincipal) -> Permit:
         """Count one request and take a concurrency slot, or raise RATE_LIMITED / QUEUE_FULL (429)."""
         now = self._clock()
-        rate_subject = subjects.rate_window_subject(principal.client_id, int(now // WINDOW_S))
+        window = int(now // WINDOW_S)
+        rate_subject = subjects.rate_window_subject(principal.client_id, window)
         counted, slot = await asyncio.gather(
             self._count(rate_subject),
             self._take_slot(principal.client_id, principal.max_concurrency),
@@ -202,9 +232,12 @@ class RequestLimiter:
         )
         permit = slot if isinstance(slot, Permit) else None
         rate_ok = isinstance(counted, int) and counted <= principal.requests_per_minute
+        if isinstance(counted, int):
+            self._rate_seen[principal.client_id] = (window, counted)
         if rate_ok and permit is not None:
             permit._schedule_renewal()
             return permit
+        self._crowded(principal.client_id)
         # Refused (or a backend failure): give back whatever this attempt took, then say why.
         undo = []
         if isinstance(counted, int):
@@ -255,6 +288,7 @@ class RequestLimiter:
                 permit = await self._try_slot(client_id, slot)
                 if permit is not None:
                     return permit
+            self._crowded(client_id)  # another replica holds the slot we tried
             occupied = await self._occupied(client_id)
             candidates = [
                 s

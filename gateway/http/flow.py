@@ -1,9 +1,10 @@
 """The shape every capability call takes at the edge, whatever API dialect it arrives in.
 
 authenticate → authorise the capability → read the body within its limit → parse and validate
-(the dialect's job) → client limits → serve → render (the dialect's job). A refusal before
-serving is recorded as the request's only event (`RequestRejected`); later failures are
-recorded by the pipeline.
+(the dialect's job) → client limits (alongside the capacity search when the client is far from
+them: `gateway.clients.admission`) → serve → render (the dialect's job). A refusal, by the
+checks or the client's limits, is recorded as the request's only event (`RequestRejected`);
+later failures are recorded by the pipeline.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.clients.admission import Admission
 from gateway.clients.model import ClientPrincipal
 from gateway.http.body import decode_json, read_limited
 from gateway.http.edge import Edge
@@ -76,6 +78,7 @@ async def run_capability(
     request_id = request.headers.get("x-request-id") or new_id()
     capability = contract.capability
     principal: ClientPrincipal | None = None
+    admission: Admission | None = None
     serving = False
     try:
         principal = edge.directory.authenticate(request.headers.get("authorization"))
@@ -84,8 +87,10 @@ async def run_capability(
         raw = decode_json(await read_limited(request, contract.limits.max_request_bytes))
         prepared = parse(raw, contract)
         validated = time.perf_counter()
-        permit = await edge.limiter.acquire(principal)
+        admission = Admission(edge.limiter, principal)
         try:
+            if not admission.overlapped:
+                await admission.settle()
             serving = True
             result = await serve(
                 edge.ctx,
@@ -99,11 +104,12 @@ async def run_capability(
                 validation_ms=(validated - resolved) * 1000,
                 resolution_ms=(resolved - started) * 1000,
                 model=prepared.model,
+                admitted=admission.settle,
             )
         finally:
-            spawn(edge.ctx, permit.release())
+            spawn(edge.ctx, admission.close())
     except ServingError as error:
-        if principal is not None and not serving:
+        if principal is not None and (not serving or (admission is not None and admission.refused)):
             spawn(
                 edge.ctx,
                 edge.ctx.store.record_request(

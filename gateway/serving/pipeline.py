@@ -1,4 +1,5 @@
-"""One request end to end: accept, get capacity, invoke, release, record — with its timings.
+"""One request end to end: get capacity (while the client's limits settle), accept, invoke,
+release, record — with its timings.
 
 Request events (MF_REQUESTS) and the lease release are written off the response's path: the
 client gets its answer as soon as the model replies; every path releases the lease and records
@@ -8,10 +9,11 @@ how the request ended.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import msgspec
@@ -77,6 +79,12 @@ def _record(ctx: ServingContext, capability: str, request_id: str, event: Event)
     spawn(ctx, ctx.store.record_request(capability, request_id, event, actor=ctx.actor))
 
 
+async def _give_back(ctx: ServingContext, seeking: asyncio.Future[capacity.Grant]) -> None:
+    """A refused request's capacity search runs to its end; any lease it got is given back."""
+    with contextlib.suppress(ServingError):
+        await capacity.release(ctx, await seeking, "cancelled")
+
+
 async def serve(
     ctx: ServingContext,
     *,
@@ -89,11 +97,21 @@ async def serve(
     started: float,
     validation_ms: float,
     resolution_ms: float,
+    admitted: Callable[[], Awaitable[None]],
     model: str = "",
 ) -> Served:
+    """Serve one admitted request; `admitted` raises the client limits' refusal, if any, and is
+    settled before anything is recorded (the caller records a refusal as `RequestRejected`)."""
     deployment = ctx.live.catalog.resolve(capability, model)
     if deployment is None:
+        await admitted()  # the client's limits answer first, as when they are checked beforehand
         raise ServingError("CAPABILITY_UNAVAILABLE", f"no deployment serves {capability}", http_status=503)
+    seeking = asyncio.ensure_future(capacity.acquire(ctx, deployment, request_id, client_id, deadline))
+    try:
+        await admitted()
+    except ServingError:
+        spawn(ctx, _give_back(ctx, seeking))
+        raise
     _record(
         ctx,
         capability,
@@ -109,7 +127,7 @@ async def serve(
     )
     grant: capacity.Grant | None = None
     try:
-        grant = await capacity.acquire(ctx, deployment, request_id, client_id, deadline)
+        grant = await seeking
         invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
     except ServingError as failure:
         if grant is not None:

@@ -173,3 +173,47 @@ async def test_renewing_a_held_slot_keeps_it_held_and_release_frees_the_renewed_
     await permit.release()
     again = await gateways.b.limiter.acquire(who)
     await again.release()
+
+
+async def test_a_replica_checks_a_client_first_until_it_has_seen_it_far_from_its_limits(
+    gateways: Gateways, unique_name: str
+) -> None:
+    who = principal(unique_name, rpm=10, concurrency=4)
+    assert not gateways.a.limiter.has_headroom(who)
+    await (await gateways.a.limiter.acquire(who)).release()
+    assert gateways.a.limiter.has_headroom(who)
+    assert not gateways.b.limiter.has_headroom(who)  # facts are per replica
+
+
+async def test_a_client_past_half_its_rate_is_checked_first(gateways: Gateways, unique_name: str) -> None:
+    who = principal(unique_name, rpm=4, concurrency=100)
+    for expected in (True, True, False):
+        await (await gateways.a.limiter.acquire(who)).release()
+        assert gateways.a.limiter.has_headroom(who) is expected
+
+
+async def test_a_client_holding_half_its_slots_is_checked_first(gateways: Gateways, unique_name: str) -> None:
+    who = principal(unique_name, rpm=100, concurrency=4)
+    first = await gateways.a.limiter.acquire(who)
+    assert gateways.a.limiter.has_headroom(who)
+    second = await gateways.a.limiter.acquire(who)
+    assert not gateways.a.limiter.has_headroom(who)
+    await release_all([first, second])
+    assert gateways.a.limiter.has_headroom(who)
+
+
+async def test_a_refusal_has_a_replica_check_the_client_first_until_a_later_window_shows_room(
+    gateways: Gateways, unique_name: str
+) -> None:
+    who = principal(unique_name, rpm=4, concurrency=100)
+    await (await gateways.a.limiter.acquire(who)).release()
+    assert gateways.a.limiter.has_headroom(who)
+    await release_all([await gateways.b.limiter.acquire(who) for _ in range(3)])
+    assert gateways.a.limiter.has_headroom(who)  # stale: the other replica spent the rest
+    with pytest.raises(ServingError):
+        await gateways.a.limiter.acquire(who)
+    assert not gateways.a.limiter.has_headroom(who)
+    gateways.minute.now += 60
+    assert not gateways.a.limiter.has_headroom(who)  # last window's total was past half
+    await (await gateways.a.limiter.acquire(who)).release()
+    assert gateways.a.limiter.has_headroom(who)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
@@ -16,6 +17,7 @@ import pytest
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.store import EventStore, ExpectedVersion
+from eventstore.subscription import subscribe
 from gateway.clients.service import ClientService
 from gateway.scheduler import account, required_bytes
 from gateway.serving.capacity import envelope_of
@@ -27,6 +29,8 @@ from streams import subjects
 from streams.codec import UnknownEvent
 from streams.envelope import new_id
 from streams.events import control as c
+from streams.events import serving as s
+from streams.events.requests import RequestAccepted, RequestRejected
 from streams.messages import AcceleratorTelemetry
 from streams.subjects import Aggregate
 from tests.support.agents import MINILM, AgentProcess
@@ -228,3 +232,72 @@ async def test_a_revoked_key_is_refused_by_both_gateways_within_a_second(two_mod
             )
             assert refused.status_code == 401
             assert refused.json()["error"]["code"] == "CAPABILITY_NOT_AUTHORIZED"
+
+
+async def _events_until(
+    connection: Connection, stream: str, last: Callable[[object], bool], timeout: float = 20
+) -> list[object]:
+    """The stream's events from its start up to and including the first for which `last` holds."""
+    seen: list[object] = []
+    async with asyncio.timeout(timeout):
+        async for record in subscribe(connection.client, 1, stream=stream):
+            seen.append(record.event)
+            if last(record.event):
+                return seen
+    raise AssertionError("unreachable: subscribe never ends")
+
+
+async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_near_them_first(
+    two_models: TwoModels,
+) -> None:
+    issued = await ClientService(two_models.store).create(
+        f"spec-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=4, max_concurrency=100
+    )
+    await _ready_through(two_models.gateways, issued.sequence, 5)
+    if (left := 60 - time.time() % 60) < 15:
+        await asyncio.sleep(left + 0.5)  # all of this test's requests count in one rate window
+    a, b = two_models.gateways
+    tag = new_id()[:6]
+
+    async def call(url: str, name: str, key: str = issued.key) -> httpx.Response:
+        async with httpx.AsyncClient(timeout=60) as http:
+            return await http.post(
+                f"{url}/v1/embeddings",
+                json={"input": name, "model": "minilm-a"},
+                headers={"authorization": f"Bearer {key}", "x-request-id": f"{tag}-{name}"},
+            )
+
+    assert (await call(a, "first")).status_code == 200  # gateway A has now seen 1 of 4
+    for name in ("b1", "b2", "b3"):  # gateway B spends the rest of the minute's budget
+        assert (await call(b, name)).status_code == 200
+    refused = await call(a, "overlapped")  # A's view says far: its check runs beside capacity
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "RATE_LIMITED"
+    checked_first = await call(a, "checked-first")  # A has now seen the refusal
+    assert checked_first.status_code == 429
+    marker = await call(a, "marker", two_models.key)  # leased after anything A staged before it
+    assert marker.status_code == 200
+
+    leases = await _events_until(
+        two_models.connection,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == f"{tag}-marker",
+    )
+    granted = {e.request_id: e for e in leases if isinstance(e, s.LeaseGranted)}
+    assert f"{tag}-checked-first" not in granted  # near its limits: refused before any lease
+    lease = granted[f"{tag}-overlapped"]  # the lease the refusal gave back
+    released = await _events_until(
+        two_models.connection,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,
+    )
+    assert released[-1].outcome == "cancelled"  # type: ignore[attr-defined]
+
+    def about(name: str) -> Callable[[object], bool]:
+        return lambda e: getattr(e, "request_id", None) == f"{tag}-{name}" and isinstance(e, RequestRejected)
+
+    for name in ("overlapped", "checked-first"):
+        recorded = await _events_until(two_models.connection, subjects.REQUESTS_STREAM, about(name))
+        assert recorded[-1].code == "RATE_LIMITED"  # type: ignore[attr-defined]
+        accepted = [e for e in recorded if isinstance(e, RequestAccepted) and e.request_id == f"{tag}-{name}"]
+        assert not accepted  # a refusal is the request's only event, checked first or alongside
