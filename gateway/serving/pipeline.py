@@ -23,7 +23,14 @@ from gateway.serving.context import ServingContext
 from gateway.serving.dispatch import invoke
 from streams.codes import ServingError
 from streams.events.base import Event
-from streams.events.requests import LatencyBreakdown, RequestAccepted, RequestCompleted, RequestFailed, Usage
+from streams.events.requests import (
+    LatencyBreakdown,
+    RequestAccepted,
+    RequestCompleted,
+    RequestFailed,
+    RequestRejected,
+    Usage,
+)
 
 log = logging.getLogger("modelforge.gateway.pipeline")
 
@@ -105,7 +112,22 @@ async def serve(
     deployment = ctx.live.catalog.resolve(capability, model)
     if deployment is None:
         await admitted()  # the client's limits answer first, as when they are checked beforehand
-        raise ServingError("CAPABILITY_UNAVAILABLE", f"no deployment serves {capability}", http_status=503)
+        unavailable = ServingError(
+            "CAPABILITY_UNAVAILABLE", f"no deployment serves {capability}", http_status=503
+        )
+        _record(
+            ctx,
+            capability,
+            request_id,
+            RequestRejected(
+                request_id=request_id,
+                client_id=client_id,
+                capability=capability,
+                code=unavailable.code,
+                http_status=unavailable.http_status,
+            ),
+        )
+        raise unavailable
     seeking = asyncio.ensure_future(capacity.acquire(ctx, deployment, request_id, client_id, deadline))
     try:
         await admitted()

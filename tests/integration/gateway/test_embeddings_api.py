@@ -9,11 +9,13 @@ import numpy as np
 import openai
 import pytest
 
+from gateway.clients.service import ClientService
 from nodeagent.adapters.embedding import EmbeddingAdapter
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from streams import subjects
 from streams.codec import UnknownEvent
+from streams.envelope import new_id
 from streams.events.requests import RequestCompleted, RequestRejected
 from tests.integration.gateway.conftest import Stack
 from tests.support.agents import MINILM
@@ -168,3 +170,22 @@ async def test_a_missing_key_is_401_and_a_missing_scope_is_403(stack: Stack) -> 
 async def test_models_lists_what_the_key_may_call(stack: Stack) -> None:
     models = await client_for(stack).models.list()
     assert [(m.id, m.capability) for m in models.data] == [("all-MiniLM-L6-v2", "rag.embedding@1")]  # type: ignore[attr-defined]
+
+
+async def test_a_capability_with_no_deployment_is_503_and_recorded_as_a_rejection(stack: Stack) -> None:
+    issued = await ClientService(stack.store).create(
+        f"rr-{new_id()[:6]}", ["rag.reranking@1"], requests_per_minute=100, max_concurrency=4
+    )
+    assert stack.gateway.replica is not None
+    await stack.gateway.replica.edge.directory.wait_until_applied(issued.sequence, timeout=5)
+    request_id = f"unavailable-{new_id()[:6]}"
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{stack.gateway.url}/v1/rerank",
+            json={"query": "q", "documents": ["d"]},
+            headers={"authorization": f"Bearer {issued.key}", "x-request-id": request_id},
+        )
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "CAPABILITY_UNAVAILABLE"
+    rejected = await _request_event(stack, request_id, RequestRejected)
+    assert rejected.code == "CAPABILITY_UNAVAILABLE"  # type: ignore[attr-defined]
