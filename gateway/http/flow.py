@@ -22,11 +22,10 @@ from gateway.clients.model import ClientPrincipal
 from gateway.http.body import decode_json, read_limited
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
-from gateway.serving.pipeline import RequestShape, Served, serve, spawn
+from gateway.serving.pipeline import RequestShape, Served, record_rejection, serve, spawn
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
 from streams.envelope import new_id
-from streams.events.requests import RequestRejected
 
 
 class Prepared(msgspec.Struct, frozen=True):
@@ -110,20 +109,7 @@ async def run_capability(
             spawn(edge.ctx, admission.close())
     except ServingError as error:
         if principal is not None and (not serving or (admission is not None and admission.refused)):
-            spawn(
-                edge.ctx,
-                edge.ctx.store.record_request(
-                    capability,
-                    request_id,
-                    RequestRejected(
-                        request_id=request_id,
-                        client_id=principal.client_id,
-                        capability=capability,
-                        code=error.code,
-                        http_status=error.http_status,
-                    ),
-                ),
-            )
+            record_rejection(edge.ctx, capability, request_id, principal.client_id, error)
         edge.metrics.observe(
             capability, error.code, error.http_status, (time.perf_counter() - started) * 1000
         )

@@ -86,6 +86,20 @@ def _record(ctx: ServingContext, capability: str, request_id: str, event: Event)
     spawn(ctx, ctx.store.record_request(capability, request_id, event, actor=ctx.actor))
 
 
+def record_rejection(
+    ctx: ServingContext, capability: str, request_id: str, client_id: str, refusal: ServingError
+) -> None:
+    """A request refused before it was accepted: this is its only event."""
+    rejected = RequestRejected(
+        request_id=request_id,
+        client_id=client_id,
+        capability=capability,
+        code=refusal.code,
+        http_status=refusal.http_status,
+    )
+    _record(ctx, capability, request_id, rejected)
+
+
 async def _give_back(ctx: ServingContext, seeking: asyncio.Future[capacity.Grant]) -> None:
     """A refused request's capacity search runs to its end; any lease it got is given back."""
     with contextlib.suppress(ServingError):
@@ -115,18 +129,7 @@ async def serve(
         unavailable = ServingError(
             "CAPABILITY_UNAVAILABLE", f"no deployment serves {capability}", http_status=503
         )
-        _record(
-            ctx,
-            capability,
-            request_id,
-            RequestRejected(
-                request_id=request_id,
-                client_id=client_id,
-                capability=capability,
-                code=unavailable.code,
-                http_status=unavailable.http_status,
-            ),
-        )
+        record_rejection(ctx, capability, request_id, client_id, unavailable)
         raise unavailable
     seeking = asyncio.ensure_future(capacity.acquire(ctx, deployment, request_id, client_id, deadline))
     try:
