@@ -22,10 +22,17 @@ class Admission:
     def __init__(self, limiter: RequestLimiter, principal: ClientPrincipal) -> None:
         self.overlapped = limiter.has_headroom(principal)  # judged before this request's own count
         self.refused = False
-        self._check: asyncio.Future[Permit] = asyncio.ensure_future(limiter.acquire(principal))
+        self._limiter, self._principal = limiter, principal
+        self._check: asyncio.Future[Permit] | None = None
 
     async def settle(self) -> None:
-        """Return once the client's limits admit the request; raise their refusal otherwise."""
+        """Return once the client's limits admit the request; raise their refusal otherwise.
+
+        The first call starts the check. The serving path makes it just after starting its capacity
+        search, so the lease reaches NATS ahead of the check's two messages and is answered first.
+        """
+        if self._check is None:
+            self._check = asyncio.ensure_future(self._limiter.acquire(self._principal))
         try:
             # Shielded: a cancelled caller must not leave a half-taken slot; `close` gives it back.
             await asyncio.shield(self._check)
@@ -35,6 +42,8 @@ class Admission:
 
     async def close(self) -> None:
         """Give back the concurrency slot, once the check has finished (it may still be in flight)."""
+        if self._check is None:
+            return
         with contextlib.suppress(Exception):
             permit = await self._check  # a refusal was answered already; it is retrieved here
             await permit.release()
