@@ -18,8 +18,9 @@ from starlette.routing import Route
 from gateway.http.body import convert, decode_json, read_limited
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response
+from gateway.http.stamps import request_id_of
 from streams.codes import ServingError
-from streams.envelope import Actor, ActorKind, new_id
+from streams.envelope import Actor, ActorKind
 
 PREFIX = "/admin/v1"
 MAX_ADMIN_BODY = 1 << 20
@@ -71,7 +72,7 @@ def authenticate(edge: Edge, request: Request) -> Actor:
 def _asgi(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
     async def handle(request: Request) -> Response:
         edge: Edge = request.app.state.edge
-        request_id = request.headers.get("x-request-id") or new_id()
+        request_id = request_id_of(request)
         try:
             actor = authenticate(edge, request)
             body: Any = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from gateway.admin.routes import admin_routes
@@ -12,6 +13,7 @@ from gateway.http.models import list_models
 from gateway.http.native import invoke_capability
 from gateway.http.ops import healthz, metrics, readyz
 from gateway.http.rerank import rerank
+from gateway.http.stamps import ResponseStamps
 
 
 def create_app(edge: Edge) -> Starlette:
@@ -26,6 +28,6 @@ def create_app(edge: Edge) -> Starlette:
         Route("/metrics", metrics, methods=["GET"]),
         *admin_routes(),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, middleware=[Middleware(ResponseStamps)])
     app.state.edge = edge
     return app

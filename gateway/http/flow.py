@@ -22,10 +22,10 @@ from gateway.clients.model import ClientPrincipal
 from gateway.http.body import decode_json, read_limited
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
+from gateway.http.stamps import request_id_of
 from gateway.serving.pipeline import RequestShape, Served, record_rejection, serve, spawn
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
-from streams.envelope import new_id
 
 
 class Prepared(msgspec.Struct, frozen=True):
@@ -74,7 +74,7 @@ async def run_capability(
     edge: Edge, request: Request, contract: CapabilityContract, parse: Parse
 ) -> Response:
     started = time.perf_counter()
-    request_id = request.headers.get("x-request-id") or new_id()
+    request_id = request_id_of(request)
     capability = contract.capability
     principal: ClientPrincipal | None = None
     admission: Admission | None = None

@@ -7,6 +7,7 @@ from starlette.responses import Response
 
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response
+from gateway.http.stamps import request_id_of
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS
 
@@ -16,7 +17,7 @@ async def list_models(request: Request) -> Response:
     try:
         principal = edge.directory.authenticate(request.headers.get("authorization"))
     except ServingError as error:
-        return error_response(error, None)
+        return error_response(error, request_id_of(request))
     data = []
     for capability in sorted(principal.scopes):
         if capability not in CONTRACTS:

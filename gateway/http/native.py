@@ -12,6 +12,7 @@ from gateway.http.body import convert
 from gateway.http.edge import Edge
 from gateway.http.flow import Prepared, check_texts, run_capability
 from gateway.http.responses import error_response
+from gateway.http.stamps import request_id_of
 from gateway.serving.pipeline import RequestShape, Served
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS, CapabilityContract, EmbeddingInput, RerankInput
@@ -48,6 +49,7 @@ async def invoke_capability(request: Request) -> Response:
     if contract is None:
         known = ", ".join(sorted(CONTRACTS))
         return error_response(
-            ServingError("UNKNOWN_CAPABILITY", f"unknown capability {capability!r}; known: {known}"), None
+            ServingError("UNKNOWN_CAPABILITY", f"unknown capability {capability!r}; known: {known}"),
+            request_id_of(request),
         )
     return await run_capability(edge, request, contract, parse_native)
