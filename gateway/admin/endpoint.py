@@ -83,6 +83,6 @@ def _asgi(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
             result = await endpoint.handler(call)
         except ServingError as error:
             return error_response(error, request_id)
-        return json_response(msgspec.to_builtins(result), endpoint.status, request_id)
+        return json_response(msgspec.to_builtins(result), endpoint.status)
 
     return handle

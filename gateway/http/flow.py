@@ -120,7 +120,7 @@ async def run_capability(
         body["latency"] = latency_body(result.latency)
     edge.metrics.observe(capability, "OK", 200, result.latency.total_ms)
     headers = {**timing_headers(result.latency), "x-mf-deployment": result.deployment_id}
-    return json_response(body, 200, request_id, headers)
+    return json_response(body, 200, headers)
 
 
 def _timeout_s(request: Request, contract: CapabilityContract) -> float:

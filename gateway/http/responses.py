@@ -1,4 +1,4 @@
-"""One error shape, request ids and timing headers on every response."""
+"""JSON responses: one error shape, and the stage breakdown as timing headers."""
 
 from __future__ import annotations
 
@@ -13,23 +13,19 @@ from streams.events.requests import LatencyBreakdown
 _encoder = msgspec.json.Encoder()
 
 
-def json_response(
-    body: object, status: int = 200, request_id: str | None = None, headers: Mapping[str, str] | None = None
-) -> Response:
-    out = dict(headers or {})
-    if request_id:
-        out["x-request-id"] = request_id
-    return Response(_encoder.encode(body), status_code=status, media_type="application/json", headers=out)
+def json_response(body: object, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    """(`x-request-id` and the server time are stamped on every response by `gateway.http.stamps`.)"""
+    return Response(_encoder.encode(body), status_code=status, media_type="application/json", headers=headers)
 
 
-def error_response(error: ServingError, request_id: str | None) -> Response:
+def error_response(error: ServingError, request_id: str) -> Response:
     headers = {}
     retry_after = error.details.get("retry_after_s")
     if error.http_status in (429, 503) and retry_after is not None:
         headers["retry-after"] = str(max(1, int(float(str(retry_after)) + 0.999)))
     elif error.http_status == 429:
         headers["retry-after"] = "1"
-    return json_response(error.to_body(request_id), error.http_status, request_id, headers)
+    return json_response(error.to_body(request_id), error.http_status, headers)
 
 
 def timing_headers(latency: LatencyBreakdown) -> dict[str, str]:

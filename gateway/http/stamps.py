@@ -1,10 +1,12 @@
 """Every response carries its request id (`x-request-id`) and its server time (`server-timing`,
 `x-mf-latency-ms`), whichever route answered it, 404s included.
 
-The id is the client's `x-request-id` when it is a plain token (letters, digits, `._:-`, at most
-128 characters), else a new one: it names the request's events, so it must not carry arbitrary
-bytes or sizes into them. Handlers read it with `request_id_of` and may set the timing headers
-themselves (a served request's stage breakdown); the stamp fills in only what they left out.
+The gateway names every request itself: the id keys the request's events and its row in the read
+model, so a client must not be able to pick one (reuse another's, or send odd bytes). A client's
+own id for its logs goes in `x-client-request-id` and is echoed back when it is a plain token
+(letters, digits, `._:-`, at most 128 characters), as OpenAI's API does. Handlers read the id with
+`request_id_of` and may set the timing headers themselves (a served request's stage breakdown); the
+stamp fills in only what they left out.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streams.envelope import new_id
 
-_CLIENT_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+_PLAIN_TOKEN = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 _REQUEST_ID = b"x-request-id"
+_CLIENT_REQUEST_ID = b"x-client-request-id"
 _LATENCY = b"x-mf-latency-ms"
 
 
@@ -27,11 +30,11 @@ def request_id_of(request: Request) -> str:
     return request_id
 
 
-def _request_id(scope: Scope) -> str:
+def _client_request_id(scope: Scope) -> bytes | None:
     for name, value in scope["headers"]:
-        if name == _REQUEST_ID:
-            return value.decode() if _CLIENT_ID.fullmatch(value) else new_id()
-    return new_id()
+        if name == _CLIENT_REQUEST_ID:
+            return value if _PLAIN_TOKEN.fullmatch(value) else None
+    return None
 
 
 class ResponseStamps:
@@ -43,8 +46,9 @@ class ResponseStamps:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        request_id = _request_id(scope)
+        request_id = new_id()
         scope.setdefault("state", {})["request_id"] = request_id
+        client_request_id = _client_request_id(scope)
 
         async def stamped(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -52,6 +56,8 @@ class ResponseStamps:
                 names = {name for name, _ in headers}
                 if _REQUEST_ID not in names:
                     headers.append((_REQUEST_ID, request_id.encode()))
+                if client_request_id is not None:
+                    headers.append((_CLIENT_REQUEST_ID, client_request_id))
                 if _LATENCY not in names:
                     total = f"{(time.perf_counter() - started) * 1000:.3f}"
                     headers += [(b"server-timing", f"total;dur={total}".encode()), (_LATENCY, total.encode())]

@@ -22,7 +22,11 @@ from streams.subjects import Aggregate, InvalidSubjectToken
 
 def created(client_id: str) -> ClientCreated:
     return ClientCreated(
-        client_id=client_id, name="app", scopes=("rag.embedding@1",), requests_per_minute=60, max_concurrency=4
+        client_id=client_id,
+        name="app",
+        scopes=("rag.embedding@1",),
+        requests_per_minute=60,
+        max_concurrency=4,
     )
 
 
@@ -94,14 +98,18 @@ async def test_a_batch_with_a_stale_expectation_stores_nothing(store: EventStore
     first = await store.append(Aggregate.CLIENT, cid, [created(cid)], ExpectedVersion.NO_STREAM)
     await store.append(Aggregate.CLIENT, cid, [ClientDisabled(client_id=cid)], first)
     with pytest.raises(ConcurrencyConflict):
-        await store.append(Aggregate.CLIENT, cid, [ClientEnabled(client_id=cid), ClientDisabled(client_id=cid)], first)
+        await store.append(
+            Aggregate.CLIENT, cid, [ClientEnabled(client_id=cid), ClientDisabled(client_id=cid)], first
+        )
     records, _ = await store.load(Aggregate.CLIENT, cid)
     assert len(records) == 2
 
 
 async def test_resending_the_same_append_after_it_landed_does_not_duplicate(store: EventStore) -> None:
     cid = new_id()
-    outgoing = prepare([created(cid), ClientDisabled(client_id=cid)], Aggregate.CLIENT, cid, SYSTEM, None, None)
+    outgoing = prepare(
+        [created(cid), ClientDisabled(client_id=cid)], Aggregate.CLIENT, cid, SYSTEM, None, None
+    )
     first = await store.append_prepared(Aggregate.CLIENT, cid, outgoing, ExpectedVersion.NO_STREAM)
     again = await store.append_prepared(Aggregate.CLIENT, cid, outgoing, ExpectedVersion.NO_STREAM)
     records, _ = await store.load(Aggregate.CLIENT, cid)

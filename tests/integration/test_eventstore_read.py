@@ -43,14 +43,23 @@ async def test_request_events_go_to_the_requests_stream(store: EventStore, conne
     assert msg.subject == "mf.req.rag_embedding_v1.RequestAccepted"
 
 
-async def test_an_old_schema_event_on_the_stream_is_upcast_when_loaded(store: EventStore, connection: Connection) -> None:
+async def test_an_old_schema_event_on_the_stream_is_upcast_when_loaded(
+    store: EventStore, connection: Connection
+) -> None:
     cid = new_id()
     headers = {
-        "Nats-Msg-Id": new_id(), "Mf-Event-Type": "ClientCreated", "Mf-Schema-Version": "1",
-        "Mf-Aggregate-Type": "client", "Mf-Aggregate-Id": cid, "Mf-Occurred-At": "2025-01-01T00:00:00+00:00",
+        "Nats-Msg-Id": new_id(),
+        "Mf-Event-Type": "ClientCreated",
+        "Mf-Schema-Version": "1",
+        "Mf-Aggregate-Type": "client",
+        "Mf-Aggregate-Id": cid,
+        "Mf-Occurred-At": "2025-01-01T00:00:00+00:00",
         "Mf-Actor": "operator:alice",
     }
-    v1 = b'{"type":"ClientCreated","client_id":"%s","name":"old","scopes":[],"rpm":10,"concurrency":1}' % cid.encode()
+    v1 = (
+        b'{"type":"ClientCreated","client_id":"%s","name":"old","scopes":[],"rpm":10,"concurrency":1}'
+        % cid.encode()
+    )
     await connection.client.jetstream().publish(f"mf.evt.client.{cid}.ClientCreated", v1, headers=headers)
     records, _ = await store.load(Aggregate.CLIENT, cid)
     assert records[0].event == ClientCreated(
@@ -75,7 +84,9 @@ async def test_subscribe_catches_up_then_follows_live(store: EventStore, connect
     seen: list[RecordedEvent] = []
 
     async def follow() -> None:
-        async for record in subscribe(connection.client, first - 2, filter_subject=subjects.aggregate_filter(Aggregate.NODE, nid)):
+        async for record in subscribe(
+            connection.client, first - 2, filter_subject=subjects.aggregate_filter(Aggregate.NODE, nid)
+        ):
             seen.append(record)
             if len(seen) == 5:
                 return
@@ -95,7 +106,9 @@ async def test_subscribe_across_a_server_restart_delivers_every_event_once(tmp_p
         await provision(conn.client)
         store = EventStore(conn)
         nid = new_id()
-        version = await store.append(Aggregate.NODE, nid, [NodeEnabled(node_id=nid)] * 50, ExpectedVersion.NO_STREAM)
+        version = await store.append(
+            Aggregate.NODE, nid, [NodeEnabled(node_id=nid)] * 50, ExpectedVersion.NO_STREAM
+        )
         seen: list[int] = []
         caught_up, done = asyncio.Event(), asyncio.Event()
 
@@ -128,9 +141,21 @@ async def test_audit_tail_prints_matching_events_as_they_happen(nats_url: str, s
     env = {**os.environ, "NATS_URL": nats_url}
     since = str(store.last_sequence + 1)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "modelforge.cli", "audit", "tail", "--aggregate", "client",
-        "--type", "ClientCreated", "--since", since, "--json",
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        sys.executable,
+        "-m",
+        "modelforge.cli",
+        "audit",
+        "tail",
+        "--aggregate",
+        "client",
+        "--type",
+        "ClientCreated",
+        "--since",
+        since,
+        "--json",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
     )
     try:
         await store.append(Aggregate.NODE, cid, [NodeEnabled(node_id=cid)], ExpectedVersion.ANY)

@@ -257,15 +257,17 @@ async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_ne
     if (left := 60 - time.time() % 60) < 15:
         await asyncio.sleep(left + 0.5)  # all of this test's requests count in one rate window
     a, b = two_models.gateways
-    tag = new_id()[:6]
+    ids: dict[str, str] = {}  # what the gateways named each call
 
     async def call(url: str, name: str, key: str = issued.key) -> httpx.Response:
         async with httpx.AsyncClient(timeout=60) as http:
-            return await http.post(
+            response = await http.post(
                 f"{url}/v1/embeddings",
                 json={"input": name, "model": "minilm-a"},
-                headers={"authorization": f"Bearer {key}", "x-request-id": f"{tag}-{name}"},
+                headers={"authorization": f"Bearer {key}"},
             )
+        ids[name] = response.headers["x-request-id"]
+        return response
 
     assert (await call(a, "first")).status_code == 200  # gateway A has now seen 1 of 4
     for name in ("b1", "b2", "b3"):  # gateway B spends the rest of the minute's budget
@@ -281,11 +283,11 @@ async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_ne
     leases = await _events_until(
         two_models.connection,
         subjects.EVENTS_STREAM,
-        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == f"{tag}-marker",
+        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == ids["marker"],
     )
     granted = {e.request_id: e for e in leases if isinstance(e, s.LeaseGranted)}
-    assert f"{tag}-checked-first" not in granted  # near its limits: refused before any lease
-    lease = granted[f"{tag}-overlapped"]  # the lease the refusal gave back
+    assert ids["checked-first"] not in granted  # near its limits: refused before any lease
+    lease = granted[ids["overlapped"]]  # the lease the refusal gave back
     released = await _events_until(
         two_models.connection,
         subjects.EVENTS_STREAM,
@@ -294,10 +296,10 @@ async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_ne
     assert released[-1].outcome == "cancelled"  # type: ignore[attr-defined]
 
     def about(name: str) -> Callable[[object], bool]:
-        return lambda e: getattr(e, "request_id", None) == f"{tag}-{name}" and isinstance(e, RequestRejected)
+        return lambda e: getattr(e, "request_id", None) == ids[name] and isinstance(e, RequestRejected)
 
     for name in ("overlapped", "checked-first"):
         recorded = await _events_until(two_models.connection, subjects.REQUESTS_STREAM, about(name))
         assert recorded[-1].code == "RATE_LIMITED"  # type: ignore[attr-defined]
-        accepted = [e for e in recorded if isinstance(e, RequestAccepted) and e.request_id == f"{tag}-{name}"]
+        accepted = [e for e in recorded if isinstance(e, RequestAccepted) and e.request_id == ids[name]]
         assert not accepted  # a refusal is the request's only event, checked first or alongside

@@ -69,14 +69,14 @@ async def test_a_completed_request_is_recorded_with_its_latency_breakdown(stack:
         response = await http.post(
             f"{stack.gateway.url}/v1/embeddings",
             json={"input": "hello", "model": "m"},
-            headers={"authorization": f"Bearer {stack.key.key}", "x-request-id": "req-latency-1"},
+            headers={"authorization": f"Bearer {stack.key.key}"},
         )
     assert response.status_code == 200
-    assert response.headers["x-request-id"] == "req-latency-1"
     assert "server-timing" in response.headers
     body = response.json()
     assert body["latency"]["total_ms"] > 0
-    event = await _request_event(stack, "req-latency-1", RequestCompleted)
+    assert body["request_id"] == response.headers["x-request-id"]
+    event = await _request_event(stack, body["request_id"], RequestCompleted)
     assert event.latency.worker_inference_ms > 0
     assert event.usage.input_tokens > 0
 
@@ -123,18 +123,17 @@ async def test_bad_input_is_refused_with_a_code_and_changes_no_state(
     js = stack.connection.client.jetstream()
     await stack.gateway.settled()  # earlier tests' lease releases are not this request's doing
     before = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
-    request_id = f"bad-{case.replace(' ', '-')}"
     async with httpx.AsyncClient() as http:
         response = await http.post(
             f"{stack.gateway.url}/v1/embeddings",
             content=body,
             headers={
                 "authorization": f"Bearer {stack.key.key}",
-                "x-request-id": request_id,
                 "content-type": "application/json",
             },
         )
     assert response.status_code == status, response.text
+    request_id = response.headers["x-request-id"]
     error = response.json()["error"]
     assert error["code"] == code
     assert error["request_id"] == request_id
@@ -178,13 +177,13 @@ async def test_a_capability_with_no_deployment_is_503_and_recorded_as_a_rejectio
     )
     assert stack.gateway.replica is not None
     await stack.gateway.replica.edge.directory.wait_until_applied(issued.sequence, timeout=5)
-    request_id = f"unavailable-{new_id()[:6]}"
     async with httpx.AsyncClient() as http:
         response = await http.post(
             f"{stack.gateway.url}/v1/rerank",
             json={"query": "q", "documents": ["d"]},
-            headers={"authorization": f"Bearer {issued.key}", "x-request-id": request_id},
+            headers={"authorization": f"Bearer {issued.key}"},
         )
+    request_id = response.headers["x-request-id"]
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "CAPABILITY_UNAVAILABLE"
     rejected = await _request_event(stack, request_id, RequestRejected)
