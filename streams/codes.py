@@ -301,6 +301,9 @@ PROJECT_PRODUCTION_VALIDATION_FAILED: Final = spec(
 STATE_CONFLICT: Final = spec(
     "STATE_CONFLICT", 409, "The command conflicts with current state (a concurrent change or duplicate)."
 )
+INTERNAL_ERROR: Final = spec(
+    "INTERNAL_ERROR", 500, "The gateway failed in a way it has no more specific code for (it is logged)."
+)
 
 
 ERROR_CODES: Final[dict[str, ErrorSpec]] = {
@@ -368,6 +371,7 @@ ERROR_CODES: Final[dict[str, ErrorSpec]] = {
         PROJECT_FIT_GATES_FAILED,
         PROJECT_PRODUCTION_VALIDATION_FAILED,
         STATE_CONFLICT,
+        INTERNAL_ERROR,
     )
 }
 

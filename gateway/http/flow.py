@@ -23,7 +23,14 @@ from gateway.http.body import decode_json, read_limited
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
 from gateway.http.stamps import request_id_of
-from gateway.serving.pipeline import RequestShape, Served, record_rejection, serve, spawn
+from gateway.serving.pipeline import (
+    RequestShape,
+    Served,
+    internal_error,
+    record_rejection,
+    serve,
+    spawn,
+)
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
 
@@ -57,7 +64,6 @@ def check_texts(texts: list[str], contract: CapabilityContract, param: str) -> R
                 "INVALID_INPUT",
                 f"`{param}[{index}]` has {len(text)} characters; at most {limits.max_chars_per_item}",
                 param=param,
-                http_status=413,
             )
         total += len(text)
     if limits.max_total_chars and total > limits.max_total_chars:
@@ -107,7 +113,8 @@ async def run_capability(
             )
         finally:
             spawn(edge.ctx, admission.close())
-    except ServingError as error:
+    except Exception as raised:
+        error = raised if isinstance(raised, ServingError) else internal_error(raised, request_id)
         if principal is not None and (not serving or (admission is not None and admission.refused)):
             record_rejection(edge.ctx, capability, request_id, principal.client_id, error)
         edge.metrics.observe(

@@ -9,6 +9,7 @@ live view's change notifications, bounded by the request's deadline.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import UTC, datetime
 
@@ -35,6 +36,7 @@ from streams.envelope import new_id
 from streams.events import serving as s
 
 _NATS_FAILURES = (NatsError, TimeoutError)
+log = logging.getLogger("modelforge.gateway.capacity")
 
 
 class Grant(msgspec.Struct, kw_only=True):
@@ -147,8 +149,15 @@ async def _acquire(
         if step.kind == "warm" and step.lease is not None:
             return _grant(step.lease, decision, deployment, cold=False, spent=spent)
         if step.kind == "cold" and step.lease is not None and step.load is not None:
-            await publish_load(ctx, step.load, deployment)
-            await _await_loaded(ctx, step.lease, deployment, deadline)
+            try:
+                await _load(ctx, step.load, deployment)
+                await _await_loaded(ctx, step.lease, deployment, deadline)
+            except Exception:  # the caller never gets this lease: give it back here
+                try:
+                    await _release(ctx, step.lease.lease_id, step.lease.accelerator_id, "failed")
+                except Exception as unreleased:  # its TTL ends it; the load's failure is the answer
+                    log.warning("lease %s not released: %r", step.lease.lease_id, unreleased)
+                raise
             spent["load"] += (time.perf_counter() - waited) * 1000
             return _grant(step.lease, decision, deployment, cold=True, spent=spent)
         if step.eviction is not None:
@@ -219,6 +228,29 @@ def _grant(
     )
 
 
+async def _load(ctx: ServingContext, load: s.ResidencyLoadRequested, deployment: DeploymentState) -> None:
+    """Send the load job; if it cannot be sent, end the load on the books (no agent will)."""
+    try:
+        await publish_load(ctx, load, deployment)
+    except (ServingError, *_NATS_FAILURES) as failure:
+        refusal = (
+            failure
+            if isinstance(failure, ServingError)
+            else ServingError(
+                "CAPABILITY_UNAVAILABLE", f"the load job could not be sent: {failure!r}", http_status=503
+            )
+        )
+        ended = s.ResidencyLoadFailed(
+            load_id=load.load_id,
+            accelerator_id=load.accelerator_id,
+            deployment_id=load.deployment_id,
+            code=refusal.code,
+            detail=refusal.message,
+        )
+        await append_to_accelerator(ctx, load.accelerator_id, [ended])
+        raise refusal from None
+
+
 async def _await_loaded(
     ctx: ServingContext, lease: s.LeaseGranted, deployment: DeploymentState, deadline: float
 ) -> None:
@@ -260,12 +292,16 @@ async def _queue(ctx: ServingContext, place: asyncio.Event, deadline: float) -> 
         raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline") from None
 
 
-async def release(ctx: ServingContext, grant: Grant, outcome: str, attempts: int = 20) -> None:
+async def release(ctx: ServingContext, grant: Grant, outcome: str) -> None:
+    await _release(ctx, grant.lease_id, grant.accelerator_id, outcome)
+
+
+async def _release(ctx: ServingContext, lease_id: str, accelerator_id: str, outcome: str) -> None:
     """Give the lease back (retrying on conflicts: releasing never needs a new decision)."""
-    event = s.LeaseReleased(lease_id=grant.lease_id, accelerator_id=grant.accelerator_id, outcome=outcome)  # type: ignore[arg-type]
-    for _ in range(attempts):
+    event = s.LeaseReleased(lease_id=lease_id, accelerator_id=accelerator_id, outcome=outcome)  # type: ignore[arg-type]
+    for _ in range(20):
         try:
-            await append_to_accelerator(ctx, grant.accelerator_id, [event])
+            await append_to_accelerator(ctx, accelerator_id, [event])
             return
         except ConcurrencyConflict as conflict:
             await catch_up_after(ctx, conflict, 5.0)

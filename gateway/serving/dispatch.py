@@ -57,7 +57,10 @@ async def invoke(
             "REQUEST_TIMEOUT", "the model did not answer before the request's deadline"
         ) from None
     done = time.perf_counter()
-    reply = _reply_decoder.decode(msg.data)
+    try:
+        reply = _reply_decoder.decode(msg.data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        raise ServingError("INVALID_OUTPUT", "the worker's reply is not an InvokeReply") from None
     if not reply.ok:
         code = reply.code if reply.code in codes.ERROR_CODES else "INFERENCE_FAILED"
         raise ServingError(code, reply.message or "the worker failed to run the request")

@@ -86,6 +86,16 @@ def _record(ctx: ServingContext, capability: str, request_id: str, event: Event)
     spawn(ctx, ctx.store.record_request(capability, request_id, event, actor=ctx.actor))
 
 
+def internal_error(error: Exception, request_id: str) -> ServingError:
+    """A fault with no code of its own: logged (type and message, never the request's content)."""
+    log.error("request %s failed: %r", request_id, error, exc_info=error)
+    return ServingError(
+        "INTERNAL_ERROR",
+        f"the gateway failed to serve this request ({type(error).__name__})",
+        http_status=500,
+    )
+
+
 def record_rejection(
     ctx: ServingContext, capability: str, request_id: str, client_id: str, refusal: ServingError
 ) -> None:
@@ -154,7 +164,8 @@ async def serve(
     try:
         grant = await seeking
         invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
-    except ServingError as failure:
+    except Exception as error:
+        failure = error if isinstance(error, ServingError) else internal_error(error, request_id)
         if grant is not None:
             spawn(ctx, capacity.release(ctx, grant, "failed"))
         latency = LatencyBreakdown(
@@ -176,7 +187,9 @@ async def serve(
                 latency=latency,
             ),
         )
-        raise
+        if failure is error:
+            raise
+        raise failure from error
     spawn(ctx, capacity.release(ctx, grant, "completed"))
     worker = invoked.worker
     worker_ms = worker.queue_ms + worker.preprocess_ms + worker.inference_ms + worker.serialize_ms

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -15,6 +16,7 @@ import uvicorn
 
 from eventstore.connection import Connection
 from eventstore.store import EventStore, ExpectedVersion
+from eventstore.subscription import subscribe
 from gateway.process import GatewayReplica, start_replica
 from gateway.promotion.envelope import envelope_from_probe
 from modelforge.devstack.processes import free_port, wait_for_port
@@ -186,3 +188,17 @@ class GatewayProcess:
         if self.process and self.process.poll() is None:
             self.process.terminate()
             self.process.wait(WAIT_S)
+
+
+async def events_until(
+    connection: Connection, stream: str, last: Callable[[object], bool], timeout: float = 20
+) -> list[object]:
+    """A stream's events from its start up to and including the first for which `last` holds
+    (waiting for it to be written)."""
+    seen: list[object] = []
+    async with asyncio.timeout(timeout):
+        async for record in subscribe(connection.client, 1, stream=stream):
+            seen.append(record.event)
+            if last(record.event):
+                return seen
+    raise AssertionError("unreachable: subscribe never ends")

@@ -30,6 +30,7 @@ class Stack(msgspec.Struct):
     deployment_id: str
     key: IssuedKey
     gateway: InProcessGateway
+    agent: AgentProcess
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +62,7 @@ async def stack(module_nats: NatsServer, minilm_root: Path, scratch: Path) -> As
     )
     gateway = InProcessGateway()
     await gateway.start(module_nats.url)
-    yield Stack(module_nats.url, connection, store, node, minilm_root, deployment_id, key, gateway)
+    yield Stack(module_nats.url, connection, store, node, minilm_root, deployment_id, key, gateway, agent)
     await gateway.stop()
     agent.stop()
     await connection.close()

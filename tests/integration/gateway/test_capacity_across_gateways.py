@@ -17,7 +17,6 @@ import pytest
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.store import EventStore, ExpectedVersion
-from eventstore.subscription import subscribe
 from gateway.clients.service import ClientService
 from gateway.scheduler import account, required_bytes
 from gateway.serving.capacity import envelope_of
@@ -34,7 +33,7 @@ from streams.events.requests import RequestAccepted, RequestRejected
 from streams.messages import AcceleratorTelemetry
 from streams.subjects import Aggregate
 from tests.support.agents import MINILM, AgentProcess
-from tests.support.serving import GatewayProcess, probe, promote, register_artifacts
+from tests.support.serving import GatewayProcess, events_until, probe, promote, register_artifacts
 
 MIB = 1 << 20
 BUDGET = 1024 * MIB
@@ -234,19 +233,6 @@ async def test_a_revoked_key_is_refused_by_both_gateways_within_a_second(two_mod
             assert refused.json()["error"]["code"] == "CAPABILITY_NOT_AUTHORIZED"
 
 
-async def _events_until(
-    connection: Connection, stream: str, last: Callable[[object], bool], timeout: float = 20
-) -> list[object]:
-    """The stream's events from its start up to and including the first for which `last` holds."""
-    seen: list[object] = []
-    async with asyncio.timeout(timeout):
-        async for record in subscribe(connection.client, 1, stream=stream):
-            seen.append(record.event)
-            if last(record.event):
-                return seen
-    raise AssertionError("unreachable: subscribe never ends")
-
-
 async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_near_them_first(
     two_models: TwoModels,
 ) -> None:
@@ -280,7 +266,7 @@ async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_ne
     marker = await call(a, "marker", two_models.key)  # leased after anything A staged before it
     assert marker.status_code == 200
 
-    leases = await _events_until(
+    leases = await events_until(
         two_models.connection,
         subjects.EVENTS_STREAM,
         lambda e: isinstance(e, s.LeaseGranted) and e.request_id == ids["marker"],
@@ -288,7 +274,7 @@ async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_ne
     granted = {e.request_id: e for e in leases if isinstance(e, s.LeaseGranted)}
     assert ids["checked-first"] not in granted  # near its limits: refused before any lease
     lease = granted[ids["overlapped"]]  # the lease the refusal gave back
-    released = await _events_until(
+    released = await events_until(
         two_models.connection,
         subjects.EVENTS_STREAM,
         lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,
@@ -299,7 +285,7 @@ async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_ne
         return lambda e: getattr(e, "request_id", None) == ids[name] and isinstance(e, RequestRejected)
 
     for name in ("overlapped", "checked-first"):
-        recorded = await _events_until(two_models.connection, subjects.REQUESTS_STREAM, about(name))
+        recorded = await events_until(two_models.connection, subjects.REQUESTS_STREAM, about(name))
         assert recorded[-1].code == "RATE_LIMITED"  # type: ignore[attr-defined]
         accepted = [e for e in recorded if isinstance(e, RequestAccepted) and e.request_id == ids[name]]
         assert not accepted  # a refusal is the request's only event, checked first or alongside

@@ -14,11 +14,11 @@ from nodeagent.adapters.embedding import EmbeddingAdapter
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from streams import subjects
-from streams.codec import UnknownEvent
 from streams.envelope import new_id
 from streams.events.requests import RequestCompleted, RequestRejected
 from tests.integration.gateway.conftest import Stack
 from tests.support.agents import MINILM
+from tests.support.serving import events_until
 
 SENTENCES = ["A cat sits on the mat.", "Stock markets fell sharply today.", "ModelForge serves embeddings."]
 
@@ -82,18 +82,10 @@ async def test_a_completed_request_is_recorded_with_its_latency_breakdown(stack:
 
 
 async def _request_event(stack: Stack, request_id: str, kind: type) -> object:
-    from eventstore.subscription import subscribe
+    def wanted(event: object) -> bool:
+        return isinstance(event, kind) and getattr(event, "request_id", None) == request_id
 
-    async with asyncio.timeout(20):
-        async for record in subscribe(stack.connection.client, 1, stream=subjects.REQUESTS_STREAM):
-            event = record.event
-            if (
-                not isinstance(event, UnknownEvent)
-                and isinstance(event, kind)
-                and event.request_id == request_id
-            ):  # type: ignore[attr-defined]
-                return event
-    raise AssertionError("no such request event")
+    return (await events_until(stack.connection, subjects.REQUESTS_STREAM, wanted))[-1]
 
 
 BAD_INPUTS = [
@@ -109,7 +101,7 @@ BAD_INPUTS = [
         422,
         "INVALID_INPUT",
     ),
-    ("item too long", b'{"input": "' + b"a" * 40_000 + b'", "model": "m"}', 413, "INVALID_INPUT"),
+    ("item too long", b'{"input": "' + b"a" * 40_000 + b'", "model": "m"}', 422, "INVALID_INPUT"),
     ("bad encoding", b'{"input": "x", "encoding_format": "int8"}', 422, "INVALID_INPUT"),
     ("unsupported dimensions", b'{"input": "x", "dimensions": 128}', 400, "INVALID_INPUT"),
     ("oversized body", b'{"input": "' + b"a" * (5 << 20) + b'"}', 413, "PAYLOAD_TOO_LARGE"),
