@@ -52,17 +52,19 @@ def parse_embeddings(edge: Edge) -> Any:
             )
         strings: list[str] = [t for t in texts if isinstance(t, str)]
         shape = check_texts(strings, contract, "input")
-        _check_dimensions(edge, call.dimensions)
+        _check_dimensions(edge, call)
         payload = msgspec.json.encode(EmbeddingInput(texts=strings, dimensions=call.dimensions))
         return Prepared(payload, shape, _render(call), call.model)
 
     return parse
 
 
-def _check_dimensions(edge: Edge, dimensions: int | None) -> None:
+def _check_dimensions(edge: Edge, call: OpenAIEmbeddingRequest) -> None:
+    """Only the sizes the deployment the call routes to declares it may be truncated to."""
+    dimensions = call.dimensions
     if dimensions is None:
         return
-    deployment = edge.ctx.live.catalog.stable_for(EMBEDDING.capability)
+    deployment = edge.ctx.live.catalog.resolve(EMBEDDING.capability, call.model)
     space = deployment.embedding_space if deployment else None
     allowed = space.truncatable_dimensions if space else ()
     if dimensions not in allowed:

@@ -122,7 +122,10 @@ async def _acquire(
                 ctx.live.schedulable_accelerators(now),
                 envelope,
                 PlacementRequest(
-                    channel=envelope.channel, deadline_ms=(deadline - now) * 1000, queue_depth=ctx.queued
+                    channel=envelope.channel,
+                    deadline_ms=(deadline - now) * 1000,
+                    # the others waiting on this replica: a queued request deciding again is not ahead of itself
+                    queue_depth=ctx.queued - (place in ctx.waiting),
                 ),
                 ctx.live.policy,
                 now,

@@ -14,9 +14,15 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 import numpy as np
+from numpy.typing import NDArray
 
 from nodeagent.adapters.base import CapabilityAdapter, invalid_output, run_rows
-from nodeagent.adapters.embedding import EmbeddingAdapter, EmbeddingResult, validate_embeddings
+from nodeagent.adapters.embedding import (
+    EmbeddingAdapter,
+    EmbeddingResult,
+    l2_normalize,
+    validate_embeddings,
+)
 from nodeagent.adapters.reranking import (
     RerankDocument,
     RerankingAdapter,
@@ -110,24 +116,32 @@ class EmbeddingServer:
         request: contracts.EmbeddingInput = _decode(payload, contracts.EmbeddingInput)
         _check_items(len(request.texts), contracts.EMBEDDING.limits)
         dimension = self.adapter.config.dimension
-        if request.dimensions is not None and request.dimensions != dimension:
+        if request.dimensions is not None and not 1 <= request.dimensions <= dimension:
             raise ServingError(
-                codes.INVALID_INPUT.code, f"this deployment serves {dimension} dimensions only", "dimensions"
+                codes.INVALID_INPUT.code, f"`dimensions` must be between 1 and {dimension}", "dimensions"
             )
         decoded = time.perf_counter()
         timed = await self.batcher.submit(request.texts)
         ran = time.perf_counter()
         # One vector per text, each checked against the contract by `run_rows` with its batch.
-        vectors = [t.result.vector for t in timed]
+        vectors = np.stack([t.result.vector for t in timed])
+        if request.dimensions is not None and request.dimensions < dimension:
+            vectors = self._truncate(vectors, request.dimensions)
         output = contracts.EmbeddingOutput(
-            embeddings=np.stack(vectors).tolist(),
-            dimension=dimension,
+            embeddings=vectors.tolist(),
+            dimension=vectors.shape[1],
             input_tokens=sum(t.result.token_count for t in timed),
         )
         body = msgspec.json.encode(output)
         timings = _timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
         serialize_ms = (time.perf_counter() - ran) * 1000
         return body, msgspec.structs.replace(timings, serialize_ms=serialize_ms)
+
+    def _truncate(self, vectors: NDArray[Any], dimensions: int) -> NDArray[Any]:
+        """The leading `dimensions` components (Matryoshka truncation; the gateway admits only the
+        sizes the deployment declares), normalised again where the model's vectors are."""
+        head = vectors[:, :dimensions]
+        return l2_normalize(head) if self.adapter.config.normalize else head
 
     def test_inference(self) -> None:
         self._validate([r.vector for r in run_rows(self.adapter, self.runtime, _TEST_TEXTS)])

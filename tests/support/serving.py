@@ -81,12 +81,19 @@ async def promote(
     *,
     route: str = "",
     model_name: str = "all-MiniLM-L6-v2",
+    truncatable_dimensions: tuple[int, ...] = (),
 ) -> str:
     """A stable deployment, or with `route` an active experiment reached by that model name."""
     deployment_id = f"dep-{new_id()[:10]}"
     envelope = envelope_from_probe(measured)
     space = (
-        s.EmbeddingSpace(space_id="minilm-l6-v2", dimension=384, normalized=True, input_semantics="symmetric")
+        s.EmbeddingSpace(
+            space_id="minilm-l6-v2",
+            dimension=384,
+            normalized=True,
+            input_semantics="symmetric",
+            truncatable_dimensions=truncatable_dimensions,
+        )
         if artifacts.capability == EMBEDDING
         else None
     )

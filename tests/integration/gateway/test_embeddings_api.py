@@ -18,7 +18,7 @@ from streams.envelope import new_id
 from streams.events.requests import RequestCompleted, RequestRejected
 from tests.integration.gateway.conftest import Stack
 from tests.support.agents import MINILM
-from tests.support.serving import events_until
+from tests.support.serving import events_until, probe, promote, register_artifacts
 
 SENTENCES = ["A cat sits on the mat.", "Stock markets fell sharply today.", "ModelForge serves embeddings."]
 
@@ -180,3 +180,28 @@ async def test_a_capability_with_no_deployment_is_503_and_recorded_as_a_rejectio
     assert response.json()["error"]["code"] == "CAPABILITY_UNAVAILABLE"
     rejected = await _request_event(stack, request_id, RequestRejected)
     assert rejected.code == "CAPABILITY_UNAVAILABLE"  # type: ignore[attr-defined]
+
+
+async def test_dimensions_a_deployment_declares_give_its_vectors_cut_and_normalised_again(
+    stack: Stack,
+) -> None:
+    artifacts = await register_artifacts(stack.store, stack.node, stack.root, MINILM)
+    measured = await probe(stack.connection, stack.node, artifacts, stack.root)
+    await promote(stack.store, artifacts, measured, route="minilm-mrl", truncatable_dimensions=(128,))
+    async with httpx.AsyncClient(timeout=60) as http:
+        ready = await http.get(f"{stack.gateway.url}/readyz", params={"applied": stack.store.last_sequence})
+        assert ready.status_code == 200
+        cut = await client_for(stack).embeddings.create(
+            model="minilm-mrl", input=SENTENCES[0], dimensions=128, encoding_format="float"
+        )
+        refused = await http.post(
+            f"{stack.gateway.url}/v1/embeddings",
+            json={"input": "x", "model": "minilm-mrl", "dimensions": 64},
+            headers={"authorization": f"Bearer {stack.key.key}"},
+        )
+    head = direct_embeddings(stack, [SENTENCES[0]])[0][:128]
+    vector = np.array(cut.data[0].embedding)
+    assert vector.shape == (128,)
+    np.testing.assert_allclose(vector, head / np.linalg.norm(head), atol=1e-5)
+    assert refused.status_code == 400
+    assert "supported: 128" in refused.json()["error"]["message"]
