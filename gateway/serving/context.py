@@ -11,6 +11,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from eventstore.store import EventStore
+from gateway.serving.upkeep import PressureTrack
 from gateway.state.live import LiveState
 from streams.envelope import Actor, ActorKind
 
@@ -29,6 +30,8 @@ class ServingContext:
     # group commit (gateway.serving.appends): staged events and the writer task per accelerator
     staged: dict[str, list[Any]] = field(default_factory=dict)
     writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    # this replica's pressure hysteresis per accelerator (gateway.serving.upkeep.track_pressure)
+    pressure: dict[str, PressureTrack] = field(default_factory=dict)
 
     @property
     def queued(self) -> int:

@@ -48,6 +48,7 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
             for t in (
                 upkeep.next_ttl_due(live.catalog, live.accelerators.values()),
                 min((e for _, e in live.lease_expiry.values()), default=None),
+                upkeep.next_pressure_due(ctx.pressure, live.policy),
             )
             if t is not None
         ]
@@ -78,6 +79,18 @@ async def upkeep_once(ctx: ServingContext) -> None:
         await publish_job(ctx, job, "unload")
     for deployment_id in upkeep.warm_missing(live.catalog, live.schedulable_accelerators(now)):
         await _load_always_warm(ctx, deployment_id)
+    ctx.pressure, steps = upkeep.track_pressure(
+        live.schedulable_accelerators(now), ctx.pressure, live.policy, now
+    )
+    for step in steps:
+        changed = s.PressureChanged(
+            accelerator_id=step.accelerator_id,
+            previous=step.previous.value,
+            current=step.current.value,
+            utilization=round(step.utilisation, 4),
+        )
+        await append_to_accelerator(ctx, step.accelerator_id, [changed])
+        log.info("pressure on %s: %s -> %s", step.accelerator_id, step.previous, step.current)
 
 
 async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:

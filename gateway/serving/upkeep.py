@@ -2,7 +2,9 @@
 
 - always-warm deployments are loaded as soon as they are promoted, and again after a restart;
 - keep-warm residents are unloaded once idle for their TTL;
-- leases whose holder vanished (a gateway crashed mid-request) expire.
+- leases whose holder vanished (a gateway crashed mid-request) expire;
+- an accelerator's pressure level changes on the books (`PressureChanged`) when its stabilised
+  reading does: at once on the way up, after `pressure_stable_seconds` below on the way down.
 
 Every replica runs the same upkeep; the accelerator's expected version (and job ids derived from
 the facts) make duplicates harmless.
@@ -14,7 +16,15 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from gateway.scheduler import AcceleratorState, ResidencyState
+from gateway.scheduler import (
+    AcceleratorState,
+    Pressure,
+    PressureReading,
+    ResidencyState,
+    SchedulerPolicy,
+    account,
+    next_pressure,
+)
 from gateway.state.catalog import Catalog
 
 
@@ -28,6 +38,55 @@ class Unload(msgspec.Struct, frozen=True):
 class Expire(msgspec.Struct, frozen=True):
     accelerator_id: str
     lease_id: str
+
+
+class PressureTrack(msgspec.Struct, frozen=True):
+    """This replica's hysteresis for one accelerator, and the level on the books it started from:
+    when another replica changes that level, the track starts again from the new one."""
+
+    booked: Pressure
+    reading: PressureReading
+
+
+class PressureStep(msgspec.Struct, frozen=True):
+    accelerator_id: str
+    previous: Pressure
+    current: Pressure
+    utilisation: float
+
+
+def track_pressure(
+    accelerators: Iterable[AcceleratorState],
+    tracks: Mapping[str, PressureTrack],
+    policy: SchedulerPolicy,
+    now: float,
+) -> tuple[dict[str, PressureTrack], list[PressureStep]]:
+    """Each available accelerator's reading after observing its utilisation now, and the level
+    changes to book. Accelerators without fresh telemetry are left out (their load is unknown)."""
+    out: dict[str, PressureTrack] = {}
+    steps = []
+    for state in accelerators:
+        if not state.available or state.total_bytes <= 0:
+            continue
+        booked = state.pressure.level
+        track = tracks.get(state.accelerator_id)
+        reading = track.reading if track is not None and track.booked is booked else state.pressure
+        utilisation = account(state, policy, now).utilisation
+        reading = next_pressure(reading, utilisation, now, policy)
+        out[state.accelerator_id] = PressureTrack(booked, reading)
+        if reading.level is not booked:
+            steps.append(PressureStep(state.accelerator_id, booked, reading.level, utilisation))
+    return out, steps
+
+
+def next_pressure_due(tracks: Mapping[str, PressureTrack], policy: SchedulerPolicy) -> float | None:
+    """When the next pending fall of a pressure level is due (None: none is pending)."""
+    times = [
+        t.reading.below_since + policy.pressure_stable_seconds
+        for t in tracks.values()
+        if t.reading.below_since is not None
+    ]
+    return min(times) if times else None
 
 
 def hosted(accelerators: Iterable[AcceleratorState]) -> set[str]:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import shutil
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 
 from eventstore.store import ExpectedVersion
+from streams.envelope import new_id
 from streams.events import serving as s
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack
-from tests.support.agents import MINILM, next_event
+from tests.support.agents import MINILM, AgentProcess, next_event
 from tests.support.serving import probe, promote, register_artifacts
 
 
@@ -77,3 +79,22 @@ async def test_a_lease_left_behind_by_a_vanished_gateway_expires(stack: Stack) -
         lambda e: isinstance(e, s.LeaseExpired) and e.lease_id == "orphan-lease",
     )
     assert expired.accelerator_id == accelerator
+
+
+async def test_an_accelerator_past_its_critical_level_has_that_pressure_booked(
+    stack: Stack, scratch: Path
+) -> None:
+    node = f"tight-{new_id()[:6]}"  # a 64 MiB device: the agent process alone fills it
+    agent = AgentProcess(stack.nats_url, node, stack.root, scratch, **{"--cpu-memory-budget": str(64 << 20)})
+    await agent.start(stack.connection)
+    try:
+        changed = await next_event(
+            stack.connection,
+            Aggregate.ACCELERATOR,
+            f"{node}-cpu0",
+            lambda e: isinstance(e, s.PressureChanged),
+        )
+    finally:
+        agent.stop()
+    assert (changed.previous, changed.current) == ("NORMAL", "CRITICAL")
+    assert changed.utilization >= 0.95

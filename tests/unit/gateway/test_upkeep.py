@@ -1,8 +1,18 @@
-"""Upkeep decisions: always-warm loads, keep-warm TTL unloads, lease expiry."""
+"""Upkeep decisions: always-warm loads, keep-warm TTL unloads, lease expiry, pressure levels."""
 
 from __future__ import annotations
 
-from gateway.scheduler import AcceleratorState, Lease, ResidencyState, Resident
+import msgspec
+
+from gateway.scheduler import (
+    DEFAULT_POLICY,
+    AcceleratorState,
+    Lease,
+    Pressure,
+    PressureReading,
+    ResidencyState,
+    Resident,
+)
 from gateway.serving import upkeep
 from gateway.state.catalog import Catalog, evolve_catalog
 from streams.events import serving as s
@@ -66,3 +76,49 @@ def test_only_leases_still_on_the_books_past_their_expiry_expire() -> None:
     expiries = {"L1": ("a1", 10.0), "L2": ("a1", 5.0)}  # L2 was already released
     assert upkeep.expired({"a1": state}, expiries, now=9.0) == []
     assert upkeep.expired({"a1": state}, expiries, now=10.0) == [upkeep.Expire("a1", "L1")]
+
+
+POLICY = DEFAULT_POLICY  # pressure: elevated at 0.70, high 0.85, critical 0.95; stable for 30 s
+
+
+def used(fraction: float, booked: Pressure = Pressure.NORMAL) -> AcceleratorState:
+    """An accelerator whose telemetry shows `fraction` of it in use, with `booked` on the books."""
+    return AcceleratorState(
+        accelerator_id="a1",
+        node_id="n1",
+        total_bytes=1000,
+        observed_used_bytes=int(fraction * 1000),
+        observed_at=0.0,
+        pressure=PressureReading(level=booked),
+    )
+
+
+def test_pressure_is_booked_at_once_when_utilisation_rises() -> None:
+    tracks, steps = upkeep.track_pressure([used(0.96)], {}, POLICY, now=10.0)
+    assert steps == [upkeep.PressureStep("a1", Pressure.NORMAL, Pressure.CRITICAL, 0.96)]
+    assert tracks["a1"].reading.level is Pressure.CRITICAL
+
+
+def test_pressure_falls_only_after_the_lower_level_held_for_the_stable_period() -> None:
+    tracks, _ = upkeep.track_pressure([used(0.96)], {}, POLICY, now=10.0)
+    critical = used(0.50, booked=Pressure.CRITICAL)  # the change above, now on the books
+    tracks, steps = upkeep.track_pressure([critical], tracks, POLICY, now=11.0)
+    assert steps == []
+    assert upkeep.next_pressure_due(tracks, POLICY) == 41.0
+    tracks, steps = upkeep.track_pressure([critical], tracks, POLICY, now=40.9)
+    assert steps == []
+    _, steps = upkeep.track_pressure([critical], tracks, POLICY, now=41.0)
+    assert steps == [upkeep.PressureStep("a1", Pressure.CRITICAL, Pressure.NORMAL, 0.5)]
+
+
+def test_a_level_another_replica_booked_restarts_this_replicas_track() -> None:
+    tracks, _ = upkeep.track_pressure([used(0.96)], {}, POLICY, now=10.0)
+    tracks, _ = upkeep.track_pressure([used(0.50, booked=Pressure.CRITICAL)], tracks, POLICY, now=11.0)
+    # Another replica booked NORMAL; this one must not put CRITICAL back from its stale track.
+    _, steps = upkeep.track_pressure([used(0.50, booked=Pressure.NORMAL)], tracks, POLICY, now=12.0)
+    assert steps == []
+
+
+def test_an_accelerator_without_fresh_telemetry_gets_no_pressure() -> None:
+    stale = msgspec.structs.replace(used(0.96), available=False)
+    assert upkeep.track_pressure([stale], {}, POLICY, now=10.0) == ({}, [])
