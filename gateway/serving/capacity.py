@@ -129,6 +129,7 @@ async def _acquire(
                 ),
                 ctx.live.policy,
                 now,
+                ctx.live.co_residency,
             )
             step = _stage(ctx, decision, deployment, request_id, client_id)
         if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)

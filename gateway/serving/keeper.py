@@ -105,6 +105,7 @@ async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
             PlacementRequest(channel=envelope.channel),
             live.policy,
             now,
+            live.co_residency,
         )
         if decision.verdict is not Verdict.ADMIT or decision.accelerator_id is None:
             log.info(

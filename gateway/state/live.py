@@ -22,7 +22,13 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from eventstore.records import RecordedEvent
 from eventstore.subscription import subscribe
-from gateway.scheduler import DEFAULT_POLICY, AcceleratorState, SchedulerPolicy
+from gateway.scheduler import (
+    DEFAULT_POLICY,
+    AcceleratorState,
+    CoResidencyPair,
+    CoResidencyStatus,
+    SchedulerPolicy,
+)
 from gateway.state.accelerators import evolve_accelerator, new_accelerator, with_telemetry
 from gateway.state.catalog import Catalog, evolve_catalog
 from streams import subjects
@@ -56,6 +62,9 @@ class LiveState:
         # One lock for decide-and-append: decisions read every accelerator; appends take ~0.2 ms.
         self.decision_lock = asyncio.Lock()
         self.load_failures: dict[str, s.ResidencyLoadFailed] = {}  # deployment id -> last failure
+        # What measurement proved about pairs of deployments sharing an accelerator (latest per pair):
+        # placement keeps a PROVEN_UNSAFE pair apart.
+        self.co_residency: tuple[CoResidencyPair, ...] = ()
         self.lease_expiry: dict[str, tuple[str, float]] = {}  # lease id -> (accelerator, expires at)
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
@@ -86,6 +95,8 @@ class LiveState:
                 case s.LeaseReleased() | s.LeaseExpired():
                     self.lease_expiry.pop(event.lease_id, None)
             if record.sequence > self.versions.get(acc_id, 0):
+                if isinstance(event, s.CoResidencyProven):
+                    self._prove(event)
                 state = self.accelerators.get(acc_id) or self._new_accelerator(acc_id)
                 self.accelerators[acc_id] = evolve_accelerator(
                     state, event, envelope.occurred_at, self.catalog
@@ -102,6 +113,13 @@ class LiveState:
                             spec.accelerator_id, event.node_id, spec.total_bytes
                         )
         self.applied = max(self.applied, record.sequence)
+
+    def _prove(self, event: s.CoResidencyProven) -> None:
+        pair = CoResidencyPair(
+            left=event.deployment_a, right=event.deployment_b, status=CoResidencyStatus(event.state)
+        )
+        others = [p for p in self.co_residency if {p.left, p.right} != {pair.left, pair.right}]
+        self.co_residency = (*others, pair)
 
     def apply_own(self, record: RecordedEvent, expected_version: int) -> None:
         """Apply our own append at once if nothing else can have come in between."""
