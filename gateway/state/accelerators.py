@@ -44,6 +44,21 @@ def _resident_for(
     )
 
 
+def with_deployment_facts(state: AcceleratorState, deployment_id: str, catalog: Catalog) -> AcceleratorState:
+    """The deployment's resident here, if any, with what the catalogue now says of it (residency
+    policy, channel, reload cost); what was measured and when it was used stay."""
+    current = _find(state, deployment_id)
+    if current is None:
+        return state
+    fresh = _resident_for(deployment_id, catalog, current.measured_bytes, current.state, current.last_used_at)
+    facts = {
+        "always_warm": fresh.always_warm,
+        "channel": fresh.channel,
+        "reload_cost_ms": fresh.reload_cost_ms,
+    }
+    return _replace_resident(state, deployment_id, msgspec.structs.replace(current, **facts))
+
+
 def _replace_resident(
     state: AcceleratorState, deployment_id: str, resident: Resident | None
 ) -> AcceleratorState:

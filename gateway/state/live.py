@@ -29,7 +29,12 @@ from gateway.scheduler import (
     CoResidencyStatus,
     SchedulerPolicy,
 )
-from gateway.state.accelerators import evolve_accelerator, new_accelerator, with_telemetry
+from gateway.state.accelerators import (
+    evolve_accelerator,
+    new_accelerator,
+    with_deployment_facts,
+    with_telemetry,
+)
 from gateway.state.catalog import Catalog, evolve_catalog
 from streams import subjects
 from streams.codec import UnknownEvent
@@ -106,6 +111,12 @@ class LiveState:
             self.policy = policy_from(event)
         else:
             self.catalog = evolve_catalog(self.catalog, event)
+            if envelope.aggregate_type == subjects.Aggregate.DEPLOYMENT.value:
+                # Residents took the deployment's policy and channel when loaded; keep them current.
+                for acc_id, state in self.accelerators.items():
+                    self.accelerators[acc_id] = with_deployment_facts(
+                        state, envelope.aggregate_id, self.catalog
+                    )
             if isinstance(event, c.NodeRegistered):
                 for spec in event.accelerators:
                     if spec.accelerator_id not in self.accelerators:

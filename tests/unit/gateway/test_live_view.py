@@ -1,0 +1,90 @@
+"""The live view: what it keeps from events beyond each accelerator's own fold."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from eventstore.records import RecordedEvent
+from gateway.scheduler import CoResidencyPair, CoResidencyStatus
+from gateway.state.live import LiveState
+from streams.envelope import SYSTEM, Envelope
+from streams.events import serving as s
+from streams.events.base import Event
+
+
+def record(sequence: int, aggregate: str, aggregate_id: str, event: Event) -> RecordedEvent:
+    envelope = Envelope(
+        event_id=f"e{sequence}",
+        event_type=type(event).event_type(),
+        schema_version=1,
+        aggregate_type=aggregate,
+        aggregate_id=aggregate_id,
+        occurred_at=datetime(2026, 12, 1, tzinfo=UTC),
+        actor=SYSTEM,
+    )
+    return RecordedEvent(sequence, f"mf.evt.{aggregate}.{aggregate_id}", envelope, event)
+
+
+def proven(sequence: int, state: str) -> RecordedEvent:
+    event = s.CoResidencyProven(
+        accelerator_id="n1-gpu0",
+        deployment_a="emb",
+        deployment_b="rerank",
+        generation=1,
+        observed_bytes=1 << 30,
+        state=state,  # type: ignore[arg-type]
+    )
+    return record(sequence, "accelerator", "n1-gpu0", event)
+
+
+def test_a_proven_pair_reaches_placement_and_the_latest_proof_of_a_pair_wins() -> None:
+    live = LiveState()
+    live.apply(proven(1, "PROVEN_UNSAFE"))
+    assert live.co_residency == (
+        CoResidencyPair(left="emb", right="rerank", status=CoResidencyStatus.PROVEN_UNSAFE),
+    )
+    live.apply(proven(2, "PROVEN_SAFE"))
+    assert [p.status for p in live.co_residency] == [CoResidencyStatus.PROVEN_SAFE]
+
+
+def test_an_older_proof_delivered_again_changes_nothing() -> None:
+    live = LiveState()
+    live.apply(proven(1, "PROVEN_UNSAFE"))
+    live.apply(proven(2, "PROVEN_SAFE"))
+    live.apply(proven(1, "PROVEN_UNSAFE"))
+    assert [p.status for p in live.co_residency] == [CoResidencyStatus.PROVEN_SAFE]
+
+
+def test_a_residency_policy_change_reaches_a_model_already_resident() -> None:
+    live = LiveState()
+    envelope = s.ResourceEnvelope(required_bytes=100, peak_bytes=100, per_request_bytes=1, cold_load_ms=5)
+    promoted = s.DeploymentPromoted(
+        deployment_id="emb",
+        capability="rag.embedding@1",
+        candidate_id="c",
+        approval_id="a",
+        artifact_set_id="x",
+        model_name="m",
+        channel="stable",
+        envelope=envelope,
+    )
+    loaded = s.ResidencyLoaded(
+        load_id="l1",
+        accelerator_id="n1-gpu0",
+        deployment_id="emb",
+        generation=1,
+        runtime="onnxruntime-cpu",
+        baseline_bytes=0,
+        loaded_bytes=100,
+        peak_bytes=100,
+        measured_bytes=100,
+        cold_load_ms=5,
+    )
+    warm = s.ResidencyPolicyChanged(deployment_id="emb", residency=s.ResidencyPolicy(kind="always_warm"))
+    live.apply(record(1, "deployment", "emb", promoted))
+    live.apply(record(2, "accelerator", "n1-gpu0", loaded))
+    assert not live.accelerators["n1-gpu0"].residents[0].always_warm
+    live.apply(record(3, "deployment", "emb", warm))
+    resident = live.accelerators["n1-gpu0"].residents[0]
+    assert resident.always_warm  # so it is never chosen for eviction
+    assert resident.state.value == "loaded"
