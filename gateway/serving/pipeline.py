@@ -144,7 +144,7 @@ async def serve(
     seeking = asyncio.ensure_future(capacity.acquire(ctx, deployment, request_id, client_id, deadline))
     try:
         await admitted()
-    except ServingError:
+    except BaseException:  # refused (or cancelled): the search's lease, if it gets one, goes back
         spawn(ctx, _give_back(ctx, seeking))
         raise
     _record(
