@@ -19,6 +19,7 @@ from nats.errors import Error as NatsError
 from eventstore.errors import ConcurrencyConflict, EventStoreError
 from gateway.promotion.model import DeploymentState
 from gateway.scheduler import (
+    AcceleratorState,
     Channel,
     ModelEnvelope,
     PlacementDecision,
@@ -36,6 +37,7 @@ from streams.envelope import new_id
 from streams.events import serving as s
 
 _NATS_FAILURES = (NatsError, TimeoutError)
+_UNLOADING = ResidencyState.UNLOADING
 log = logging.getLogger("modelforge.gateway.capacity")
 
 
@@ -139,7 +141,7 @@ async def _acquire(
             spent["queue"] += (time.perf_counter() - waited) * 1000
             continue
         try:
-            await step.done
+            version = await step.done
         except ConcurrencyConflict as clash:
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             await catch_up_after(ctx, clash, max(0.0, deadline - time.time()))
@@ -169,7 +171,7 @@ async def _acquire(
                 await publish_unload(
                     ctx, decision.node_id or "", step.eviction.accelerator_id, victim, "eviction"
                 )
-            await _await_evicted(ctx, step.eviction, deadline)
+            await _await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
 
 
@@ -274,15 +276,31 @@ async def _await_loaded(
         raise ServingError("RESIDENCY_LOAD_FAILED", f"loading {dep} failed{detail}", http_status=503)
 
 
-async def _await_evicted(ctx: ServingContext, eviction: s.EvictionPlanned, deadline: float) -> None:
-    victims = set(eviction.victims)
+def unloads_pending(state: AcceleratorState | None, victims: set[str]) -> set[str]:
+    """The victims still on their way out (an unload that failed puts its victim back to LOADED)."""
+    if state is None:
+        return set()
+    return {r.deployment_id for r in state.residents if r.deployment_id in victims and r.state is _UNLOADING}
 
-    def gone() -> bool:
-        state = ctx.live.accelerators.get(eviction.accelerator_id)
-        return state is None or not any(r.deployment_id in victims for r in state.residents)
 
-    if not await ctx.live.wait_for(gone, max(0.0, deadline - time.time())):
+async def _await_evicted(
+    ctx: ServingContext, eviction: s.EvictionPlanned, version: int, deadline: float
+) -> None:
+    """Until every victim's unload has ended (the eviction itself folded in first)."""
+    victims, acc = set(eviction.victims), eviction.accelerator_id
+
+    def settled() -> bool:
+        folded = ctx.live.versions.get(acc, 0) >= version
+        return folded and not unloads_pending(ctx.live.accelerators.get(acc), victims)
+
+    if not await ctx.live.wait_for(settled, max(0.0, deadline - time.time())):
         raise ServingError("REQUEST_TIMEOUT", "evicting idle models did not finish before the deadline")
+    state = ctx.live.accelerators.get(acc)
+    kept = sorted(r.deployment_id for r in state.residents if r.deployment_id in victims) if state else []
+    if kept:  # their memory was not given back: evicting them again would fail the same way
+        raise ServingError(
+            "GPU_MEMORY_NOT_RECLAIMED", f"unloading {', '.join(kept)} did not give its memory back"
+        )
 
 
 async def _queue(ctx: ServingContext, place: asyncio.Event, deadline: float) -> None:
