@@ -27,7 +27,12 @@ def register(subparsers: Any) -> None:
     create.add_argument("--scope", action="append", required=True, help="capability@version; repeatable")
     create.add_argument("--rpm", type=int, default=60, help="requests per minute (default 60)")
     create.add_argument("--concurrency", type=int, default=4, help="max concurrent requests (default 4)")
-    create.add_argument("--priority", type=int, default=0, help="workload priority (default 0)")
+    create.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        help="workload priority: higher is woken first when waiting for capacity",
+    )
     create.add_argument("--project", help="project id to bind the client to")
     create.add_argument("--expires-in-days", type=float, help="the key expires after this many days")
     create.set_defaults(handler=_run(_create))

@@ -110,6 +110,7 @@ async def run_capability(
                 resolution_ms=(resolved - started) * 1000,
                 model=prepared.model,
                 admitted=admission.settle,
+                priority=principal.priority,
             )
         finally:
             spawn(edge.ctx, admission.close())

@@ -92,13 +92,22 @@ class _Step(msgspec.Struct):
 
 
 async def acquire(
-    ctx: ServingContext, deployment: DeploymentState, request_id: str, client_id: str, deadline: float
+    ctx: ServingContext,
+    deployment: DeploymentState,
+    request_id: str,
+    client_id: str,
+    deadline: float,
+    priority: int = 0,
 ) -> Grant:
-    """A lease on an accelerator where `deployment` is loaded, or a ServingError."""
+    """A lease on an accelerator where `deployment` is loaded, or a ServingError. While it waits in
+    line, a higher client `priority` is woken first when capacity frees up."""
     place = asyncio.Event()
+    if priority:
+        ctx.priority_of[place] = priority
     try:
         return await _acquire(ctx, deployment, request_id, client_id, deadline, place)
     finally:
+        ctx.priority_of.pop(place, None)
         if place in ctx.waiting:
             ctx.waiting.remove(place)
             ctx.wake_waiting()  # leaving the line may let the next one in

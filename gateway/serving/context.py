@@ -26,6 +26,7 @@ class ServingContext:
     # Requests of this replica waiting for capacity, oldest first. A change wakes them all to
     # decide again: waking only the oldest few starved the rest behind a blocked head (504s).
     waiting: deque[asyncio.Event] = field(default_factory=deque)
+    priority_of: dict[asyncio.Event, int] = field(default_factory=dict)  # non-zero client priorities
     background: set[asyncio.Task[object]] = field(default_factory=set)
     # group commit (gateway.serving.appends): staged events and the writer task per accelerator
     staged: dict[str, list[Any]] = field(default_factory=dict)
@@ -43,7 +44,14 @@ class ServingContext:
             await asyncio.gather(*list(self.background), return_exceptions=True)
 
     def wake_waiting(self) -> None:
-        for event in self.waiting:
+        # Higher client priority first, arrival order among equals: who decides first takes what
+        # freed up (each woken task resumes in the order its event was set).
+        woken = (
+            sorted(self.waiting, key=lambda e: -self.priority_of.get(e, 0))
+            if self.priority_of
+            else self.waiting
+        )
+        for event in woken:
             event.set()
 
     @cached_property

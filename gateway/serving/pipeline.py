@@ -130,6 +130,7 @@ async def serve(
     resolution_ms: float,
     admitted: Callable[[], Awaitable[None]],
     model: str = "",
+    priority: int = 0,
 ) -> Served:
     """Serve one admitted request; `admitted` raises the client limits' refusal, if any, and is
     settled before anything is recorded (the caller records a refusal as `RequestRejected`)."""
@@ -141,7 +142,9 @@ async def serve(
         )
         record_rejection(ctx, capability, request_id, client_id, unavailable)
         raise unavailable
-    seeking = asyncio.ensure_future(capacity.acquire(ctx, deployment, request_id, client_id, deadline))
+    seeking = asyncio.ensure_future(
+        capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority)
+    )
     try:
         await admitted()
     except BaseException:  # refused (or cancelled): the search's lease, if it gets one, goes back
