@@ -21,6 +21,7 @@ from gateway.serving.context import ServingContext
 from gateway.serving.jobs import publish_job, publish_load
 from streams.codes import ServingError
 from streams.envelope import new_id
+from streams.events import requests as r
 from streams.events import serving as s
 from streams.messages import UnloadJob
 
@@ -63,9 +64,12 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
 async def upkeep_once(ctx: ServingContext) -> None:
     live, now = ctx.live, time.time()
     for expire in upkeep.expired(live.accelerators, live.lease_expiry, now):
+        grant = live.lease_grants.get(expire.lease_id)
         expiry = s.LeaseExpired(lease_id=expire.lease_id, accelerator_id=expire.accelerator_id)
         await append_to_accelerator(ctx, expire.accelerator_id, [expiry])
         log.info("lease %s on %s expired", expire.lease_id, expire.accelerator_id)
+        if grant is not None:
+            await _record_lease_timeout(ctx, grant)
     for unload in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now):
         # The same idle period gives the same job id on every replica: JetStream keeps one.
         job = UnloadJob(
@@ -91,6 +95,23 @@ async def upkeep_once(ctx: ServingContext) -> None:
         )
         await append_to_accelerator(ctx, step.accelerator_id, [changed])
         log.info("pressure on %s: %s -> %s", step.accelerator_id, step.previous, step.current)
+
+
+async def _record_lease_timeout(ctx: ServingContext, grant: s.LeaseGranted) -> None:
+    """The request that held an expired lease ended without its gateway saying how (it vanished):
+    its history says so. Lease TTLs outlast every request deadline, so it is not still running."""
+    deployment = ctx.live.catalog.deployments.get(grant.deployment_id)
+    if deployment is None or not grant.request_id:
+        return
+    failed = r.RequestFailed(
+        request_id=grant.request_id,
+        client_id=grant.client_id,
+        capability=deployment.capability,
+        code="LEASE_TIMEOUT",
+        http_status=409,
+        deployment_id=grant.deployment_id,
+    )
+    await ctx.store.record_request(deployment.capability, grant.request_id, failed, actor=ctx.actor)
 
 
 async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:

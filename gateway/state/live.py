@@ -71,6 +71,7 @@ class LiveState:
         # placement keeps a PROVEN_UNSAFE pair apart.
         self.co_residency: tuple[CoResidencyPair, ...] = ()
         self.lease_expiry: dict[str, tuple[str, float]] = {}  # lease id -> (accelerator, expires at)
+        self.lease_grants: dict[str, s.LeaseGranted] = {}  # lease id -> its grant, while it is held
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
         self.staged: dict[str, list[Event]] = {}
@@ -97,8 +98,10 @@ class LiveState:
                     self.load_failures[event.deployment_id] = event
                 case s.LeaseGranted():
                     self.lease_expiry[event.lease_id] = (acc_id, event.expires_at.timestamp())
+                    self.lease_grants[event.lease_id] = event
                 case s.LeaseReleased() | s.LeaseExpired():
                     self.lease_expiry.pop(event.lease_id, None)
+                    self.lease_grants.pop(event.lease_id, None)
             if record.sequence > self.versions.get(acc_id, 0):
                 if isinstance(event, s.CoResidencyProven):
                     self._prove(event)

@@ -10,12 +10,14 @@ from pathlib import Path
 import httpx
 
 from eventstore.store import ExpectedVersion
+from streams import subjects
 from streams.envelope import new_id
 from streams.events import serving as s
+from streams.events.requests import RequestFailed
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack
 from tests.support.agents import MINILM, AgentProcess, next_event
-from tests.support.serving import probe, promote, register_artifacts
+from tests.support.serving import events_until, probe, promote, register_artifacts
 
 
 async def test_an_always_warm_deployment_is_loaded_without_any_request(stack: Stack) -> None:
@@ -59,13 +61,15 @@ async def test_a_keep_warm_deployment_is_unloaded_once_idle_for_its_ttl(stack: S
     assert unloaded.reclaimed_bytes >= 0
 
 
-async def test_a_lease_left_behind_by_a_vanished_gateway_expires(stack: Stack) -> None:
+async def test_a_lease_left_behind_by_a_vanished_gateway_expires_and_its_request_is_failed(
+    stack: Stack,
+) -> None:
     accelerator = f"{stack.node}-cpu0"
     orphan = s.LeaseGranted(
         lease_id="orphan-lease",
         accelerator_id=accelerator,
         deployment_id=stack.deployment_id,
-        request_id="gone",
+        request_id="request-of-a-crashed-gateway",
         client_id="gone",
         reserved_bytes=1 << 20,
         expires_at=datetime.fromtimestamp(time.time() + 0.5, UTC),
@@ -79,6 +83,12 @@ async def test_a_lease_left_behind_by_a_vanished_gateway_expires(stack: Stack) -
         lambda e: isinstance(e, s.LeaseExpired) and e.lease_id == "orphan-lease",
     )
     assert expired.accelerator_id == accelerator
+    recorded = await events_until(
+        stack.connection,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, RequestFailed) and e.request_id == "request-of-a-crashed-gateway",
+    )
+    assert recorded[-1].code == "LEASE_TIMEOUT"  # type: ignore[attr-defined]
 
 
 async def test_an_accelerator_past_its_critical_level_has_that_pressure_booked(
