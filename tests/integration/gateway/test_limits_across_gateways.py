@@ -1,0 +1,174 @@
+"""Client limits and revocation through two gateway processes sharing NATS: exact across replicas,
+and checked beside the capacity search only for a client far from its limits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import msgspec
+import pytest
+
+from eventstore.connection import Connection
+from eventstore.store import EventStore
+from gateway.clients.service import ClientService
+from streams import subjects
+from streams.envelope import new_id
+from streams.events import serving as s
+from streams.events.requests import RequestAccepted, RequestRejected
+from tests.integration.gateway.conftest import Stack
+from tests.support.serving import GatewayProcess, events_until
+
+
+class TwoGateways(msgspec.Struct):
+    urls: list[str]
+    store: EventStore
+    connection: Connection
+    key: str  # a client with limits no test here reaches
+
+
+@pytest.fixture(scope="module")
+async def gateways(stack: Stack, scratch: Path) -> AsyncIterator[TwoGateways]:
+    processes = [GatewayProcess(stack.nats_url, scratch), GatewayProcess(stack.nats_url, scratch)]
+    urls = [await process.start() for process in processes]
+    await _ready_through(urls, stack.key.sequence, 5)
+    yield TwoGateways(urls, stack.store, stack.connection, stack.key.key)
+    for process in processes:
+        process.stop()
+
+
+async def _ready_through(urls: list[str], clients_applied: int, timeout: float) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        for url in urls:
+            response = await http.get(
+                f"{url}/readyz", params={"clients_applied": clients_applied}, timeout=timeout + 5
+            )
+            assert response.json()["checks"]["clients_applied"], response.text
+
+
+async def _inside_one_rate_window(seconds_needed: float = 15) -> None:
+    """Start where a test's requests all count in one rate window (minutes of the UTC clock)."""
+    if (left := 60 - time.time() % 60) < seconds_needed:
+        await asyncio.sleep(left + 0.5)
+
+
+async def test_a_clients_rate_limit_is_exact_across_two_gateways(gateways: TwoGateways) -> None:
+    issued = await ClientService(gateways.store).create(
+        f"rpm-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=10, max_concurrency=100
+    )
+    await _ready_through(gateways.urls, issued.sequence, 5)
+    await _inside_one_rate_window()
+    headers = {"authorization": f"Bearer {issued.key}"}
+
+    async def one(i: int, http: httpx.AsyncClient) -> httpx.Response:
+        url = gateways.urls[i % 2]
+        return await http.post(f"{url}/v1/embeddings", json={"input": f"t{i}", "model": "m"}, headers=headers)
+
+    async with httpx.AsyncClient(timeout=60) as http:
+        responses = await asyncio.gather(*(one(i, http) for i in range(25)))
+    limited = [r for r in responses if r.status_code == 429 and r.json()["error"]["code"] == "RATE_LIMITED"]
+    assert len(limited) == 15
+    assert all("retry-after" in r.headers for r in limited)
+
+
+async def test_a_clients_concurrency_limit_holds_across_two_gateways(gateways: TwoGateways) -> None:
+    issued = await ClientService(gateways.store).create(
+        f"conc-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=10_000, max_concurrency=2
+    )
+    await _ready_through(gateways.urls, issued.sequence, 5)
+    headers = {"authorization": f"Bearer {issued.key}"}
+
+    async def one(i: int, http: httpx.AsyncClient) -> httpx.Response:
+        return await http.post(
+            f"{gateways.urls[i % 2]}/v1/embeddings",
+            json={"input": f"at once {i}", "model": "m"},  # as small as the fixture's warm-up
+            headers=headers,
+        )
+
+    async with httpx.AsyncClient(timeout=60) as http:
+        responses = await asyncio.gather(*(one(i, http) for i in range(12)))
+    codes = [r.json()["error"]["code"] if r.status_code != 200 else "OK" for r in responses]
+    # Twelve at once against two slots: some wait their turn nowhere, they are refused.
+    assert set(codes) <= {"OK", "QUEUE_FULL"}, codes
+    assert codes.count("QUEUE_FULL") >= 1, codes
+    assert codes.count("OK") >= 2, codes
+    assert all(r.headers["retry-after"] for r in responses if r.status_code == 429)
+
+
+async def test_a_revoked_key_is_refused_by_both_gateways_within_a_second(gateways: TwoGateways) -> None:
+    service = ClientService(gateways.store)
+    issued = await service.create(f"rev-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=1000)
+    await _ready_through(gateways.urls, issued.sequence, 5)
+    headers = {"authorization": f"Bearer {issued.key}"}
+    async with httpx.AsyncClient(timeout=60) as http:
+        for url in gateways.urls:
+            ok = await http.post(f"{url}/v1/embeddings", json={"input": "x", "model": "m"}, headers=headers)
+            assert ok.status_code != 401  # admitted (served, or refused for capacity after the burst above)
+        revoked_at = await service.revoke(issued.client_id, issued.credential_id, "leaked")
+        await _ready_through(gateways.urls, revoked_at, 1.0)
+        for url in gateways.urls:
+            refused = await http.post(
+                f"{url}/v1/embeddings", json={"input": "x", "model": "m"}, headers=headers
+            )
+            assert refused.status_code == 401
+            assert refused.json()["error"]["code"] == "CAPABILITY_NOT_AUTHORIZED"
+
+
+async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_near_them_first(
+    gateways: TwoGateways,
+) -> None:
+    issued = await ClientService(gateways.store).create(
+        f"spec-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=4, max_concurrency=100
+    )
+    await _ready_through(gateways.urls, issued.sequence, 5)
+    await _inside_one_rate_window()
+    a, b = gateways.urls
+    ids: dict[str, str] = {}  # what the gateways named each call
+
+    async def call(url: str, name: str, key: str = issued.key) -> httpx.Response:
+        async with httpx.AsyncClient(timeout=60) as http:
+            response = await http.post(
+                f"{url}/v1/embeddings",
+                json={"input": name, "model": "m"},
+                headers={"authorization": f"Bearer {key}"},
+            )
+        ids[name] = response.headers["x-request-id"]
+        return response
+
+    assert (await call(a, "first")).status_code == 200  # gateway A has now seen 1 of 4
+    for name in ("b1", "b2", "b3"):  # gateway B spends the rest of the minute's budget
+        assert (await call(b, name)).status_code == 200
+    refused = await call(a, "overlapped")  # A's view says far: its check runs beside capacity
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "RATE_LIMITED"
+    checked_first = await call(a, "checked-first")  # A has now seen the refusal
+    assert checked_first.status_code == 429
+    marker = await call(a, "marker", gateways.key)  # leased after anything A staged before it
+    assert marker.status_code == 200
+
+    leases = await events_until(
+        gateways.connection,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == ids["marker"],
+    )
+    granted = {e.request_id: e for e in leases if isinstance(e, s.LeaseGranted)}
+    assert ids["checked-first"] not in granted  # near its limits: refused before any lease
+    lease = granted[ids["overlapped"]]  # the lease the refusal gave back
+    released = await events_until(
+        gateways.connection,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,
+    )
+    assert released[-1].outcome == "cancelled"  # type: ignore[attr-defined]
+
+    def about(name: str) -> Callable[[object], bool]:
+        return lambda e: getattr(e, "request_id", None) == ids[name] and isinstance(e, RequestRejected)
+
+    for name in ("overlapped", "checked-first"):
+        recorded = await events_until(gateways.connection, subjects.REQUESTS_STREAM, about(name))
+        assert recorded[-1].code == "RATE_LIMITED"  # type: ignore[attr-defined]
+        accepted = [e for e in recorded if isinstance(e, RequestAccepted) and e.request_id == ids[name]]
+        assert not accepted  # a refusal is the request's only event, checked first or alongside
