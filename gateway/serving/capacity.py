@@ -135,6 +135,7 @@ async def _acquire(
                 PlacementRequest(
                     channel=envelope.channel,
                     deadline_ms=(deadline - now) * 1000,
+                    runtime_healthy=deployment.deployment_id not in ctx.live.unhealthy,
                     # the others waiting on this replica: a queued request deciding again is not ahead of itself
                     queue_depth=ctx.queued - (place in ctx.waiting),
                 ),

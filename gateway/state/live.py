@@ -70,6 +70,9 @@ class LiveState:
         # What measurement proved about pairs of deployments sharing an accelerator (latest per pair):
         # placement keeps a PROVEN_UNSAFE pair apart.
         self.co_residency: tuple[CoResidencyPair, ...] = ()
+        # Deployments whose last health check failed a layer (deployment id -> its code), until a
+        # check passes or it is loaded again: placement refuses them with RUNTIME_UNHEALTHY.
+        self.unhealthy: dict[str, str] = {}
         self.lease_expiry: dict[str, tuple[str, float]] = {}  # lease id -> (accelerator, expires at)
         self.lease_grants: dict[str, s.LeaseGranted] = {}  # lease id -> its grant, while it is held
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
@@ -103,8 +106,15 @@ class LiveState:
                     self.lease_expiry.pop(event.lease_id, None)
                     self.lease_grants.pop(event.lease_id, None)
             if record.sequence > self.versions.get(acc_id, 0):
-                if isinstance(event, s.CoResidencyProven):
-                    self._prove(event)
+                match event:
+                    case s.CoResidencyProven():
+                        self._prove(event)
+                    case s.ResidencyHealthChecked() if not (
+                        event.process_ok and event.runtime_ok and event.model_ok
+                    ):
+                        self.unhealthy[event.deployment_id] = event.code or "HEALTHCHECK_FAILED"
+                    case s.ResidencyHealthChecked() | s.ResidencyLoaded():
+                        self.unhealthy.pop(event.deployment_id, None)
                 state = self.accelerators.get(acc_id) or self._new_accelerator(acc_id)
                 self.accelerators[acc_id] = evolve_accelerator(
                     state, event, envelope.occurred_at, self.catalog

@@ -88,3 +88,25 @@ def test_a_residency_policy_change_reaches_a_model_already_resident() -> None:
     resident = live.accelerators["n1-gpu0"].residents[0]
     assert resident.always_warm  # so it is never chosen for eviction
     assert resident.state.value == "loaded"
+
+
+def health(sequence: int, model_ok: bool) -> RecordedEvent:
+    checked = s.ResidencyHealthChecked(
+        accelerator_id="n1-gpu0",
+        deployment_id="emb",
+        generation=1,
+        job_id=f"h{sequence}",
+        process_ok=True,
+        runtime_ok=True,
+        model_ok=model_ok,
+        code="" if model_ok else "HEALTHCHECK_FAILED",
+    )
+    return record(sequence, "accelerator", "n1-gpu0", checked)
+
+
+def test_a_failed_health_check_marks_its_deployment_unhealthy_until_a_check_passes() -> None:
+    live = LiveState()
+    live.apply(health(1, model_ok=False))
+    assert live.unhealthy == {"emb": "HEALTHCHECK_FAILED"}  # placement refuses: RUNTIME_UNHEALTHY
+    live.apply(health(2, model_ok=True))
+    assert live.unhealthy == {}
