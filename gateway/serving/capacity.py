@@ -14,30 +14,26 @@ import time
 from datetime import UTC, datetime
 
 import msgspec
-from nats.errors import Error as NatsError
 
 from eventstore.errors import ConcurrencyConflict, EventStoreError
 from gateway.promotion.model import DeploymentState
 from gateway.scheduler import (
-    AcceleratorState,
     Channel,
     ModelEnvelope,
     PlacementDecision,
     PlacementRequest,
-    ResidencyState,
     Verdict,
 )
 from gateway.scheduler.placement import plan_placement
 from gateway.serving.appends import append_to_accelerator, catch_up_after, stage
 from gateway.serving.context import ServingContext
 from gateway.serving.errors import rejection
-from gateway.serving.jobs import publish_load, publish_unload
+from gateway.serving.jobs import publish_unload
+from gateway.serving.loading import NATS_FAILURES, await_evicted, await_loaded, send_load
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
 
-_NATS_FAILURES = (NatsError, TimeoutError)
-_UNLOADING = ResidencyState.UNLOADING
 log = logging.getLogger("modelforge.gateway.capacity")
 
 
@@ -156,7 +152,7 @@ async def _acquire(
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             await catch_up_after(ctx, clash, max(0.0, deadline - time.time()))
             continue
-        except (EventStoreError, *_NATS_FAILURES) as failure:
+        except (EventStoreError, *NATS_FAILURES) as failure:
             raise ServingError(
                 "CAPABILITY_UNAVAILABLE", f"could not record the placement: {failure}", http_status=503
             ) from None
@@ -166,8 +162,8 @@ async def _acquire(
             return _grant(step.lease, decision, deployment, cold=False, spent=spent)
         if step.kind == "cold" and step.lease is not None and step.load is not None:
             try:
-                await _load(ctx, step.load, deployment)
-                await _await_loaded(ctx, step.lease, deployment, deadline)
+                await send_load(ctx, step.load, deployment)
+                await await_loaded(ctx, step.lease, deployment, deadline)
             except Exception:  # the caller never gets this lease: give it back here
                 try:
                     await _release(ctx, step.lease.lease_id, step.lease.accelerator_id, "failed")
@@ -181,7 +177,7 @@ async def _acquire(
                 await publish_unload(
                     ctx, decision.node_id or "", step.eviction.accelerator_id, victim, "eviction"
                 )
-            await _await_evicted(ctx, step.eviction, version, deadline)
+            await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
 
 
@@ -242,75 +238,6 @@ def _grant(
         load_ms=spent["load"],
         queue_ms=spent["queue"],
     )
-
-
-async def _load(ctx: ServingContext, load: s.ResidencyLoadRequested, deployment: DeploymentState) -> None:
-    """Send the load job; if it cannot be sent, end the load on the books (no agent will)."""
-    try:
-        await publish_load(ctx, load, deployment)
-    except (ServingError, *_NATS_FAILURES) as failure:
-        refusal = (
-            failure
-            if isinstance(failure, ServingError)
-            else ServingError(
-                "CAPABILITY_UNAVAILABLE", f"the load job could not be sent: {failure!r}", http_status=503
-            )
-        )
-        ended = s.ResidencyLoadFailed(
-            load_id=load.load_id,
-            accelerator_id=load.accelerator_id,
-            deployment_id=load.deployment_id,
-            code=refusal.code,
-            detail=refusal.message,
-        )
-        await append_to_accelerator(ctx, load.accelerator_id, [ended])
-        raise refusal from None
-
-
-async def _await_loaded(
-    ctx: ServingContext, lease: s.LeaseGranted, deployment: DeploymentState, deadline: float
-) -> None:
-    acc, dep = lease.accelerator_id, deployment.deployment_id
-
-    def settled() -> bool:
-        state = ctx.live.accelerators.get(acc)
-        resident = next((r for r in state.residents if r.deployment_id == dep), None) if state else None
-        return resident is None or resident.state is ResidencyState.LOADED
-
-    if not await ctx.live.wait_for(settled, max(0.0, deadline - time.time())):
-        raise ServingError("REQUEST_TIMEOUT", f"{dep} did not finish loading before the deadline")
-    state = ctx.live.accelerators.get(acc)
-    if state is None or not any(r.deployment_id == dep for r in state.residents):
-        failure = ctx.live.load_failures.get(dep)
-        detail = f": {failure.code} {failure.detail}" if failure else ""
-        raise ServingError("RESIDENCY_LOAD_FAILED", f"loading {dep} failed{detail}", http_status=503)
-
-
-def unloads_pending(state: AcceleratorState | None, victims: set[str]) -> set[str]:
-    """The victims still on their way out (an unload that failed puts its victim back to LOADED)."""
-    if state is None:
-        return set()
-    return {r.deployment_id for r in state.residents if r.deployment_id in victims and r.state is _UNLOADING}
-
-
-async def _await_evicted(
-    ctx: ServingContext, eviction: s.EvictionPlanned, version: int, deadline: float
-) -> None:
-    """Until every victim's unload has ended (the eviction itself folded in first)."""
-    victims, acc = set(eviction.victims), eviction.accelerator_id
-
-    def settled() -> bool:
-        folded = ctx.live.versions.get(acc, 0) >= version
-        return folded and not unloads_pending(ctx.live.accelerators.get(acc), victims)
-
-    if not await ctx.live.wait_for(settled, max(0.0, deadline - time.time())):
-        raise ServingError("REQUEST_TIMEOUT", "evicting idle models did not finish before the deadline")
-    state = ctx.live.accelerators.get(acc)
-    kept = sorted(r.deployment_id for r in state.residents if r.deployment_id in victims) if state else []
-    if kept:  # their memory was not given back: evicting them again would fail the same way
-        raise ServingError(
-            "GPU_MEMORY_NOT_RECLAIMED", f"unloading {', '.join(kept)} did not give its memory back"
-        )
 
 
 async def _queue(ctx: ServingContext, place: asyncio.Event, deadline: float) -> None:

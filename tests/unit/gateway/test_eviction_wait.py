@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.scheduler import AcceleratorState, ResidencyState, Resident
-from gateway.serving.capacity import unloads_pending
+from gateway.serving.loading import unloads_pending
 
 
 def on_accelerator(*residents: Resident) -> AcceleratorState:

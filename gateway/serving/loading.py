@@ -1,0 +1,88 @@
+"""What a capacity decision waits on before its lease is usable: a cold load sent and finished,
+an eviction's unloads ended. Waits are on the live view's changes, bounded by the deadline."""
+
+from __future__ import annotations
+
+import time
+
+from nats.errors import Error as NatsError
+
+from gateway.promotion.model import DeploymentState
+from gateway.scheduler import AcceleratorState, ResidencyState
+from gateway.serving.appends import append_to_accelerator
+from gateway.serving.context import ServingContext
+from gateway.serving.jobs import publish_load
+from streams.codes import ServingError
+from streams.events import serving as s
+
+NATS_FAILURES = (NatsError, TimeoutError)  # a publish or request that NATS did not complete
+_UNLOADING = ResidencyState.UNLOADING
+
+
+async def send_load(ctx: ServingContext, load: s.ResidencyLoadRequested, deployment: DeploymentState) -> None:
+    """Send the load job; if it cannot be sent, end the load on the books (no agent will)."""
+    try:
+        await publish_load(ctx, load, deployment)
+    except (ServingError, *NATS_FAILURES) as failure:
+        refusal = (
+            failure
+            if isinstance(failure, ServingError)
+            else ServingError(
+                "CAPABILITY_UNAVAILABLE", f"the load job could not be sent: {failure!r}", http_status=503
+            )
+        )
+        ended = s.ResidencyLoadFailed(
+            load_id=load.load_id,
+            accelerator_id=load.accelerator_id,
+            deployment_id=load.deployment_id,
+            code=refusal.code,
+            detail=refusal.message,
+        )
+        await append_to_accelerator(ctx, load.accelerator_id, [ended])
+        raise refusal from None
+
+
+async def await_loaded(
+    ctx: ServingContext, lease: s.LeaseGranted, deployment: DeploymentState, deadline: float
+) -> None:
+    acc, dep = lease.accelerator_id, deployment.deployment_id
+
+    def settled() -> bool:
+        state = ctx.live.accelerators.get(acc)
+        resident = next((r for r in state.residents if r.deployment_id == dep), None) if state else None
+        return resident is None or resident.state is ResidencyState.LOADED
+
+    if not await ctx.live.wait_for(settled, max(0.0, deadline - time.time())):
+        raise ServingError("REQUEST_TIMEOUT", f"{dep} did not finish loading before the deadline")
+    state = ctx.live.accelerators.get(acc)
+    if state is None or not any(r.deployment_id == dep for r in state.residents):
+        failure = ctx.live.load_failures.get(dep)
+        detail = f": {failure.code} {failure.detail}" if failure else ""
+        raise ServingError("RESIDENCY_LOAD_FAILED", f"loading {dep} failed{detail}", http_status=503)
+
+
+def unloads_pending(state: AcceleratorState | None, victims: set[str]) -> set[str]:
+    """The victims still on their way out (an unload that failed puts its victim back to LOADED)."""
+    if state is None:
+        return set()
+    return {r.deployment_id for r in state.residents if r.deployment_id in victims and r.state is _UNLOADING}
+
+
+async def await_evicted(
+    ctx: ServingContext, eviction: s.EvictionPlanned, version: int, deadline: float
+) -> None:
+    """Until every victim's unload has ended (the eviction itself folded in first)."""
+    victims, acc = set(eviction.victims), eviction.accelerator_id
+
+    def settled() -> bool:
+        folded = ctx.live.versions.get(acc, 0) >= version
+        return folded and not unloads_pending(ctx.live.accelerators.get(acc), victims)
+
+    if not await ctx.live.wait_for(settled, max(0.0, deadline - time.time())):
+        raise ServingError("REQUEST_TIMEOUT", "evicting idle models did not finish before the deadline")
+    state = ctx.live.accelerators.get(acc)
+    kept = sorted(r.deployment_id for r in state.residents if r.deployment_id in victims) if state else []
+    if kept:  # their memory was not given back: evicting them again would fail the same way
+        raise ServingError(
+            "GPU_MEMORY_NOT_RECLAIMED", f"unloading {', '.join(kept)} did not give its memory back"
+        )
