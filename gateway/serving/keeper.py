@@ -48,7 +48,7 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
             t
             for t in (
                 upkeep.next_ttl_due(live.catalog, live.accelerators.values()),
-                min((e for _, e in live.lease_expiry.values()), default=None),
+                upkeep.next_lease_expiry(live.lease_grants),
                 upkeep.next_pressure_due(ctx.pressure, live.policy),
             )
             if t is not None
@@ -63,13 +63,11 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
 
 async def upkeep_once(ctx: ServingContext) -> None:
     live, now = ctx.live, time.time()
-    for expire in upkeep.expired(live.accelerators, live.lease_expiry, now):
-        grant = live.lease_grants.get(expire.lease_id)
-        expiry = s.LeaseExpired(lease_id=expire.lease_id, accelerator_id=expire.accelerator_id)
-        await append_to_accelerator(ctx, expire.accelerator_id, [expiry])
-        log.info("lease %s on %s expired", expire.lease_id, expire.accelerator_id)
-        if grant is not None:
-            await _record_lease_timeout(ctx, grant)
+    for grant in upkeep.expired(live.accelerators, live.lease_grants, now):
+        expiry = s.LeaseExpired(lease_id=grant.lease_id, accelerator_id=grant.accelerator_id)
+        await append_to_accelerator(ctx, grant.accelerator_id, [expiry])
+        log.info("lease %s on %s expired", grant.lease_id, grant.accelerator_id)
+        await _record_lease_timeout(ctx, grant)
     for unload in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now):
         # The same idle period gives the same job id on every replica: JetStream keeps one.
         job = UnloadJob(
@@ -81,11 +79,10 @@ async def upkeep_once(ctx: ServingContext) -> None:
             reason="keep_warm_ttl",
         )
         await publish_job(ctx, job, "unload")
-    for deployment_id in upkeep.warm_missing(live.catalog, live.schedulable_accelerators(now)):
+    schedulable = live.schedulable_accelerators(now)
+    for deployment_id in upkeep.warm_missing(live.catalog, schedulable):
         await _load_always_warm(ctx, deployment_id)
-    ctx.pressure, steps = upkeep.track_pressure(
-        live.schedulable_accelerators(now), ctx.pressure, live.policy, now
-    )
+    ctx.pressure, steps = upkeep.track_pressure(schedulable, ctx.pressure, live.policy, now)
     for step in steps:
         changed = s.PressureChanged(
             accelerator_id=step.accelerator_id,

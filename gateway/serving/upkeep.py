@@ -26,6 +26,7 @@ from gateway.scheduler import (
     next_pressure,
 )
 from gateway.state.catalog import Catalog
+from streams.events import serving as s
 
 
 class Unload(msgspec.Struct, frozen=True):
@@ -33,11 +34,6 @@ class Unload(msgspec.Struct, frozen=True):
     node_id: str
     deployment_id: str
     idle_since: float
-
-
-class Expire(msgspec.Struct, frozen=True):
-    accelerator_id: str
-    lease_id: str
 
 
 class PressureTrack(msgspec.Struct, frozen=True):
@@ -139,12 +135,18 @@ def next_ttl_due(catalog: Catalog, accelerators: Iterable[AcceleratorState]) -> 
 
 
 def expired(
-    accelerators: Mapping[str, AcceleratorState], expiries: Mapping[str, tuple[str, float]], now: float
-) -> list[Expire]:
-    """Leases still on the books past their expiry (lease id -> (accelerator, expires at))."""
+    accelerators: Mapping[str, AcceleratorState], grants: Mapping[str, s.LeaseGranted], now: float
+) -> list[s.LeaseGranted]:
+    """Grants of leases still on the books past their expiry, in lease id order."""
     out = []
-    for lease_id, (accelerator_id, expires_at) in sorted(expiries.items()):
-        state = accelerators.get(accelerator_id)
-        if expires_at <= now and state is not None and any(x.lease_id == lease_id for x in state.leases):
-            out.append(Expire(accelerator_id, lease_id))
+    for lease_id, grant in sorted(grants.items()):
+        state = accelerators.get(grant.accelerator_id)
+        on_books = state is not None and any(x.lease_id == lease_id for x in state.leases)
+        if on_books and grant.expires_at.timestamp() <= now:
+            out.append(grant)
     return out
+
+
+def next_lease_expiry(grants: Mapping[str, s.LeaseGranted]) -> float | None:
+    """When the next held lease expires (None: none is held)."""
+    return min((g.expires_at.timestamp() for g in grants.values()), default=None)

@@ -73,7 +73,6 @@ class LiveState:
         # Deployments whose last health check failed a layer (deployment id -> its code), until a
         # check passes or it is loaded again: placement refuses them with RUNTIME_UNHEALTHY.
         self.unhealthy: dict[str, str] = {}
-        self.lease_expiry: dict[str, tuple[str, float]] = {}  # lease id -> (accelerator, expires at)
         self.lease_grants: dict[str, s.LeaseGranted] = {}  # lease id -> its grant, while it is held
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
@@ -100,10 +99,8 @@ class LiveState:
                 case s.ResidencyLoadFailed():
                     self.load_failures[event.deployment_id] = event
                 case s.LeaseGranted():
-                    self.lease_expiry[event.lease_id] = (acc_id, event.expires_at.timestamp())
                     self.lease_grants[event.lease_id] = event
                 case s.LeaseReleased() | s.LeaseExpired():
-                    self.lease_expiry.pop(event.lease_id, None)
                     self.lease_grants.pop(event.lease_id, None)
             if record.sequence > self.versions.get(acc_id, 0):
                 match event:

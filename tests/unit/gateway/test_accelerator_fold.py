@@ -10,26 +10,14 @@ from gateway.state.accelerators import evolve_accelerator, new_accelerator, with
 from gateway.state.catalog import Catalog, evolve_catalog
 from streams.events import serving as s
 from streams.events.base import Event
+from tests.support.events import lease_granted, stable_deployment
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 MIB = 1 << 20
 ENVELOPE = s.ResourceEnvelope(
     required_bytes=300 * MIB, peak_bytes=200 * MIB, per_request_bytes=16 * MIB, cold_load_ms=900
 )
-CATALOG = evolve_catalog(
-    Catalog(),
-    s.DeploymentPromoted(
-        deployment_id="emb",
-        capability="rag.embedding@1",
-        candidate_id="c",
-        approval_id="a",
-        artifact_set_id="set",
-        model_name="minilm",
-        channel="stable",
-        envelope=ENVELOPE,
-        residency=s.ResidencyPolicy(kind="always_warm"),
-    ),
-)
+CATALOG = evolve_catalog(Catalog(), stable_deployment("emb", ENVELOPE, s.ResidencyPolicy(kind="always_warm")))
 
 
 def fold(*events: Event):  # type: ignore[no-untyped-def]
@@ -57,16 +45,7 @@ LOADED = s.ResidencyLoaded(
 
 
 def lease(lease_id: str, reserved: int) -> s.LeaseGranted:
-    return s.LeaseGranted(
-        lease_id=lease_id,
-        accelerator_id="n1-cpu0",
-        deployment_id="emb",
-        request_id="r",
-        client_id="c",
-        reserved_bytes=reserved,
-        expires_at=AT,
-        decision_fingerprint="f",
-    )
+    return lease_granted(lease_id, "n1-cpu0", AT, reserved)
 
 
 def test_a_requested_load_reserves_its_required_bytes_until_measured() -> None:

@@ -10,6 +10,7 @@ from gateway.state.live import LiveState
 from streams.envelope import SYSTEM, Envelope
 from streams.events import serving as s
 from streams.events.base import Event
+from tests.support.events import stable_deployment
 
 
 def record(sequence: int, aggregate: str, aggregate_id: str, event: Event) -> RecordedEvent:
@@ -58,16 +59,7 @@ def test_an_older_proof_delivered_again_changes_nothing() -> None:
 def test_a_residency_policy_change_reaches_a_model_already_resident() -> None:
     live = LiveState()
     envelope = s.ResourceEnvelope(required_bytes=100, peak_bytes=100, per_request_bytes=1, cold_load_ms=5)
-    promoted = s.DeploymentPromoted(
-        deployment_id="emb",
-        capability="rag.embedding@1",
-        candidate_id="c",
-        approval_id="a",
-        artifact_set_id="x",
-        model_name="m",
-        channel="stable",
-        envelope=envelope,
-    )
+    promoted = stable_deployment("emb", envelope)
     loaded = s.ResidencyLoaded(
         load_id="l1",
         accelerator_id="n1-gpu0",

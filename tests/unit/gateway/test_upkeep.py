@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import msgspec
 
 from gateway.scheduler import (
@@ -16,23 +18,14 @@ from gateway.scheduler import (
 from gateway.serving import upkeep
 from gateway.state.catalog import Catalog, evolve_catalog
 from streams.events import serving as s
+from tests.support.events import lease_granted, stable_deployment
 
 ENVELOPE = s.ResourceEnvelope(required_bytes=100, peak_bytes=120, per_request_bytes=10, cold_load_ms=50)
 
 
 def catalog_with(kind: str, ttl: float = 0.0) -> Catalog:
-    promoted = s.DeploymentPromoted(
-        deployment_id="d",
-        capability="rag.embedding@1",
-        candidate_id="c",
-        approval_id="a",
-        artifact_set_id="x",
-        model_name="m",
-        channel="stable",
-        envelope=ENVELOPE,
-        residency=s.ResidencyPolicy(kind=kind, keep_warm_ttl_s=ttl),  # type: ignore[arg-type]
-    )
-    return evolve_catalog(Catalog(), promoted)
+    residency = s.ResidencyPolicy(kind=kind, keep_warm_ttl_s=ttl)  # type: ignore[arg-type]
+    return evolve_catalog(Catalog(), stable_deployment("d", ENVELOPE, residency))
 
 
 def accelerator(*residents: Resident, leases: tuple[Lease, ...] = ()) -> AcceleratorState:
@@ -73,9 +66,11 @@ def test_a_busy_keep_warm_resident_is_never_due() -> None:
 
 def test_only_leases_still_on_the_books_past_their_expiry_expire() -> None:
     state = accelerator(leases=(Lease(lease_id="L1", deployment_id="d", reserved_bytes=5),))
-    expiries = {"L1": ("a1", 10.0), "L2": ("a1", 5.0)}  # L2 was already released
-    assert upkeep.expired({"a1": state}, expiries, now=9.0) == []
-    assert upkeep.expired({"a1": state}, expiries, now=10.0) == [upkeep.Expire("a1", "L1")]
+    at = {lease_id: datetime.fromtimestamp(t, UTC) for lease_id, t in (("L1", 10.0), ("L2", 5.0))}
+    grants = {i: lease_granted(i, "a1", t) for i, t in at.items()}  # L2 is no longer on the books
+    assert upkeep.expired({"a1": state}, grants, now=9.0) == []
+    assert upkeep.expired({"a1": state}, grants, now=10.0) == [grants["L1"]]
+    assert upkeep.next_lease_expiry(grants) == 5.0
 
 
 POLICY = DEFAULT_POLICY  # pressure: elevated at 0.70, high 0.85, critical 0.95; stable for 30 s

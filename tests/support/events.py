@@ -1,0 +1,40 @@
+"""Event builders for unit tests: only what a test is about is an argument."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from streams.events import serving as s
+
+
+def stable_deployment(
+    deployment_id: str, envelope: s.ResourceEnvelope, residency: s.ResidencyPolicy | None = None
+) -> s.DeploymentPromoted:
+    """A stable `rag.embedding@1` deployment promoted with `envelope` (and `residency`)."""
+    return s.DeploymentPromoted(
+        deployment_id=deployment_id,
+        capability="rag.embedding@1",
+        candidate_id="c",
+        approval_id="a",
+        artifact_set_id="x",
+        model_name="m",
+        channel="stable",
+        envelope=envelope,
+        residency=residency or s.ResidencyPolicy(),
+    )
+
+
+def lease_granted(
+    lease_id: str, accelerator_id: str, expires_at: datetime, reserved_bytes: int = 5
+) -> s.LeaseGranted:
+    """A lease of deployment `emb` on `accelerator_id`."""
+    return s.LeaseGranted(
+        lease_id=lease_id,
+        accelerator_id=accelerator_id,
+        deployment_id="emb",
+        request_id=f"request-{lease_id}",
+        client_id="c",
+        reserved_bytes=reserved_bytes,
+        expires_at=expires_at,
+        decision_fingerprint="f",
+    )
