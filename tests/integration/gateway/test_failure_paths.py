@@ -17,7 +17,7 @@ async def _first(stack: Stack, stream: str, wanted: Callable[[object], bool]) ->
     return (await events_until(stack.connection, stream, wanted))[-1]
 
 
-async def test_a_request_whose_agent_died_is_503_gives_its_lease_back_and_is_recorded_failed(
+async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_recorded_failed(
     stack: Stack,
 ) -> None:
     headers = {"authorization": f"Bearer {stack.key.key}"}
@@ -25,9 +25,15 @@ async def test_a_request_whose_agent_died_is_503_gives_its_lease_back_and_is_rec
         warm = await http.post(f"{stack.gateway.url}/v1/embeddings", json={"input": "warm"}, headers=headers)
         assert warm.status_code == 200  # MiniLM is resident on the agent's accelerator
         stack.agent.kill()
-        response = await http.post(f"{stack.gateway.url}/v1/embeddings", json={"input": "x"}, headers=headers)
-    assert response.status_code == 503
-    assert response.json()["error"]["code"] == "CAPABILITY_UNAVAILABLE"
+        # nats-server drops the dead agent's interest as soon as it sees the socket close; should the
+        # call beat that, it goes unanswered and times out instead. Either way it fails after its lease.
+        response = await http.post(
+            f"{stack.gateway.url}/v1/embeddings",
+            json={"input": "x"},
+            headers={**headers, "x-request-timeout-ms": "3000"},
+        )
+    code = response.json()["error"]["code"]
+    assert (response.status_code, code) in {(503, "CAPABILITY_UNAVAILABLE"), (504, "REQUEST_TIMEOUT")}
     request_id = response.headers["x-request-id"]
 
     failed = await _first(
@@ -35,7 +41,7 @@ async def test_a_request_whose_agent_died_is_503_gives_its_lease_back_and_is_rec
         subjects.REQUESTS_STREAM,
         lambda e: isinstance(e, RequestFailed) and e.request_id == request_id,
     )
-    assert failed.code == "CAPABILITY_UNAVAILABLE"  # type: ignore[attr-defined]
+    assert failed.code == code  # type: ignore[attr-defined]
     lease = await _first(
         stack,
         subjects.EVENTS_STREAM,
