@@ -77,6 +77,26 @@ def _lease(
     )
 
 
+def planned_eviction(
+    decision: PlacementDecision, accelerator_id: str, deployment_id: str
+) -> s.EvictionPlanned:
+    return s.EvictionPlanned(
+        eviction_id=new_id(),
+        accelerator_id=accelerator_id,
+        victims=decision.evictions,
+        for_deployment_id=deployment_id,
+        required_bytes=decision.required_bytes,
+        decision_fingerprint=decision.fingerprint,
+    )
+
+
+async def unload_victims(
+    ctx: ServingContext, decision: PlacementDecision, eviction: s.EvictionPlanned
+) -> None:
+    for victim in eviction.victims:
+        await publish_unload(ctx, decision.node_id or "", eviction.accelerator_id, victim, "eviction")
+
+
 class _Step(msgspec.Struct):
     """A decision turned into staged events: what to wait for before the next step."""
 
@@ -173,10 +193,7 @@ async def _acquire(
             spent["load"] += (time.perf_counter() - waited) * 1000
             return _grant(step.lease, decision, deployment, cold=True, spent=spent)
         if step.eviction is not None:
-            for victim in step.eviction.victims:
-                await publish_unload(
-                    ctx, decision.node_id or "", step.eviction.accelerator_id, victim, "eviction"
-                )
+            await unload_victims(ctx, decision, step.eviction)
             await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
 
@@ -195,14 +212,7 @@ def _stage(
     if verdict is Verdict.QUEUE or acc is None:
         return None
     if verdict is Verdict.ADMIT_AFTER_EVICTION and decision.evictions:
-        eviction = s.EvictionPlanned(
-            eviction_id=new_id(),
-            accelerator_id=acc,
-            victims=decision.evictions,
-            for_deployment_id=deployment.deployment_id,
-            required_bytes=decision.required_bytes,
-            decision_fingerprint=decision.fingerprint,
-        )
+        eviction = planned_eviction(decision, acc, deployment.deployment_id)
         return _Step("evict", stage(ctx, acc, [eviction], request_id), eviction=eviction)
     lease = _lease(decision, deployment.deployment_id, request_id, client_id, ctx.lease_ttl_s)
     if not decision.cold_load:

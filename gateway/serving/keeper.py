@@ -10,15 +10,17 @@ import asyncio
 import contextlib
 import logging
 import time
+from functools import partial
 
 from eventstore.errors import ConcurrencyConflict
 from gateway.scheduler import PlacementRequest, Verdict
 from gateway.scheduler.placement import plan_placement
 from gateway.serving import upkeep
 from gateway.serving.appends import append_to_accelerator, stage
-from gateway.serving.capacity import envelope_of
+from gateway.serving.capacity import envelope_of, planned_eviction, unload_victims
 from gateway.serving.context import ServingContext
 from gateway.serving.jobs import publish_job, publish_load
+from gateway.state.evictions import evicting_for, evictions_ended
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import requests as r
@@ -68,6 +70,8 @@ async def upkeep_once(ctx: ServingContext) -> None:
         await append_to_accelerator(ctx, grant.accelerator_id, [expiry])
         log.info("lease %s on %s expired", grant.lease_id, grant.accelerator_id)
         await _record_lease_timeout(ctx, grant)
+    for completed in evictions_ended(live.evictions, live.accelerators):
+        await append_to_accelerator(ctx, completed.accelerator_id, [completed])
     for unload in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now):
         # The same idle period gives the same job id on every replica: JetStream keeps one.
         job = UnloadJob(
@@ -112,7 +116,11 @@ async def _record_lease_timeout(ctx: ServingContext, grant: s.LeaseGranted) -> N
 
 
 async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
+    """Load an always-warm deployment where it fits, evicting idle on-demand residents if that is
+    what it takes; the round after the eviction has ended loads it."""
     live = ctx.live
+    if evicting_for(live.evictions, deployment_id):
+        return  # room is being made: deciding again now would evict more than needed
     deployment = live.catalog.deployments[deployment_id]
     envelope = envelope_of(deployment)
     async with live.decision_lock:
@@ -125,7 +133,24 @@ async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
             now,
             live.co_residency,
         )
-        if decision.verdict is not Verdict.ADMIT or decision.accelerator_id is None:
+        acc = decision.accelerator_id
+        if decision.verdict is Verdict.ADMIT_AFTER_EVICTION and decision.evictions and acc is not None:
+            eviction = planned_eviction(decision, acc, deployment_id)
+            done = stage(ctx, acc, [eviction])
+            send = partial(unload_victims, ctx, decision, eviction)
+            log.info("evicting %s to load always-warm %s", ", ".join(eviction.victims), deployment_id)
+        elif decision.verdict is Verdict.ADMIT and acc is not None:
+            load = s.ResidencyLoadRequested(
+                load_id=new_id(),
+                accelerator_id=acc,
+                node_id=decision.node_id or "",
+                deployment_id=deployment_id,
+                required_bytes=decision.required_bytes,
+                reason="always_warm",
+            )
+            done = stage(ctx, acc, [load])
+            send = partial(publish_load, ctx, load, deployment)
+        else:
             log.info(
                 "always-warm %s not placed yet: %s %s",
                 deployment_id,
@@ -133,14 +158,5 @@ async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
                 [r.value for r in decision.reason_codes],
             )
             return
-        load = s.ResidencyLoadRequested(
-            load_id=new_id(),
-            accelerator_id=decision.accelerator_id,
-            node_id=decision.node_id or "",
-            deployment_id=deployment_id,
-            required_bytes=decision.required_bytes,
-            reason="always_warm",
-        )
-        done = stage(ctx, decision.accelerator_id, [load])
     await done
-    await publish_load(ctx, load, deployment)
+    await send()

@@ -8,15 +8,15 @@ import time
 from nats.errors import Error as NatsError
 
 from gateway.promotion.model import DeploymentState
-from gateway.scheduler import AcceleratorState, ResidencyState
+from gateway.scheduler import ResidencyState
 from gateway.serving.appends import append_to_accelerator
 from gateway.serving.context import ServingContext
 from gateway.serving.jobs import publish_load
+from gateway.state.evictions import unloads_pending
 from streams.codes import ServingError
 from streams.events import serving as s
 
 NATS_FAILURES = (NatsError, TimeoutError)  # a publish or request that NATS did not complete
-_UNLOADING = ResidencyState.UNLOADING
 
 
 async def send_load(ctx: ServingContext, load: s.ResidencyLoadRequested, deployment: DeploymentState) -> None:
@@ -59,13 +59,6 @@ async def await_loaded(
         failure = ctx.live.load_failures.get(dep)
         detail = f": {failure.code} {failure.detail}" if failure else ""
         raise ServingError("RESIDENCY_LOAD_FAILED", f"loading {dep} failed{detail}", http_status=503)
-
-
-def unloads_pending(state: AcceleratorState | None, victims: set[str]) -> set[str]:
-    """The victims still on their way out (an unload that failed puts its victim back to LOADED)."""
-    if state is None:
-        return set()
-    return {r.deployment_id for r in state.residents if r.deployment_id in victims and r.state is _UNLOADING}
 
 
 async def await_evicted(

@@ -1,6 +1,9 @@
 """Residency upkeep: what the gateway must do without a request asking — pure decisions.
 
-- always-warm deployments are loaded as soon as they are promoted, and again after a restart;
+- always-warm deployments are loaded as soon as they are promoted, and again after a restart,
+  evicting idle residents that may be evicted when that is the only way they fit;
+- an eviction whose victims have all stopped unloading is completed (`EvictionCompleted`,
+  `gateway.state.evictions`);
 - keep-warm residents are unloaded once idle for their TTL;
 - leases whose holder vanished (a gateway crashed mid-request) expire;
 - an accelerator's pressure level changes on the books (`PressureChanged`) when its stabilised

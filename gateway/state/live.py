@@ -36,6 +36,7 @@ from gateway.state.accelerators import (
     with_telemetry,
 )
 from gateway.state.catalog import Catalog, evolve_catalog
+from gateway.state.evictions import PendingEviction, fold_evictions
 from streams import subjects
 from streams.codec import UnknownEvent
 from streams.events import control as c
@@ -74,6 +75,7 @@ class LiveState:
         # check passes or it is loaded again: placement refuses them with RUNTIME_UNHEALTHY.
         self.unhealthy: dict[str, str] = {}
         self.lease_grants: dict[str, s.LeaseGranted] = {}  # lease id -> its grant, while it is held
+        self.evictions: dict[str, PendingEviction] = {}  # eviction id -> one under way
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
         self.staged: dict[str, list[Event]] = {}
@@ -103,6 +105,7 @@ class LiveState:
                 case s.LeaseReleased() | s.LeaseExpired():
                     self.lease_grants.pop(event.lease_id, None)
             if record.sequence > self.versions.get(acc_id, 0):
+                fold_evictions(self.evictions, event)
                 match event:
                     case s.CoResidencyProven():
                         self._prove(event)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
@@ -16,6 +16,7 @@ import pytest
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.store import EventStore, ExpectedVersion
+from eventstore.subscription import subscribe
 from gateway.clients.service import ClientService
 from gateway.scheduler import account, required_bytes
 from gateway.serving.capacity import envelope_of
@@ -27,6 +28,7 @@ from streams import subjects
 from streams.codec import UnknownEvent
 from streams.envelope import new_id
 from streams.events import control as c
+from streams.events import serving as s
 from streams.messages import AcceleratorTelemetry
 from streams.subjects import Aggregate
 from tests.support.agents import MINILM, AgentProcess
@@ -141,6 +143,57 @@ async def _deployments(connection: Connection) -> list[object]:
 
     records = await read_subject_range(connection.client, subjects.EVENTS_STREAM, "mf.evt.deployment.>")
     return [r.event for r in records if not isinstance(r.event, UnknownEvent)]
+
+
+async def _accelerator_events_until(
+    connection: Connection, accelerator_id: str, start: int, last: Callable[[object], bool]
+) -> list[object]:
+    seen: list[object] = []
+    scope = subjects.aggregate_filter(Aggregate.ACCELERATOR, accelerator_id)
+    async with asyncio.timeout(60):
+        async for record in subscribe(connection.client, start, filter_subject=scope):
+            seen.append(record.event)
+            if last(record.event):
+                return seen
+    raise AssertionError("unreachable: subscribe never ends")
+
+
+async def test_an_always_warm_model_evicts_an_idle_on_demand_resident_to_be_loaded(
+    two_models: TwoModels,
+) -> None:
+    # The fixture leaves A resident and B short of room while A is.
+    catalog = Catalog()
+    for event in two_models.catalog_events:
+        catalog = evolve_catalog(catalog, event)  # type: ignore[arg-type]
+    routes = {d.route: d.deployment_id for d in catalog.deployments.values()}
+    a, b = routes["minilm-a"], routes["minilm-b"]
+    start = (
+        await two_models.connection.client.jetstream().stream_info(subjects.EVENTS_STREAM)
+    ).state.last_seq + 1
+    warm = s.ResidencyPolicyChanged(deployment_id=b, residency=s.ResidencyPolicy(kind="always_warm"))
+    await two_models.store.append(Aggregate.DEPLOYMENT, b, [warm], ExpectedVersion.ANY)
+    try:
+        seen = await _accelerator_events_until(
+            two_models.connection,
+            two_models.accelerator_id,
+            start,
+            lambda e: isinstance(e, s.ResidencyLoaded) and e.deployment_id == b,
+        )
+    finally:
+        on_demand = s.ResidencyPolicyChanged(deployment_id=b, residency=s.ResidencyPolicy())
+        await two_models.store.append(Aggregate.DEPLOYMENT, b, [on_demand], ExpectedVersion.ANY)
+    kinds = [type(e).__name__ for e in seen]
+    planned = next(e for e in seen if isinstance(e, s.EvictionPlanned))
+    assert (planned.for_deployment_id, planned.victims) == (b, (a,))
+    unloaded = next(e for e in seen if isinstance(e, s.ResidencyUnloaded))
+    completed = next(e for e in seen if isinstance(e, s.EvictionCompleted))
+    assert (completed.eviction_id, completed.reclaimed_bytes) == (
+        planned.eviction_id,
+        unloaded.reclaimed_bytes,
+    )
+    order = [kinds.index(k) for k in ("EvictionPlanned", "ResidencyUnloaded", "EvictionCompleted")]
+    assert order == sorted(order), kinds
+    assert kinds.count("EvictionPlanned") == 1, kinds  # no second eviction while the first ran
 
 
 async def test_200_concurrent_requests_for_two_models_all_end_and_never_overcommit(

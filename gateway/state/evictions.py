@@ -1,0 +1,67 @@
+"""Evictions under way: planned on the books, their victims not all unloaded yet. Pure.
+
+An `EvictionPlanned` marks its victims UNLOADING; each victim's `ResidencyUnloaded` credits what
+it gave back. Once no victim is still unloading (unloaded, or put back by a failed unload or a
+reconciliation), the eviction has ended and `EvictionCompleted` records what it reclaimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from gateway.scheduler import AcceleratorState, ResidencyState
+from streams.events import serving as s
+from streams.events.base import Event
+
+_UNLOADING = ResidencyState.UNLOADING
+
+
+class PendingEviction(msgspec.Struct, frozen=True):
+    planned: s.EvictionPlanned
+    reclaimed_bytes: int = 0
+
+
+def fold_evictions(pending: dict[str, PendingEviction], event: Event) -> None:
+    """Apply one accelerator event to the evictions under way (in place: the live view's table)."""
+    match event:
+        case s.EvictionPlanned():
+            pending[event.eviction_id] = PendingEviction(event)
+        case s.ResidencyUnloaded():
+            for eviction_id, item in pending.items():
+                planned = item.planned
+                if planned.accelerator_id == event.accelerator_id and event.deployment_id in planned.victims:
+                    reclaimed = item.reclaimed_bytes + event.reclaimed_bytes
+                    pending[eviction_id] = msgspec.structs.replace(item, reclaimed_bytes=reclaimed)
+        case s.EvictionCompleted():
+            pending.pop(event.eviction_id, None)
+        case _:
+            pass
+
+
+def unloads_pending(state: AcceleratorState | None, victims: set[str]) -> set[str]:
+    """The victims still on their way out (an unload that failed puts its victim back to LOADED)."""
+    if state is None:
+        return set()
+    return {r.deployment_id for r in state.residents if r.deployment_id in victims and r.state is _UNLOADING}
+
+
+def evictions_ended(
+    pending: Mapping[str, PendingEviction], accelerators: Mapping[str, AcceleratorState]
+) -> list[s.EvictionCompleted]:
+    """The completions to record: evictions none of whose victims is still unloading, by id."""
+    return [
+        s.EvictionCompleted(
+            eviction_id=eviction_id,
+            accelerator_id=item.planned.accelerator_id,
+            reclaimed_bytes=item.reclaimed_bytes,
+        )
+        for eviction_id, item in sorted(pending.items())
+        if not unloads_pending(accelerators.get(item.planned.accelerator_id), set(item.planned.victims))
+    ]
+
+
+def evicting_for(pending: Mapping[str, PendingEviction], deployment_id: str) -> bool:
+    """Whether an eviction to make room for `deployment_id` is still under way."""
+    return any(item.planned.for_deployment_id == deployment_id for item in pending.values())
