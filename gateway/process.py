@@ -17,6 +17,7 @@ from gateway.http.app import create_app
 from gateway.http.edge import Edge
 from gateway.serving.context import ServingContext
 from gateway.serving.keeper import run_upkeep
+from gateway.serving.queues import QueueBoard
 from gateway.state.live import LiveState
 
 
@@ -27,12 +28,14 @@ class GatewayReplica:
     app: Starlette
     upkeep: asyncio.Task[None]
     stop: asyncio.Event
+    queues: QueueBoard
 
     async def close(self) -> None:
         ctx = self.edge.ctx
         self.stop.set()  # the upkeep loop wakes on it
         await self.upkeep
         await ctx.settle()
+        await self.queues.close()
         await ctx.live.stop()
         await self.edge.directory.close()
         await self.connection.close()
@@ -50,9 +53,13 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     await directory.wait_ready(120)
     ctx = ServingContext(EventStore(connection), live, connection.client, gateway_id)
     live.listeners.append(ctx.wake_waiting)
+    queues = QueueBoard(connection.client, gateway_id, lambda: ctx.queued)
+    ctx.peers = queues.peers
+    ctx.queue_listeners.append(queues.changed)
+    await queues.start()
     token = os.environ.get("MODELFORGE_OPERATOR_TOKEN", "")
     edge = Edge(ctx, directory, RequestLimiter(connection.client), operator_token=token)
     edge.ready = True
     stop = asyncio.Event()
     upkeep = asyncio.create_task(run_upkeep(ctx, stop), name="residency-upkeep")
-    return GatewayReplica(connection, edge, create_app(edge), upkeep, stop)
+    return GatewayReplica(connection, edge, create_app(edge), upkeep, stop, queues)

@@ -104,3 +104,12 @@ class AcceleratorTelemetry(msgspec.Struct, frozen=True, kw_only=True):
     residencies: list[str]  # deployment ids resident on this accelerator
     healthy: bool
     interval_s: float = 0.0  # the publishing interval, so a reader can judge staleness
+
+
+class QueueDepth(msgspec.Struct, frozen=True, kw_only=True):
+    """One gateway replica's requests waiting for capacity, announced on `mf.queue.<gateway>`;
+    it counts until `valid_until_unix_ms` (the replica announces again before then while it waits)."""
+
+    gateway_id: str
+    depth: int
+    valid_until_unix_ms: int

@@ -20,6 +20,7 @@ REQUESTS_PREFIX = "mf.req"
 WORK_PREFIX = "mf.job"
 INVOKE_PREFIX = "mf.invoke"
 TELEMETRY_PREFIX = "mf.tel"
+QUEUE_DEPTH_PREFIX = "mf.queue"  # core NATS: each gateway replica's requests waiting for capacity
 
 MAX_TOKEN_LENGTH = 128
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-=~]+$")
@@ -135,3 +136,7 @@ def concurrency_slot_subject(client_id: str, slot: int) -> str:
 
 def concurrency_slots_filter(client_id: str) -> str:
     return f"{LIMIT_CONCURRENCY_PREFIX}.{token(client_id, 'client id')}.*"
+
+
+def queue_depth_subject(gateway_id: str) -> str:
+    return f"{QUEUE_DEPTH_PREFIX}.{token(gateway_id, 'gateway id')}"

@@ -126,6 +126,7 @@ async def acquire(
         ctx.priority_of.pop(place, None)
         if place in ctx.waiting:
             ctx.waiting.remove(place)
+            ctx.queue_changed()
             ctx.wake_waiting()  # leaving the line may let the next one in
 
 
@@ -152,8 +153,9 @@ async def _acquire(
                     channel=envelope.channel,
                     deadline_ms=(deadline - now) * 1000,
                     runtime_healthy=deployment.deployment_id not in ctx.live.unhealthy,
-                    # the others waiting on this replica: a queued request deciding again is not ahead of itself
-                    queue_depth=ctx.queued - (place in ctx.waiting),
+                    # the others waiting, on every replica: a queued request deciding again is not
+                    # ahead of itself
+                    queue_depth=ctx.queue_depth(now) - (place in ctx.waiting),
                 ),
                 ctx.live.policy,
                 now,
@@ -254,6 +256,7 @@ async def _queue(ctx: ServingContext, place: asyncio.Event, deadline: float) -> 
     """Wait in line (our place is kept across rounds) until woken by a change or the deadline."""
     if place not in ctx.waiting:
         ctx.waiting.append(place)
+        ctx.queue_changed()
     place.clear()
     try:
         await asyncio.wait_for(place.wait(), max(0.0, deadline - time.time()))

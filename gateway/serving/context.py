@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from eventstore.store import EventStore
+from gateway.serving.queues import PeerQueues
 from gateway.serving.upkeep import PressureTrack
 from gateway.state.live import LiveState
 from streams.envelope import Actor, ActorKind
@@ -33,10 +35,22 @@ class ServingContext:
     writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     # this replica's pressure hysteresis per accelerator (gateway.serving.upkeep.track_pressure)
     pressure: dict[str, PressureTrack] = field(default_factory=dict)
+    # the other replicas' waiting requests (gateway.serving.queues; a lone replica hears none), and
+    # who is told when this replica's line changes
+    peers: PeerQueues = field(default_factory=PeerQueues)
+    queue_listeners: list[Callable[[], None]] = field(default_factory=list)
 
     @property
     def queued(self) -> int:
         return len(self.waiting)
+
+    def queue_depth(self, now: float) -> int:
+        """Requests waiting for capacity on every replica (this one's line plus the others')."""
+        return self.queued + self.peers.depth(int(now * 1000))
+
+    def queue_changed(self) -> None:
+        for listener in self.queue_listeners:
+            listener()
 
     async def settle(self) -> None:
         """Wait for every write begun off a response's path, and any those begin in turn."""

@@ -1,0 +1,101 @@
+"""The global queue: requests waiting for capacity on every gateway replica together.
+
+Each replica keeps its own line (`ServingContext.waiting`); the scheduler's `global_queue_limit`
+counts all of them. A replica announces its depth on core NATS (`mf.queue.<gateway>`) whenever it
+changes, and again every half validity while it is not zero; every replica adds up the others'
+latest announcements that are still valid. A replica that vanished stops counting once its last
+announcement lapses. Queue depth is operational state, not history: it is never an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+import msgspec
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
+
+from streams import subjects
+from streams.messages import QueueDepth
+
+log = logging.getLogger("modelforge.gateway.queues")
+VALIDITY_S = 5.0
+_decoder = msgspec.json.Decoder(QueueDepth)
+
+
+class PeerQueues:
+    """The other replicas' latest announcements. Pure: no clock of its own."""
+
+    def __init__(self) -> None:
+        self._latest: dict[str, QueueDepth] = {}
+
+    def heard(self, announcement: QueueDepth) -> None:
+        self._latest[announcement.gateway_id] = announcement
+
+    def depth(self, now_unix_ms: int) -> int:
+        return sum(a.depth for a in self._latest.values() if a.valid_until_unix_ms >= now_unix_ms)
+
+
+class QueueBoard:
+    """This replica's side of the global queue: announces its own depth, hears the others'."""
+
+    def __init__(
+        self, client: Client, gateway_id: str, own_depth: Callable[[], int], validity_s: float = VALIDITY_S
+    ) -> None:
+        self.client, self.gateway_id, self.validity_s = client, gateway_id, validity_s
+        self.peers = PeerQueues()
+        self._own_depth = own_depth
+        self._changed = asyncio.Event()
+        self._subscription: Subscription | None = None
+        self._announcer: asyncio.Task[None] | None = None
+
+    def changed(self) -> None:
+        """This replica's line grew or shrank (cheap: the announcer coalesces changes)."""
+        self._changed.set()
+
+    async def start(self) -> None:
+        self._subscription = await self.client.subscribe(f"{subjects.QUEUE_DEPTH_PREFIX}.*", cb=self._heard)
+        self._announcer = asyncio.create_task(self._announce(), name="queue-announcer")
+
+    async def close(self) -> None:
+        if self._announcer is not None:
+            self._announcer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._announcer
+        if self._subscription is not None:
+            with contextlib.suppress(NatsError):
+                await self._subscription.unsubscribe()
+
+    async def _heard(self, msg: Msg) -> None:
+        try:
+            announcement = _decoder.decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            log.warning("ignoring a malformed queue announcement on %s", msg.subject)
+            return
+        if announcement.gateway_id != self.gateway_id:
+            self.peers.heard(announcement)
+
+    async def _announce(self) -> None:
+        subject = subjects.queue_depth_subject(self.gateway_id)
+        announced = 0
+        while True:
+            self._changed.clear()
+            depth = self._own_depth()
+            if depth or announced:  # a line that emptied is announced once, then nothing is sent
+                valid_until = int((time.time() + self.validity_s) * 1000)
+                message = QueueDepth(gateway_id=self.gateway_id, depth=depth, valid_until_unix_ms=valid_until)
+                try:
+                    await self.client.publish(subject, msgspec.json.encode(message))
+                    announced = depth
+                except NatsError as error:  # the next change or renewal tries again
+                    log.warning("queue depth not announced: %r", error)
+            renew = self.validity_s / 2 if depth else None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(renew):
+                    await self._changed.wait()
