@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from gateway.clients.limits import Permit, RequestLimiter
+from gateway.clients.limits import RequestLimiter
 from gateway.clients.model import ClientPrincipal
+from gateway.clients.permit import Permit
 from streams.codes import ServingError
 
 

@@ -14,11 +14,11 @@ The shared state lives in JetStream itself (no extra service), in two memory str
 * **concurrency** — `MF_LIMITS_CONC`, per-message TTL, one message per subject. A client has
   slots `mf.limit.conc.<client>.<0..max-1>`; taking one is a publish with
   `Nats-Expected-Last-Subject-Sequence: 0`, which the server accepts for exactly one publisher
-  while the slot is empty. A held slot carries `Nats-TTL` (renewed at half-life while held), so a
-  crashed replica's slot frees itself; release deletes the message by its sequence. We first try
-  a random slot this replica does not hold (one round trip when the client is not near its
-  limit); on a conflict we list the occupied slots with one stream-info request and try the free
-  ones; none free → `QUEUE_FULL`.
+  while the slot is empty. A held slot (a `Permit`, `gateway.clients.permit`) carries `Nats-TTL`,
+  renewed at half-life while held, so a crashed replica's slot frees itself; release deletes the
+  message by its sequence. We first try a random slot this replica does not hold (one round trip
+  when the client is not near its limit); on a conflict we list the occupied slots with one
+  stream-info request and try the free ones; none free → `QUEUE_FULL`.
 
 The two checks run concurrently, so an admitted request costs one round trip of latency (two
 messages); a refused one pays one more to give back what it took. Release is one round trip.
@@ -46,6 +46,7 @@ from nats.js.errors import NotFoundError
 
 from eventstore.replies import inbox_of
 from gateway.clients.model import ClientPrincipal
+from gateway.clients.permit import Permit
 from streams import configs, subjects
 from streams.codes import ServingError
 
@@ -110,61 +111,6 @@ def _unheld_slot(held: set[int], max_concurrency: int) -> int | None:
         if slot not in held:
             return slot
     return random.choice([s for s in range(max_concurrency) if s not in held])
-
-
-class Permit:
-    """One held concurrency slot. Release it exactly once (`release` is idempotent)."""
-
-    def __init__(self, limiter: RequestLimiter, client_id: str, slot: int, sequence: int) -> None:
-        self.client_id = client_id
-        self.slot = slot
-        self.sequence = sequence
-        self.lost = False  # the slot expired before we renewed it (e.g. after a long partition)
-        self._limiter = limiter
-        self._released = False
-        self._renewal: asyncio.TimerHandle | None = None
-        self._renewing: asyncio.Task[None] | None = None
-        self._renew_until = asyncio.get_running_loop().time() + limiter.max_hold_s
-
-    @property
-    def released(self) -> bool:
-        return self._released
-
-    async def release(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        if self._renewal is not None:
-            self._renewal.cancel()
-        if self._renewing is not None:
-            with contextlib.suppress(Exception):
-                await self._renewing
-        await self._limiter._release(self)
-
-    def _schedule_renewal(self) -> None:
-        delay = self._limiter.slot_ttl_s / 2
-        loop = asyncio.get_running_loop()
-        self._renewal = loop.call_later(delay, self._start_renewal)
-
-    def _start_renewal(self) -> None:
-        if self._released:
-            return
-        if asyncio.get_running_loop().time() > self._renew_until:
-            # A permit nobody released (a caller's bug) must not hold its slot forever: let the TTL end it.
-            log.warning(
-                "concurrency slot %s/%s held past max_hold_s; letting it expire", self.client_id, self.slot
-            )
-            return
-        self._renewing = asyncio.create_task(self._renew())
-
-    async def _renew(self) -> None:
-        try:
-            renewed = await self._limiter._renew(self)
-        except Exception as exc:  # keep trying at the next half-life; the TTL still covers us
-            log.warning("renewing concurrency slot %s/%s failed: %r", self.client_id, self.slot, exc)
-            renewed = True
-        if renewed and not self._released:
-            self._schedule_renewal()
 
 
 class RequestLimiter:

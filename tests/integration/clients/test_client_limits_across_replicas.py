@@ -7,8 +7,9 @@ import random
 
 import pytest
 
-from gateway.clients.limits import Permit, RequestLimiter
+from gateway.clients.limits import RequestLimiter
 from gateway.clients.model import ClientPrincipal
+from gateway.clients.permit import Permit
 from streams.codes import ServingError
 from streams.subjects import LIMITS_CONCURRENCY_STREAM, concurrency_slot_subject
 from tests.integration.clients.conftest import Gateways
