@@ -45,7 +45,11 @@ def dry_run(live: LiveState, deployment: DeploymentState, channel: str) -> dict[
     now = time.time()
     request = PlacementRequest(channel=Channel(channel))
     decision = plan_placement(
-        live.schedulable_accelerators(now), envelope_of(deployment), request, live.policy, now
+        live.schedulable_accelerators(now),
+        envelope_of(deployment, live.catalog.stale_envelope(deployment) is not None),
+        request,
+        live.policy,
+        now,
     )
     return msgspec.to_builtins(decision)  # type: ignore[no-any-return]
 

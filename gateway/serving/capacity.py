@@ -49,7 +49,8 @@ class Grant(msgspec.Struct, kw_only=True):
     queue_ms: float = 0.0
 
 
-def envelope_of(deployment: DeploymentState) -> ModelEnvelope:
+def envelope_of(deployment: DeploymentState, stale: bool = False) -> ModelEnvelope:
+    """`stale`: what the probe measured no longer holds (`Catalog.stale_envelope`)."""
     env = deployment.envelope
     return ModelEnvelope(
         deployment_id=deployment.deployment_id,
@@ -58,6 +59,7 @@ def envelope_of(deployment: DeploymentState) -> ModelEnvelope:
         request_floor_bytes=env.per_request_bytes,
         channel=Channel.PRODUCTION if deployment.channel == "stable" else Channel.LAB,
         cold_load_ms=env.cold_load_ms,
+        stale=stale,
     )
 
 
@@ -138,7 +140,8 @@ async def _acquire(
     deadline: float,
     place: asyncio.Event,
 ) -> Grant:
-    envelope = envelope_of(deployment)
+    stale = ctx.live.catalog.stale_envelope(deployment)
+    envelope = envelope_of(deployment, stale is not None)
     spent = {"scheduling": 0.0, "load": 0.0, "queue": 0.0}
     while True:
         now = time.time()
@@ -161,7 +164,7 @@ async def _acquire(
                 now,
                 ctx.live.co_residency,
             )
-            step = _stage(ctx, decision, deployment, request_id, client_id)
+            step = _stage(ctx, decision, deployment, request_id, client_id, stale)
         if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             waited = time.perf_counter()
@@ -206,11 +209,12 @@ def _stage(
     deployment: DeploymentState,
     request_id: str,
     client_id: str,
+    stale: str | None,
 ) -> _Step | None:
     """Turn a decision into staged events (under the decision lock). None means queue."""
     verdict, acc = decision.verdict, decision.accelerator_id
     if verdict.rejects:
-        raise rejection(decision, deployment.deployment_id)
+        raise rejection(decision, deployment.deployment_id, stale or "")
     if verdict is Verdict.QUEUE or acc is None:
         return None
     if verdict is Verdict.ADMIT_AFTER_EVICTION and decision.evictions:

@@ -7,8 +7,9 @@ from streams import codes
 from streams.codes import ServingError
 
 
-def rejection(decision: PlacementDecision, deployment_id: str) -> ServingError:
-    """The first reason that is a catalogue code names the error, as the reference does."""
+def rejection(decision: PlacementDecision, deployment_id: str, stale_reason: str = "") -> ServingError:
+    """The first reason that is a catalogue code names the error, as the reference does.
+    `stale_reason`: why the deployment's measured envelope no longer holds, if it does not."""
     details: dict[str, object] = {
         "verdict": decision.verdict.value,
         "reason_codes": [r.value for r in decision.reason_codes],
@@ -20,6 +21,15 @@ def rejection(decision: PlacementDecision, deployment_id: str) -> ServingError:
     if decision.verdict is Verdict.REJECT_DEADLINE:
         return ServingError(
             "REQUEST_TIMEOUT", "the request's deadline is too short to serve it", details=details
+        )
+    if decision.verdict is Verdict.REJECT_STATE_STALE:
+        details["stale_reason"] = stale_reason
+        return ServingError(
+            "SCHEDULER_STATE_STALE",
+            f"the resource envelope measured for {deployment_id} no longer holds ({stale_reason}): "
+            "probe it again before it serves",
+            http_status=503,
+            details=details,
         )
     code = next((r.value for r in decision.reason_codes if r.value in codes.ERROR_CODES), None)
     if decision.verdict is Verdict.REJECT_NO_ELIGIBLE_ACCELERATOR and code is None:

@@ -122,7 +122,7 @@ async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
     if evicting_for(live.evictions, deployment_id):
         return  # room is being made: deciding again now would evict more than needed
     deployment = live.catalog.deployments[deployment_id]
-    envelope = envelope_of(deployment)
+    envelope = envelope_of(deployment, live.catalog.stale_envelope(deployment) is not None)
     async with live.decision_lock:
         now = time.time()
         decision = plan_placement(

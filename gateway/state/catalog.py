@@ -28,6 +28,8 @@ class ArtifactSetInfo(msgspec.Struct, frozen=True, kw_only=True):
 class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
     node_id: str
     accelerators: tuple[c.AcceleratorSpec, ...]
+    hardware_fingerprint: str = ""
+    runtimes: tuple[str, ...] = ()
     enabled: bool = True
     production_eligible: bool = True
     decommissioned: bool = False
@@ -38,10 +40,32 @@ class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
         return self.enabled and self.production_eligible and not self.decommissioned
 
 
+class ProbeFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What a candidate's resource envelope was measured on."""
+
+    node_id: str
+    hardware_fingerprint: str
+    runtime: str
+
+
 class Catalog(msgspec.Struct, frozen=True):
     deployments: dict[str, DeploymentState] = msgspec.field(default_factory=dict)
     artifact_sets: dict[str, ArtifactSetInfo] = msgspec.field(default_factory=dict)
     nodes: dict[str, NodeInfo] = msgspec.field(default_factory=dict)
+    probes: dict[str, ProbeFacts] = msgspec.field(default_factory=dict)  # candidate id -> its last probe
+
+    def stale_envelope(self, deployment: DeploymentState) -> str | None:
+        """Why the deployment's measured envelope no longer holds (its node's hardware changed, or
+        the runtime it was measured with is gone from the node), or None while it holds."""
+        probe = self.probes.get(deployment.candidate_id)
+        node = self.nodes.get(probe.node_id) if probe else None
+        if probe is None or node is None:
+            return None
+        if node.hardware_fingerprint != probe.hardware_fingerprint:
+            return f"node {node.node_id}'s hardware changed since the probe measured it"
+        if node.runtimes and probe.runtime not in node.runtimes:
+            return f"runtime {probe.runtime} is no longer on node {node.node_id}"
+        return None
 
     def stable_for(self, capability: str) -> DeploymentState | None:
         """The capability's stable deployment that takes traffic (not draining)."""
@@ -114,11 +138,18 @@ def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
             flag = {"verified": True} if isinstance(event, c.ArtifactSetVerified) else {"quarantined": True}
             updated_art = msgspec.structs.replace(current_art, **flag)
             return _with(catalog, artifact_sets={**artifacts, event.artifact_set_id: updated_art})
+        case c.ProbeCompleted():
+            facts = ProbeFacts(
+                node_id=event.node_id, hardware_fingerprint=event.hardware_fingerprint, runtime=event.runtime
+            )
+            return _with(catalog, probes={**catalog.probes, event.candidate_id: facts})
         case c.NodeRegistered():
             previous = nodes.get(event.node_id)
             node = NodeInfo(
                 node_id=event.node_id,
                 accelerators=event.accelerators,
+                hardware_fingerprint=event.hardware_fingerprint,
+                runtimes=event.runtimes,
                 enabled=previous.enabled if previous else True,
                 production_eligible=previous.production_eligible if previous else True,
                 generation=previous.generation if previous else 0,

@@ -1,20 +1,55 @@
-"""A request that fails after its lease was granted gives the lease back and records its failure."""
+"""A request that fails, before or after its lease was granted, is recorded failed with its code, and
+any lease it held is given back."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import httpx
+import msgspec
 
+from eventstore.store import ExpectedVersion
 from streams import subjects
+from streams.events import control as c
 from streams.events import serving as s
 from streams.events.requests import RequestFailed
+from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack
+from tests.support.agents import aggregate_events
 from tests.support.serving import events_until
 
 
 async def _first(stack: Stack, stream: str, wanted: Callable[[object], bool]) -> object:
     return (await events_until(stack.connection, stream, wanted))[-1]
+
+
+async def test_a_deployment_whose_node_changed_hardware_since_its_probe_is_refused_as_stale(
+    stack: Stack,
+) -> None:
+    events = await aggregate_events(stack.connection, Aggregate.NODE, stack.node)
+    registered = [e for e in events if isinstance(e, c.NodeRegistered)][-1]
+    moved = msgspec.structs.replace(registered, hardware_fingerprint="another-machine")
+    headers = {"authorization": f"Bearer {stack.key.key}"}
+    async with httpx.AsyncClient(timeout=60) as http:
+        seq = await stack.store.append(Aggregate.NODE, stack.node, [moved], ExpectedVersion.ANY)
+        assert (await http.get(f"{stack.gateway.url}/readyz", params={"applied": seq})).status_code == 200
+        try:
+            response = await http.post(
+                f"{stack.gateway.url}/v1/embeddings", json={"input": "x"}, headers=headers
+            )
+        finally:
+            seq = await stack.store.append(Aggregate.NODE, stack.node, [registered], ExpectedVersion.ANY)
+            assert (await http.get(f"{stack.gateway.url}/readyz", params={"applied": seq})).status_code == 200
+    assert response.status_code == 503
+    error = response.json()["error"]
+    assert error["code"] == "SCHEDULER_STATE_STALE"
+    assert "hardware changed" in error["details"]["stale_reason"]
+    failed = await _first(
+        stack,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, RequestFailed) and e.request_id == error["request_id"],
+    )
+    assert failed.code == "SCHEDULER_STATE_STALE"  # type: ignore[attr-defined]
 
 
 async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_recorded_failed(
