@@ -1,6 +1,6 @@
 """Eviction choice: which idle residents to unload, and no more of them than needed.
 
-Only a resident that is loaded, idle (no active leases), not pinned and not always-warm may be
+Only a resident that is loaded, idle (no active leases) and not always-warm (pinned) may be
 evicted; a lab request may evict only lab residents.  Candidates are taken cheapest first —
 lab before production, then least recently used, then cheapest to reload — until the deficit is
 covered; then every member whose removal still leaves enough is dropped again, so the final set
@@ -27,10 +27,9 @@ def busy_deployments(state: AcceleratorState) -> frozenset[str]:
 
 
 def evictable_when_idle(resident: Resident, requester: Channel) -> bool:
-    """Loaded, not pinned, not always-warm, and lab unless the requester is production."""
+    """Loaded, not always-warm (pinned), and lab unless the requester is production."""
     return (
         resident.state is _LOADED
-        and not resident.pinned
         and not resident.always_warm
         and (requester is _PRODUCTION or resident.channel is _LAB)
     )
@@ -72,7 +71,6 @@ def eviction_candidates(
         for item in state.residents
         if item.active_leases == 0
         and item.state is loaded
-        and not item.pinned
         and not item.always_warm
         and (production or item.channel is lab)
         and item.deployment_id != exclude
@@ -173,7 +171,7 @@ def eviction_cost_floor(
 def _idle_extremes(state: AcceleratorState, exclude: str, lab_only: bool) -> tuple[int, int, float] | None:
     """Bytes together, the smallest size (0: none) and the cheapest reload of the residents an
     eviction plan on ``state`` could hold (lab ones only, if ``lab_only``): loaded, idle by count,
-    not pinned nor always-warm, not ``exclude``, of positive size.  ``None`` when one's reload
+    not always-warm, not ``exclude``, of positive size.  ``None`` when one's reload
     cost is negative or NaN."""
     loaded = _LOADED
     lab = _LAB
@@ -182,7 +180,7 @@ def _idle_extremes(state: AcceleratorState, exclude: str, lab_only: bool) -> tup
     for item in state.residents:
         if lab_only and item.channel is not lab:  # first: the lab-only pass passes over most
             continue
-        if item.active_leases or item.pinned or item.always_warm or item.state is not loaded:
+        if item.active_leases or item.always_warm or item.state is not loaded:
             continue
         size = item.measured_bytes
         if size <= 0 or item.deployment_id == exclude:

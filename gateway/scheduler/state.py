@@ -65,8 +65,7 @@ class Resident(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     measured_bytes: int
     state: ResidencyState = ResidencyState.LOADED
     active_leases: int = 0
-    always_warm: bool = False
-    pinned: bool = False
+    always_warm: bool = False  # the pin: never evicted (the reference's pinned = always-warm)
     channel: Channel = Channel.PRODUCTION
     last_used_at: float = 0.0
     reload_cost_ms: float = 0.0

@@ -50,13 +50,12 @@ def test_no_set_when_all_candidates_together_are_not_enough() -> None:
     assert choose_evictions([resident("a", 4), resident("b", 4)], gib(9)) is None
 
 
-def test_busy_pinned_always_warm_and_transitional_residents_are_never_candidates() -> None:
+def test_busy_always_warm_and_transitional_residents_are_never_candidates() -> None:
     state = gpu(
         residents=(
             resident("idle", 2),
             resident("counted-busy", 2, active_leases=1),
             resident("leased", 2),
-            resident("pinned", 2, pinned=True),
             resident("always-warm", 2, always_warm=True),
             resident("loading", 2, state=ResidencyState.LOADING),
             resident("unloading", 2, state=ResidencyState.UNLOADING),

@@ -103,11 +103,11 @@ def test_the_accelerator_with_the_cheapest_eviction_set_wins() -> None:
     assert (decision.accelerator_id, decision.evictions) == ("gpu-b", ("lab",))
 
 
-def test_pinned_and_always_warm_residents_are_never_evicted() -> None:
+def test_always_warm_residents_are_never_evicted() -> None:
     fleet = (
         gpu(
             total_gib=24,
-            residents=(resident("pinned", 8, pinned=True), resident("warm", 8, always_warm=True)),
+            residents=(resident("warm-a", 8, always_warm=True), resident("warm-b", 8, always_warm=True)),
         ),
     )
     decision = plan_placement(fleet, model(), ask(), POLICY, NOW)

@@ -1,7 +1,7 @@
 """Invariants of placement, checked over generated fleets.
 
 - never admits past capacity, evictions included;
-- never evicts a busy, pinned, always-warm or not-loaded resident, nor production for lab;
+- never evicts a busy, always-warm or not-loaded resident, nor production for lab;
 - evicts no more than needed;
 - the same inputs give the same decision and fingerprint, however the inputs are ordered;
 - skipping accelerators whose eviction cost floor cannot win changes no decision.
@@ -56,7 +56,6 @@ def residents(draw: st.DrawFn) -> tuple[Resident, ...]:
             state=draw(mostly(ResidencyState.LOADED, ResidencyState.LOADING, ResidencyState.UNLOADING)),
             active_leases=draw(mostly(0, 1, 2)),
             always_warm=draw(mostly(False, True)),
-            pinned=draw(mostly(False, True)),
             channel=draw(st.sampled_from(Channel)),
             last_used_at=NOW - draw(st.integers(0, 3600)),
             reload_cost_ms=float(draw(st.integers(0, 20_000))),
@@ -183,7 +182,7 @@ def test_never_admits_past_capacity_even_after_eviction(scenario: Scenario) -> N
 
 @settings(max_examples=100)
 @given(scenarios() | crowded())
-def test_never_evicts_a_busy_pinned_always_warm_or_transitional_resident(scenario: Scenario) -> None:
+def test_never_evicts_a_busy_always_warm_or_transitional_resident(scenario: Scenario) -> None:
     fleet, envelope, request, policy, pairs = scenario
     decision = plan_placement(fleet, envelope, request, policy, NOW, pairs)
     if not decision.evictions:
@@ -196,7 +195,6 @@ def test_never_evicts_a_busy_pinned_always_warm_or_transitional_resident(scenari
         victim = by_id[name]
         assert victim.active_leases == 0
         assert name not in leased
-        assert not victim.pinned
         assert not victim.always_warm
         assert victim.state is ResidencyState.LOADED
         assert name != envelope.deployment_id
