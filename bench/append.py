@@ -1,4 +1,5 @@
-"""eventstore.append vs raw js.publish with the same headers, sequential and pipelined.
+"""eventstore.append vs raw js.publish with the same headers, sequential and pipelined; then the
+latency of one append by its number of events (more than one: an atomic batch).
 
 Starts its own nats-server (from the wheel) in a temporary folder; prints rates and ratios.
     .venv/bin/python -m bench.append [--count 5000] [--window 256]
@@ -34,6 +35,27 @@ async def timed(count: int, window: int, op: Callable[[int], Awaitable[object]])
         for base in range(0, count, window):
             await asyncio.gather(*(op(i) for i in range(base, min(count, base + window))))
     return count / (time.perf_counter() - start)
+
+
+async def batch_latency(store: EventStore, run: str, rounds: int = 200) -> None:
+    """p50 of one append of n events to one aggregate (n > 1: an atomic batch), back to back.
+    The group commit of gateway/serving/appends.py pays this once per accelerator round."""
+    aggregate, version = f"{run}-batches", 0
+    print(f"\n{'events per append':<18}{'p50 ms':>8}{'p99 ms':>8}{'x single':>10}")
+    single = 0.0
+    for n in (1, 2, 4, 12, 32):
+        times = []
+        for i in range(rounds):
+            events = [ClientDisabled(client_id=aggregate, reason=f"{i}-{k}") for k in range(n)]
+            started = time.perf_counter()
+            version = await store.append(
+                Aggregate.CLIENT, aggregate, events, version or ExpectedVersion.NO_STREAM
+            )
+            times.append((time.perf_counter() - started) * 1000)
+        times.sort()
+        p50, p99 = times[len(times) // 2], times[int(len(times) * 0.99) - 1]
+        single = single or p50
+        print(f"{n:<18}{p50:>8.3f}{p99:>8.3f}{p50 / single:>10.1f}")
 
 
 async def main(count: int, window: int) -> None:
@@ -85,6 +107,7 @@ async def main(count: int, window: int) -> None:
         for label, raw_rate, app_rate in rows:
             print(f"{label:<16}{raw_rate:>18,.0f}{app_rate:>12,.0f}{app_rate / raw_rate:>8.2f}")
         print("target: ratio >= 0.85 sequential")
+        await batch_latency(store, run)
     finally:
         await conn.close()
         stop_pid(server.pid)
