@@ -108,8 +108,9 @@ class AcceleratorTelemetry(msgspec.Struct, frozen=True, kw_only=True):
 
 class QueueDepth(msgspec.Struct, frozen=True, kw_only=True):
     """One gateway replica's requests waiting for capacity, announced on `mf.queue.<gateway>`;
-    it counts until `valid_until_unix_ms` (the replica announces again before then while it waits)."""
+    it counts for `valid_for_ms` after it is heard (the replica announces again before then while
+    it waits). A duration, not a time: replicas' clocks need not agree."""
 
     gateway_id: str
     depth: int
-    valid_until_unix_ms: int
+    valid_for_ms: int

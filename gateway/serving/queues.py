@@ -30,16 +30,17 @@ _decoder = msgspec.json.Decoder(QueueDepth)
 
 
 class PeerQueues:
-    """The other replicas' latest announcements. Pure: no clock of its own."""
+    """The other replicas' latest announcements, each with when it lapses on this replica's clock.
+    Pure: the caller says what time it is."""
 
     def __init__(self) -> None:
-        self._latest: dict[str, QueueDepth] = {}
+        self._latest: dict[str, tuple[int, int]] = {}  # gateway id -> (depth, lapses at, ms)
 
-    def heard(self, announcement: QueueDepth) -> None:
-        self._latest[announcement.gateway_id] = announcement
+    def heard(self, announcement: QueueDepth, now_ms: int) -> None:
+        self._latest[announcement.gateway_id] = (announcement.depth, now_ms + announcement.valid_for_ms)
 
-    def depth(self, now_unix_ms: int) -> int:
-        return sum(a.depth for a in self._latest.values() if a.valid_until_unix_ms >= now_unix_ms)
+    def depth(self, now_ms: int) -> int:
+        return sum(depth for depth, lapses in self._latest.values() if lapses >= now_ms)
 
 
 class QueueBoard:
@@ -79,7 +80,7 @@ class QueueBoard:
             log.warning("ignoring a malformed queue announcement on %s", msg.subject)
             return
         if announcement.gateway_id != self.gateway_id:
-            self.peers.heard(announcement)
+            self.peers.heard(announcement, int(time.time() * 1000))
 
     async def _announce(self) -> None:
         subject = subjects.queue_depth_subject(self.gateway_id)
@@ -88,8 +89,8 @@ class QueueBoard:
             self._changed.clear()
             depth = self._own_depth()
             if depth or announced:  # a line that emptied is announced once, then nothing is sent
-                valid_until = int((time.time() + self.validity_s) * 1000)
-                message = QueueDepth(gateway_id=self.gateway_id, depth=depth, valid_until_unix_ms=valid_until)
+                valid_for = int(self.validity_s * 1000)
+                message = QueueDepth(gateway_id=self.gateway_id, depth=depth, valid_for_ms=valid_for)
                 try:
                     await self.client.publish(subject, msgspec.json.encode(message))
                     announced = depth
