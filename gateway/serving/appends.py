@@ -1,15 +1,15 @@
 """Group commit to accelerator aggregates: decisions stage events, one writer per accelerator
-appends everything staged so far as one batch with the expected version.
+appends them with the expected version.
 
 A decision takes microseconds; an append takes a NATS round trip. Holding the decision lock
 across the append would serialise every request on that round trip, so decisions only *stage*
 their events (the live view folds them in at once, so the next decision sees them) and wait on
 a future. The accelerator's writer appends what has gathered — decision by decision while few
-are staged, everything as one atomic batch once many are — and resolves the futures. Either
-way each append expects the version the one before it left, so a decision lands only on the
-state it was made on. If another replica appended first, the whole staged run was
-decided on a stale view: every waiter gets the `ConcurrencyConflict`, waits for the view to
-catch up, and decides again.
+are staged, everything as one atomic batch once many are — and resolves the futures. Each append
+expects the version the one before it left, so a decision lands only on the state it was made
+on: if another replica appended first, or another writer's event (an agent's, say) was folded in
+while ours were staged, the staged run was decided on a stale view, and every waiter gets a
+`ConcurrencyConflict`, waits for the view to catch up and decides again.
 """
 
 from __future__ import annotations
@@ -67,6 +67,14 @@ async def append_to_accelerator(
 async def _write(ctx: ServingContext, accelerator_id: str) -> None:
     queue = ctx.staged[accelerator_id]
     while queue:
+        if accelerator_id in ctx.live.interrupted:
+            # Another writer's event was folded in after these were decided: decide them again.
+            ctx.live.interrupted.discard(accelerator_id)
+            version = ctx.live.versions.get(accelerator_id, 0)
+            await _refuse(
+                ctx, accelerator_id, ConcurrencyConflict(_ACCELERATOR.value, accelerator_id, version, version)
+            )
+            continue
         batch = _next_batch(queue)
         events = [event for item in batch for event in item.events]
         correlations = [item.correlation_id for item in batch for _ in item.events]
@@ -79,20 +87,28 @@ async def _write(ctx: ServingContext, accelerator_id: str) -> None:
                 _ACCELERATOR, accelerator_id, outgoing, expected or ExpectedVersion.NO_STREAM
             )
         except Exception as exc:  # a conflict, or the store failing: everything staged was decided on sand
-            failed = batch + queue[:]
-            queue.clear()
-            ctx.live.unstage(accelerator_id)
-            for item in failed:
-                if not item.done.done():
-                    item.done.set_exception(exc)
+            queue[:0] = batch
             if not isinstance(exc, ConcurrencyConflict):
                 log.warning("append to %s failed: %r", accelerator_id, exc)
-            await ctx.live.notify()
+            await _refuse(ctx, accelerator_id, exc)
             continue
         _confirm(ctx, accelerator_id, events, outgoing, version, expected)
         for item in batch:
             item.done.set_result(version)
         await ctx.live.notify()
+
+
+async def _refuse(ctx: ServingContext, accelerator_id: str, error: Exception) -> None:
+    """Fail every decision staged on the accelerator with `error` and drop them from the view."""
+    queue = ctx.staged[accelerator_id]
+    failed = queue[:]
+    queue.clear()
+    ctx.live.unstage(accelerator_id)
+    ctx.live.interrupted.discard(accelerator_id)
+    for item in failed:
+        if not item.done.done():
+            item.done.set_exception(error)
+    await ctx.live.notify()
 
 
 def _next_batch(queue: list[_Staged]) -> list[_Staged]:

@@ -80,6 +80,9 @@ class LiveState:
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
         self.staged: dict[str, list[Event]] = {}
         self.tentative: dict[str, AcceleratorState] = {}
+        # Accelerators where another writer's event arrived while ours were staged: those were
+        # decided without it, so the writer refuses them as a conflict (gateway.serving.appends).
+        self.interrupted: set[str] = set()
         self.listeners: list[Callable[[], None]] = []  # called after every change (cheap, sync)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -105,6 +108,9 @@ class LiveState:
                 case s.LeaseReleased() | s.LeaseExpired():
                     self.lease_grants.pop(event.lease_id, None)
             if record.sequence > self.versions.get(acc_id, 0):
+                staged = self.staged.get(acc_id)
+                if staged and not own and event not in staged:  # (the echo of our own append is not)
+                    self.interrupted.add(acc_id)
                 fold_evictions(self.evictions, event)
                 match event:
                     case s.CoResidencyProven():
@@ -168,13 +174,6 @@ class LiveState:
         if not staged:  # (a partial acknowledgement leaves the view as it was: it already held them)
             self.staged.pop(accelerator_id, None)
             self.tentative.pop(accelerator_id, None)
-
-    def _refold(self, accelerator_id: str) -> None:
-        at = datetime.now(UTC)
-        state = self.accelerators.get(accelerator_id) or self._new_accelerator(accelerator_id)
-        for event in self.staged.get(accelerator_id, []):
-            state = evolve_accelerator(state, event, at, self.catalog)
-        self.tentative[accelerator_id] = state
 
     def view(self, accelerator_id: str) -> AcceleratorState | None:
         """What decisions see: the acknowledged state plus this replica's staged events."""

@@ -102,3 +102,21 @@ def test_a_failed_health_check_marks_its_deployment_unhealthy_until_a_check_pass
     assert live.unhealthy == {"emb": "HEALTHCHECK_FAILED"}  # placement refuses: RUNTIME_UNHEALTHY
     live.apply(health(2, model_ok=True))
     assert live.unhealthy == {}
+
+
+def released(lease_id: str) -> s.LeaseReleased:
+    return s.LeaseReleased(lease_id=lease_id, accelerator_id="n1-gpu0", outcome="completed")
+
+
+def test_another_writers_event_folded_while_ours_are_staged_interrupts_them() -> None:
+    live = LiveState()
+    live.stage("n1-gpu0", [released("ours")])
+    live.apply(record(7, "accelerator", "n1-gpu0", released("theirs")))
+    assert live.interrupted == {"n1-gpu0"}
+
+
+def test_the_echo_of_our_own_staged_event_does_not_interrupt_them() -> None:
+    live = LiveState()
+    live.stage("n1-gpu0", [released("ours")])
+    live.apply(record(7, "accelerator", "n1-gpu0", released("ours")))
+    assert live.interrupted == set()
