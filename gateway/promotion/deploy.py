@@ -148,6 +148,7 @@ def plan_promotion(facts: PromotionFacts) -> Promotion:
         channel="stable",
         envelope=envelope_from_probe(probe.result),
         residency=residency,
+        probe_id=probe.probe_id,
         embedding_space=space,
         max_batch_size=max_batch_size(config),
     )
@@ -208,6 +209,7 @@ def plan_experiment(facts: ExperimentFacts, now: datetime) -> list[Event]:
             route=facts.route,
             envelope=envelope_from_probe(probe.result),
             embedding_space=embedding_space(cand, facts.artifacts),
+            probe_id=probe.probe_id,
         )
     ]
 

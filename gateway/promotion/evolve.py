@@ -170,6 +170,7 @@ def evolve_deployment(state: DeploymentState | None, event: Event, seq: int) -> 
                 embedding_space=event.embedding_space,
                 approval_id=event.approval_id,
                 max_batch_size=event.max_batch_size,
+                probe_id=event.probe_id,
             )
         case s.ExperimentCreated():
             return DeploymentState(
@@ -184,6 +185,7 @@ def evolve_deployment(state: DeploymentState | None, event: Event, seq: int) -> 
                 embedding_space=event.embedding_space,
                 route=event.route,
                 active=False,
+                probe_id=event.probe_id,
             )
         case s.ExperimentActivated() if state is not None:
             return _replace(state, active=True)

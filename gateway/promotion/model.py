@@ -162,6 +162,7 @@ class DeploymentState(msgspec.Struct, frozen=True, kw_only=True):
     draining: bool = False
     drained: bool = False
     max_batch_size: int = 32
+    probe_id: str = ""  # the probe that measured `envelope`
 
     @property
     def status(self) -> str:

@@ -27,7 +27,7 @@ def rejection(decision: PlacementDecision, deployment_id: str, stale_reason: str
         return ServingError(
             "SCHEDULER_STATE_STALE",
             f"the resource envelope measured for {deployment_id} no longer holds ({stale_reason}): "
-            "probe it again before it serves",
+            "probe the candidate on the node as it is now and promote that measurement",
             http_status=503,
             details=details,
         )

@@ -52,12 +52,14 @@ class Catalog(msgspec.Struct, frozen=True):
     deployments: dict[str, DeploymentState] = msgspec.field(default_factory=dict)
     artifact_sets: dict[str, ArtifactSetInfo] = msgspec.field(default_factory=dict)
     nodes: dict[str, NodeInfo] = msgspec.field(default_factory=dict)
-    probes: dict[str, ProbeFacts] = msgspec.field(default_factory=dict)  # candidate id -> its last probe
+    probes: dict[str, ProbeFacts] = msgspec.field(default_factory=dict)  # probe id -> what it ran on
 
     def stale_envelope(self, deployment: DeploymentState) -> str | None:
-        """Why the deployment's measured envelope no longer holds (its node's hardware changed, or
-        the runtime it was measured with is gone from the node), or None while it holds."""
-        probe = self.probes.get(deployment.candidate_id)
+        """Why the deployment's measured envelope no longer holds (the node it was measured on now
+        registers other hardware, or lacks the runtime it was measured with), or None while it
+        holds. Only the probe the envelope came from counts: measuring again means promoting the
+        new measurement."""
+        probe = self.probes.get(deployment.probe_id)
         node = self.nodes.get(probe.node_id) if probe else None
         if probe is None or node is None:
             return None
@@ -142,7 +144,7 @@ def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
             facts = ProbeFacts(
                 node_id=event.node_id, hardware_fingerprint=event.hardware_fingerprint, runtime=event.runtime
             )
-            return _with(catalog, probes={**catalog.probes, event.candidate_id: facts})
+            return _with(catalog, probes={**catalog.probes, event.probe_id: facts})
         case c.NodeRegistered():
             previous = nodes.get(event.node_id)
             node = NodeInfo(

@@ -53,6 +53,7 @@ class DeploymentPromoted(Event, frozen=True):
     residency: ResidencyPolicy = ResidencyPolicy()
     embedding_space: EmbeddingSpace | None = None
     max_batch_size: int = 32
+    probe_id: str = ""  # the probe that measured `envelope` ("" in events from before it was kept)
 
 
 class ExperimentCreated(Event, frozen=True):
@@ -64,6 +65,7 @@ class ExperimentCreated(Event, frozen=True):
     route: str
     envelope: ResourceEnvelope
     embedding_space: EmbeddingSpace | None = None
+    probe_id: str = ""  # the probe that measured `envelope`
 
 
 class ExperimentActivated(Event, frozen=True):

@@ -108,6 +108,7 @@ async def promote(
                 route=route,
                 envelope=envelope,
                 embedding_space=space,
+                probe_id=measured.probe_id,
             ),
             s.ExperimentActivated(deployment_id=deployment_id),
         ]
@@ -123,6 +124,7 @@ async def promote(
                 channel="stable",
                 envelope=envelope,
                 embedding_space=space,
+                probe_id=measured.probe_id,
             )
         ]
     )

@@ -28,7 +28,9 @@ REGISTERED = c.NodeRegistered(
     agent_version="1",
 )
 ENVELOPE = s.ResourceEnvelope(required_bytes=100, peak_bytes=120, per_request_bytes=5, cold_load_ms=10.0)
-PROMOTED = msgspec.structs.replace(stable_deployment("emb", ENVELOPE), candidate_id="cand-1")
+PROMOTED = msgspec.structs.replace(
+    stable_deployment("emb", ENVELOPE), candidate_id="cand-1", probe_id="probe-1"
+)
 
 
 def catalog_of(*events: Event) -> Catalog:
@@ -55,10 +57,18 @@ def test_an_envelope_is_stale_once_its_runtime_is_gone_from_the_node() -> None:
     assert "onnxruntime-cpu" in (catalog.stale_envelope(catalog.deployments["emb"]) or "")
 
 
-def test_a_probe_on_the_node_as_it_now_is_makes_the_envelope_hold_again() -> None:
+def test_a_later_probe_does_not_vouch_for_an_envelope_it_did_not_measure() -> None:
     moved = msgspec.structs.replace(REGISTERED, hardware_fingerprint="hw-2")
     again = completed(probe_id="probe-2", hardware_fingerprint="hw-2")
     catalog = catalog_of(REGISTERED, completed(), PROMOTED, moved, again)
+    assert catalog.stale_envelope(catalog.deployments["emb"]) is not None
+
+
+def test_promoting_the_new_measurement_makes_the_envelope_hold_again() -> None:
+    moved = msgspec.structs.replace(REGISTERED, hardware_fingerprint="hw-2")
+    again = completed(probe_id="probe-2", hardware_fingerprint="hw-2")
+    promoted_again = msgspec.structs.replace(PROMOTED, probe_id="probe-2")
+    catalog = catalog_of(REGISTERED, completed(), PROMOTED, moved, again, promoted_again)
     assert catalog.stale_envelope(catalog.deployments["emb"]) is None
 
 
