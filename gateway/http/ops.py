@@ -53,7 +53,7 @@ async def metrics(request: Request) -> Response:
     gauges: dict[str, float] = {
         "modelforge_applied_event_sequence": float(live.applied),
         "modelforge_queued_requests": float(edge.ctx.queued),
-        "modelforge_queued_requests_all_gateways": float(edge.ctx.queue_depth(now)),
+        "modelforge_queued_requests_all_gateways": float(edge.ctx.queue_depth()),
         "modelforge_background_writes": float(len(edge.ctx.background)),
     }
     for state in live.schedulable_accelerators(now):

@@ -92,11 +92,26 @@ def planned_eviction(
     )
 
 
-async def unload_victims(
-    ctx: ServingContext, decision: PlacementDecision, eviction: s.EvictionPlanned
-) -> None:
-    for victim in eviction.victims:
-        await publish_unload(ctx, decision.node_id or "", eviction.accelerator_id, victim, "eviction")
+async def unload_victims(ctx: ServingContext, node_id: str, eviction: s.EvictionPlanned) -> None:
+    """Send each victim's unload job. A victim whose job cannot be sent goes back on the books
+    (`ResidencyUnloadFailed`), so that the eviction ends rather than waiting for an unload nobody
+    was asked to do; then the failure is raised."""
+    acc = eviction.accelerator_id
+    for index, victim in enumerate(eviction.victims):
+        try:
+            await publish_unload(
+                ctx, node_id, acc, victim, "eviction", f"evict-{eviction.eviction_id}-{victim}"
+            )
+        except NATS_FAILURES as failure:
+            detail = f"the unload job could not be sent: {failure!r}"
+            back = [
+                s.ResidencyUnloadFailed(
+                    accelerator_id=acc, deployment_id=v, code="CAPABILITY_UNAVAILABLE", detail=detail
+                )
+                for v in eviction.victims[index:]
+            ]
+            await append_to_accelerator(ctx, acc, back)
+            raise ServingError("CAPABILITY_UNAVAILABLE", detail) from None
 
 
 class _Step(msgspec.Struct):
@@ -158,7 +173,7 @@ async def _acquire(
                     runtime_healthy=deployment.deployment_id not in ctx.live.unhealthy,
                     # the queue limit is checked as a request joins the line, on every replica's
                     # count: one already waiting keeps its place when it decides again
-                    queue_depth=0 if place in ctx.waiting else ctx.queue_depth(now),
+                    queue_depth=0 if place in ctx.waiting else ctx.queue_depth(),
                 ),
                 ctx.live.policy,
                 now,
@@ -198,7 +213,7 @@ async def _acquire(
             spent["load"] += (time.perf_counter() - waited) * 1000
             return _grant(step.lease, decision, deployment, cold=True, spent=spent)
         if step.eviction is not None:
-            await unload_victims(ctx, decision, step.eviction)
+            await unload_victims(ctx, decision.node_id or "", step.eviction)
             await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
 

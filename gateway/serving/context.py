@@ -12,7 +12,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from eventstore.store import EventStore
-from gateway.serving.queues import PeerQueues
+from gateway.serving.queues import PeerQueues, monotonic_ms
 from gateway.serving.upkeep import PressureTrack
 from gateway.state.live import LiveState
 from streams.envelope import Actor, ActorKind
@@ -44,9 +44,9 @@ class ServingContext:
     def queued(self) -> int:
         return len(self.waiting)
 
-    def queue_depth(self, now: float) -> int:
+    def queue_depth(self) -> int:
         """Requests waiting for capacity on every replica (this one's line plus the others')."""
-        return self.queued + self.peers.depth(int(now * 1000))
+        return self.queued + self.peers.depth(monotonic_ms())
 
     def queue_changed(self) -> None:
         for listener in self.queue_listeners:

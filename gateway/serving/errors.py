@@ -28,7 +28,6 @@ def rejection(decision: PlacementDecision, deployment_id: str, stale_reason: str
             "SCHEDULER_STATE_STALE",
             f"the resource envelope measured for {deployment_id} no longer holds ({stale_reason}): "
             "probe the candidate on the node as it is now and promote that measurement",
-            http_status=503,
             details=details,
         )
     code = next((r.value for r in decision.reason_codes if r.value in codes.ERROR_CODES), None)

@@ -45,10 +45,12 @@ async def publish_load(
 
 
 async def publish_unload(
-    ctx: ServingContext, node_id: str, accelerator_id: str, deployment_id: str, reason: str
+    ctx: ServingContext, node_id: str, accelerator_id: str, deployment_id: str, reason: str, job_id: str = ""
 ) -> None:
+    """`job_id`: derived from what asks for the unload, so that sending it again is dropped as a
+    duplicate (a fresh one by default)."""
     job = UnloadJob(
-        job_id=new_id(),
+        job_id=job_id or new_id(),
         node_id=node_id,
         deployment_id=deployment_id,
         accelerator_id=accelerator_id,

@@ -71,7 +71,8 @@ async def upkeep_once(ctx: ServingContext) -> None:
         log.info("lease %s on %s expired", grant.lease_id, grant.accelerator_id)
         await _record_lease_timeout(ctx, grant)
     for completed in evictions_ended(live.evictions, live.accelerators):
-        await append_to_accelerator(ctx, completed.accelerator_id, [completed])
+        with contextlib.suppress(ConcurrencyConflict):  # another replica recorded it first
+            await append_to_accelerator(ctx, completed.accelerator_id, [completed])
     for unload in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now):
         # The same idle period gives the same job id on every replica: JetStream keeps one.
         job = UnloadJob(
@@ -116,8 +117,8 @@ async def _record_lease_timeout(ctx: ServingContext, grant: s.LeaseGranted) -> N
 
 
 async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
-    """Load an always-warm deployment where it fits, evicting idle on-demand residents if that is
-    what it takes; the round after the eviction has ended loads it."""
+    """Load an always-warm deployment where it fits, evicting idle residents that may be evicted
+    (on-demand or keep-warm) if that is what it takes; a round after the eviction has ended loads it."""
     live = ctx.live
     if evicting_for(live.evictions, deployment_id):
         return  # room is being made: deciding again now would evict more than needed
@@ -137,7 +138,7 @@ async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
         if decision.verdict is Verdict.ADMIT_AFTER_EVICTION and decision.evictions and acc is not None:
             eviction = planned_eviction(decision, acc, deployment_id)
             done = stage(ctx, acc, [eviction])
-            send = partial(unload_victims, ctx, decision, eviction)
+            send = partial(unload_victims, ctx, decision.node_id or "", eviction)
             log.info("evicting %s to load always-warm %s", ", ".join(eviction.victims), deployment_id)
         elif decision.verdict is Verdict.ADMIT and acc is not None:
             load = s.ResidencyLoadRequested(

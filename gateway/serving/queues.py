@@ -29,14 +29,20 @@ VALIDITY_S = 5.0
 _decoder = msgspec.json.Decoder(QueueDepth)
 
 
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
 class PeerQueues:
-    """The other replicas' latest announcements, each with when it lapses on this replica's clock.
-    Pure: the caller says what time it is."""
+    """The other replicas' latest announcements, each with when it lapses on this replica's
+    monotonic clock. Pure: the caller says what time it is."""
 
     def __init__(self) -> None:
         self._latest: dict[str, tuple[int, int]] = {}  # gateway id -> (depth, lapses at, ms)
 
     def heard(self, announcement: QueueDepth, now_ms: int) -> None:
+        # Lapsed replicas are forgotten here: a restarted replica comes back under a new id.
+        self._latest = {gw: held for gw, held in self._latest.items() if held[1] >= now_ms}
         self._latest[announcement.gateway_id] = (announcement.depth, now_ms + announcement.valid_for_ms)
 
     def depth(self, now_ms: int) -> int:
@@ -55,6 +61,7 @@ class QueueBoard:
         self._changed = asyncio.Event()
         self._subscription: Subscription | None = None
         self._announcer: asyncio.Task[None] | None = None
+        self._announced = 0  # the depth last announced
 
     def changed(self) -> None:
         """This replica's line grew or shrank (cheap: the announcer coalesces changes)."""
@@ -65,10 +72,15 @@ class QueueBoard:
         self._announcer = asyncio.create_task(self._announce(), name="queue-announcer")
 
     async def close(self) -> None:
+        """Stop; a replica leaving with requests in line says its line is empty, so the others
+        need not wait for its announcement to lapse."""
         if self._announcer is not None:
             self._announcer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._announcer
+        if self._announced:
+            with contextlib.suppress(NatsError):
+                await self._publish(0)
         if self._subscription is not None:
             with contextlib.suppress(NatsError):
                 await self._subscription.unsubscribe()
@@ -80,23 +92,25 @@ class QueueBoard:
             log.warning("ignoring a malformed queue announcement on %s", msg.subject)
             return
         if announcement.gateway_id != self.gateway_id:
-            self.peers.heard(announcement, int(time.time() * 1000))
+            self.peers.heard(announcement, monotonic_ms())
 
     async def _announce(self) -> None:
-        subject = subjects.queue_depth_subject(self.gateway_id)
-        announced = 0
         while True:
             self._changed.clear()
             depth = self._own_depth()
-            if depth or announced:  # a line that emptied is announced once, then nothing is sent
-                valid_for = int(self.validity_s * 1000)
-                message = QueueDepth(gateway_id=self.gateway_id, depth=depth, valid_for_ms=valid_for)
+            if depth or self._announced:  # a line that emptied is announced once, then nothing is sent
                 try:
-                    await self.client.publish(subject, msgspec.json.encode(message))
-                    announced = depth
+                    await self._publish(depth)
                 except NatsError as error:  # the next change or renewal tries again
                     log.warning("queue depth not announced: %r", error)
             renew = self.validity_s / 2 if depth else None
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(renew):
                     await self._changed.wait()
+
+    async def _publish(self, depth: int) -> None:
+        message = QueueDepth(
+            gateway_id=self.gateway_id, depth=depth, valid_for_ms=int(self.validity_s * 1000)
+        )
+        await self.client.publish(subjects.queue_depth_subject(self.gateway_id), msgspec.json.encode(message))
+        self._announced = depth

@@ -1,8 +1,9 @@
 """Evictions under way: planned on the books, their victims not all unloaded yet. Pure.
 
 An `EvictionPlanned` marks its victims UNLOADING; each victim's `ResidencyUnloaded` credits what
-it gave back. Once no victim is still unloading (unloaded, or put back by a failed unload or a
-reconciliation), the eviction has ended and `EvictionCompleted` records what it reclaimed.
+it gave back. Once no victim is still unloading (unloaded, put back by a failed unload or an
+unload job that could not be sent, or dropped by the agent's reconciliation after a restart), the
+eviction has ended and `EvictionCompleted` records what it reclaimed (zero if nothing was).
 """
 
 from __future__ import annotations

@@ -30,3 +30,10 @@ def test_a_replica_that_stopped_announcing_stops_counting_once_its_announcement_
     peers.heard(said("vanished", 5, valid_for_ms=1_000), now_ms=1_000)
     assert peers.depth(2_000) == 5
     assert peers.depth(2_001) == 0
+
+
+def test_replicas_whose_announcements_lapsed_are_forgotten_when_another_is_heard() -> None:
+    peers = PeerQueues()
+    peers.heard(said("restarted-long-ago", 5, valid_for_ms=1_000), now_ms=1_000)
+    peers.heard(said("g1", 1), now_ms=3_000)
+    assert list(peers._latest) == ["g1"]
