@@ -3,7 +3,8 @@
 An `EvictionPlanned` marks its victims UNLOADING; each victim's `ResidencyUnloaded` credits what
 it gave back. Once no victim is still unloading (unloaded, put back by a failed unload or an
 unload job that could not be sent, or dropped by the agent's reconciliation after a restart), the
-eviction has ended and `EvictionCompleted` records what it reclaimed (zero if nothing was).
+eviction has ended and `EvictionCompleted` records what it reclaimed, with outcome "failed" when no
+victim was unloaded.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ _UNLOADING = ResidencyState.UNLOADING
 class PendingEviction(msgspec.Struct, frozen=True):
     planned: s.EvictionPlanned
     reclaimed_bytes: int = 0
+    unloaded: frozenset[str] = frozenset()  # victims whose unload was reported
 
 
 def fold_evictions(pending: dict[str, PendingEviction], event: Event) -> None:
@@ -30,11 +32,19 @@ def fold_evictions(pending: dict[str, PendingEviction], event: Event) -> None:
         case s.EvictionPlanned():
             pending[event.eviction_id] = PendingEviction(event)
         case s.ResidencyUnloaded():
+            victim = event.deployment_id
             for eviction_id, item in pending.items():
                 planned = item.planned
-                if planned.accelerator_id == event.accelerator_id and event.deployment_id in planned.victims:
-                    reclaimed = item.reclaimed_bytes + event.reclaimed_bytes
-                    pending[eviction_id] = msgspec.structs.replace(item, reclaimed_bytes=reclaimed)
+                if (
+                    planned.accelerator_id == event.accelerator_id
+                    and victim in planned.victims
+                    and victim not in item.unloaded  # each victim counts once
+                ):
+                    pending[eviction_id] = msgspec.structs.replace(
+                        item,
+                        reclaimed_bytes=item.reclaimed_bytes + event.reclaimed_bytes,
+                        unloaded=item.unloaded | {victim},
+                    )
         case s.EvictionCompleted():
             pending.pop(event.eviction_id, None)
         case _:
@@ -57,6 +67,7 @@ def evictions_ended(
             eviction_id=eviction_id,
             accelerator_id=item.planned.accelerator_id,
             reclaimed_bytes=item.reclaimed_bytes,
+            outcome="completed" if item.unloaded else "failed",
         )
         for eviction_id, item in sorted(pending.items())
         if not unloads_pending(accelerators.get(item.planned.accelerator_id), set(item.planned.victims))

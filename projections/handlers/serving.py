@@ -221,7 +221,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     "evictions",
                     (event.eviction_id,),
                     accelerator_id=event.accelerator_id,
-                    state="completed",
+                    state=event.outcome,
                     reclaimed_bytes=event.reclaimed_bytes,
                     completed_at=at,
                 )

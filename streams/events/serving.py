@@ -201,6 +201,8 @@ class EvictionCompleted(Event, frozen=True):
     eviction_id: str
     accelerator_id: str
     reclaimed_bytes: int
+    # "failed": no victim gave its memory back (every unload failed or was never sent)
+    outcome: Literal["completed", "failed"] = "completed"
 
 
 class PressureChanged(Event, frozen=True):

@@ -193,9 +193,10 @@ async def test_an_always_warm_model_evicts_an_idle_on_demand_resident_to_be_load
     assert (planned.for_deployment_id, planned.victims) == (b, (a,))
     unloaded = next(e for e in seen if isinstance(e, s.ResidencyUnloaded))
     completed = next(e for e in seen if isinstance(e, s.EvictionCompleted))
-    assert (completed.eviction_id, completed.reclaimed_bytes) == (
+    assert (completed.eviction_id, completed.reclaimed_bytes, completed.outcome) == (
         planned.eviction_id,
         unloaded.reclaimed_bytes,
+        "completed",
     )
     order = [kinds.index(k) for k in ("EvictionPlanned", "ResidencyUnloaded", "EvictionCompleted")]
     assert order == sorted(order), kinds

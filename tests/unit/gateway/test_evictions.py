@@ -73,8 +73,22 @@ def test_a_completed_eviction_is_no_longer_under_way() -> None:
     assert not evicting_for(pending, "new")
 
 
+def test_a_victims_unload_reported_twice_counts_once() -> None:
+    pending: dict[str, PendingEviction] = {}
+    for event in (planned(), unloaded("old", 100), unloaded("old", 100)):
+        fold_evictions(pending, event)
+    assert pending["e1"].reclaimed_bytes == 100
+
+
+def test_an_eviction_none_of_whose_victims_unloaded_ends_failed() -> None:
+    pending = {"e1": PendingEviction(planned())}
+    back = Resident(deployment_id="old", measured_bytes=50, state=ResidencyState.LOADED)
+    (ended,) = evictions_ended(pending, {"a1": on_accelerator(back)})
+    assert (ended.outcome, ended.reclaimed_bytes) == ("failed", 0)
+
+
 def test_an_eviction_ends_once_no_victim_is_still_unloading() -> None:
-    pending = {"e1": PendingEviction(planned(), reclaimed_bytes=100)}
+    pending = {"e1": PendingEviction(planned(), reclaimed_bytes=100, unloaded=frozenset({"old"}))}
     stuck = Resident(deployment_id="older", measured_bytes=50, state=ResidencyState.UNLOADING)
     assert evictions_ended(pending, {"a1": on_accelerator(stuck)}) == []
     back = Resident(deployment_id="older", measured_bytes=50, state=ResidencyState.LOADED)
