@@ -22,7 +22,9 @@ from gateway.scheduler.decision import CoResidencyPair, PlacementRequest
 from gateway.scheduler.policy import SchedulerPolicy
 from gateway.scheduler.state import AcceleratorState, ModelEnvelope
 
-FINGERPRINT_VERSION = 3  # 3: residents without `pinned`; 2: structs as arrays of their fields (1: as maps)
+FINGERPRINT_VERSION = (
+    3  # 3: residents without `pinned`, policy with its load timeout; 2: structs as arrays (1: maps)
+)
 
 by_accelerator_id = attrgetter("accelerator_id")
 _encoder = msgspec.msgpack.Encoder(order="deterministic")

@@ -50,6 +50,10 @@ class SchedulerPolicy(msgspec.Struct, frozen=True, kw_only=True):
     global_queue_limit: int = 64
     max_queue_wait_seconds: float = 30.0
 
+    # A requested load no agent reported on (loaded or failed) within this long is ended on the
+    # books as failed; generous, since building a TensorRT engine can take many minutes.
+    load_timeout_seconds: float = 1800.0
+
     # Telemetry older than this makes attribution UNKNOWN.
     telemetry_fresh_seconds: float = 10.0
     # Refuse to cold-load onto an accelerator whose memory we cannot currently attribute.

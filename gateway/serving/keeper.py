@@ -21,6 +21,7 @@ from gateway.serving.capacity import envelope_of, planned_eviction, unload_victi
 from gateway.serving.context import ServingContext
 from gateway.serving.jobs import publish_job, publish_load
 from gateway.state.evictions import evicting_for, evictions_ended
+from gateway.state.loads import loads_overdue, next_load_due
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import requests as r
@@ -52,6 +53,7 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
                 upkeep.next_ttl_due(live.catalog, live.accelerators.values()),
                 upkeep.next_lease_expiry(live.lease_grants),
                 upkeep.next_pressure_due(ctx.pressure, live.policy),
+                next_load_due(live.loads, live.policy.load_timeout_seconds),
             )
             if t is not None
         ]
@@ -70,6 +72,10 @@ async def upkeep_once(ctx: ServingContext) -> None:
         await append_to_accelerator(ctx, grant.accelerator_id, [expiry])
         log.info("lease %s on %s expired", grant.lease_id, grant.accelerator_id)
         await _record_lease_timeout(ctx, grant)
+    for overdue in loads_overdue(live.loads, now, live.policy.load_timeout_seconds):
+        with contextlib.suppress(ConcurrencyConflict):  # another replica (or the agent) was first
+            await append_to_accelerator(ctx, overdue.accelerator_id, [overdue])
+        log.warning("load %s of %s: %s", overdue.load_id, overdue.deployment_id, overdue.detail)
     for completed in evictions_ended(live.evictions, live.accelerators):
         with contextlib.suppress(ConcurrencyConflict):  # another replica recorded it first
             await append_to_accelerator(ctx, completed.accelerator_id, [completed])

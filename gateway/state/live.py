@@ -37,6 +37,7 @@ from gateway.state.accelerators import (
 )
 from gateway.state.catalog import Catalog, evolve_catalog
 from gateway.state.evictions import PendingEviction, fold_evictions
+from gateway.state.loads import PendingLoad, fold_loads
 from streams import subjects
 from streams.codec import UnknownEvent
 from streams.events import control as c
@@ -76,6 +77,7 @@ class LiveState:
         self.unhealthy: dict[str, str] = {}
         self.lease_grants: dict[str, s.LeaseGranted] = {}  # lease id -> its grant, while it is held
         self.evictions: dict[str, PendingEviction] = {}  # eviction id -> one under way
+        self.loads: dict[str, PendingLoad] = {}  # load id -> one requested, not yet reported on
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
         self.staged: dict[str, list[Event]] = {}
@@ -112,6 +114,7 @@ class LiveState:
                 if staged and not own and event not in staged:  # (the echo of our own append is not)
                     self.interrupted.add(acc_id)
                 fold_evictions(self.evictions, event)
+                fold_loads(self.loads, event, envelope.occurred_at.timestamp())
                 match event:
                     case s.CoResidencyProven():
                         self._prove(event)

@@ -4,20 +4,31 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from eventstore.store import ExpectedVersion
 from streams import subjects
 from streams.envelope import new_id
+from streams.events import control as c
 from streams.events import serving as s
+from streams.events.base import Event
 from streams.events.requests import RequestFailed
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack
 from tests.support.agents import MINILM, AgentProcess, next_event
 from tests.support.serving import events_until, probe, promote, register_artifacts
+
+
+async def _after_appending(stack: Stack, event: Event, wanted: Callable[[Event], bool]) -> Any:
+    """Append `event` to the stack's accelerator; then the first of its events that `wanted` matches."""
+    accelerator = f"{stack.node}-cpu0"
+    await stack.store.append(Aggregate.ACCELERATOR, accelerator, [event], ExpectedVersion.ANY)
+    return await next_event(stack.connection, Aggregate.ACCELERATOR, accelerator, wanted)
 
 
 async def test_an_always_warm_deployment_is_loaded_without_any_request(stack: Stack) -> None:
@@ -75,12 +86,8 @@ async def test_a_lease_left_behind_by_a_vanished_gateway_expires_and_its_request
         expires_at=datetime.fromtimestamp(time.time() + 0.5, UTC),
         decision_fingerprint="crashed-gateway",
     )
-    await stack.store.append(Aggregate.ACCELERATOR, accelerator, [orphan], ExpectedVersion.ANY)
-    expired = await next_event(
-        stack.connection,
-        Aggregate.ACCELERATOR,
-        accelerator,
-        lambda e: isinstance(e, s.LeaseExpired) and e.lease_id == "orphan-lease",
+    expired = await _after_appending(
+        stack, orphan, lambda e: isinstance(e, s.LeaseExpired) and e.lease_id == "orphan-lease"
     )
     assert expired.accelerator_id == accelerator
     recorded = await events_until(
@@ -108,3 +115,35 @@ async def test_an_accelerator_past_its_critical_level_has_that_pressure_booked(
         agent.stop()
     assert (changed.previous, changed.current) == ("NORMAL", "CRITICAL")
     assert changed.utilization >= 0.95
+
+
+async def test_a_load_no_agent_reports_on_is_ended_once_the_load_timeout_passes(stack: Stack) -> None:
+    accelerator = f"{stack.node}-cpu0"
+    revisions, _ = await stack.store.load(Aggregate.SCHEDULER_POLICY, "default")
+    revision = len(revisions) + 1
+    async with httpx.AsyncClient(timeout=30) as http:
+
+        async def revise(settings: dict[str, object], revision: int) -> None:
+            event = c.SchedulerPolicyRevised(revision=revision, settings=settings)
+            seq = await stack.store.append(
+                Aggregate.SCHEDULER_POLICY, "default", [event], ExpectedVersion.ANY
+            )
+            assert (await http.get(f"{stack.gateway.url}/readyz", params={"applied": seq})).status_code == 200
+
+        await revise({"load_timeout_seconds": 0.5}, revision)
+        try:
+            lost = s.ResidencyLoadRequested(
+                load_id="lost-load",
+                accelerator_id=accelerator,
+                node_id=stack.node,
+                deployment_id="a-deployment-whose-job-was-lost",
+                required_bytes=1 << 20,
+                reason="request",
+            )
+            failed = await _after_appending(
+                stack, lost, lambda e: isinstance(e, s.ResidencyLoadFailed) and e.load_id == "lost-load"
+            )
+        finally:
+            await revise({}, revision + 1)
+    assert failed.code == "RESIDENCY_LOAD_FAILED"
+    assert "no agent reported" in failed.detail

@@ -1,0 +1,61 @@
+"""Loads under way: requested on the books, not yet reported loaded or failed. Pure.
+
+An agent reports every load job it receives (`ResidencyLoaded` or `ResidencyLoadFailed`); a restart
+reconciles what it really holds. A load nobody reports on within the policy's
+`load_timeout_seconds` (its job lost, its agent stuck) is ended on the books, so the deployment
+does not stay LOADING for ever: requests waiting for it are answered, and the next one loads it
+again. An agent that reports after all is still believed: its `ResidencyLoaded` makes it resident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from streams.events import serving as s
+from streams.events.base import Event
+
+
+class PendingLoad(msgspec.Struct, frozen=True):
+    requested: s.ResidencyLoadRequested
+    requested_at: float  # POSIX seconds, when it was appended
+
+
+def fold_loads(pending: dict[str, PendingLoad], event: Event, at: float) -> None:
+    """Apply one accelerator event that occurred at `at` (in place: the live view's table)."""
+    match event:
+        case s.ResidencyLoadRequested():
+            pending[event.load_id] = PendingLoad(event, at)
+        case s.ResidencyLoaded() | s.ResidencyLoadFailed():
+            pending.pop(event.load_id, None)
+        case s.ResidencyReconciled():
+            held = set(event.held)
+            for load_id, item in list(pending.items()):
+                load = item.requested
+                if load.accelerator_id == event.accelerator_id and load.deployment_id not in held:
+                    del pending[load_id]
+        case _:
+            pass
+
+
+def loads_overdue(
+    pending: Mapping[str, PendingLoad], now: float, timeout_s: float
+) -> list[s.ResidencyLoadFailed]:
+    """The failures to record for loads nobody reported on in time, by load id."""
+    return [
+        s.ResidencyLoadFailed(
+            load_id=load_id,
+            accelerator_id=item.requested.accelerator_id,
+            deployment_id=item.requested.deployment_id,
+            code="RESIDENCY_LOAD_FAILED",
+            detail=f"no agent reported on the load within {timeout_s:g} s",
+        )
+        for load_id, item in sorted(pending.items())
+        if item.requested_at + timeout_s <= now
+    ]
+
+
+def next_load_due(pending: Mapping[str, PendingLoad], timeout_s: float) -> float | None:
+    """When the next load under way runs out of time (None: none is under way)."""
+    return min((item.requested_at + timeout_s for item in pending.values()), default=None)
