@@ -29,10 +29,11 @@ from gateway.serving.appends import append_to_accelerator, catch_up_after, stage
 from gateway.serving.context import ServingContext
 from gateway.serving.errors import rejection
 from gateway.serving.jobs import publish_unload
-from gateway.serving.loading import NATS_FAILURES, await_evicted, await_loaded, send_load
+from gateway.serving.loading import NATS_FAILURES, await_evicted, await_loaded, record_failure, send_load
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
+from streams.events.base import Event
 
 log = logging.getLogger("modelforge.gateway.capacity")
 
@@ -104,13 +105,13 @@ async def unload_victims(ctx: ServingContext, node_id: str, eviction: s.Eviction
             )
         except NATS_FAILURES as failure:
             detail = f"the unload job could not be sent: {failure!r}"
-            back = [
+            back: list[Event] = [
                 s.ResidencyUnloadFailed(
                     accelerator_id=acc, deployment_id=v, code="CAPABILITY_UNAVAILABLE", detail=detail
                 )
                 for v in eviction.victims[index:]
             ]
-            await append_to_accelerator(ctx, acc, back)
+            await record_failure(ctx, acc, back)
             raise ServingError("CAPABILITY_UNAVAILABLE", detail) from None
 
 
