@@ -264,7 +264,8 @@ class RequestLimiter:
             return None
         raise _unavailable(RuntimeError(ack.error.description))
 
-    async def _renew(self, permit: Permit) -> bool:
+    async def renew_slot(self, permit: Permit) -> bool:
+        """Extend a held slot's TTL (for its `Permit`); False when it had already expired."""
         headers = {"Nats-Expected-Last-Subject-Sequence": str(permit.sequence), "Nats-TTL": self._ttl()}
         ack = await self._publish(subjects.concurrency_slot_subject(permit.client_id, permit.slot), headers)
         if ack.error is None:
@@ -274,7 +275,8 @@ class RequestLimiter:
         log.warning("concurrency slot %s/%s expired while held", permit.client_id, permit.slot)
         return False
 
-    async def _release(self, permit: Permit) -> None:
+    async def release_slot(self, permit: Permit) -> None:
+        """Free a held slot (for its `Permit`: call `Permit.release`, which does it once)."""
         try:
             if not permit.lost:
                 request = msgspec.json.encode({"seq": permit.sequence, "no_erase": True})

@@ -45,7 +45,7 @@ class Permit:
         if self._renewing is not None:
             with contextlib.suppress(Exception):
                 await self._renewing
-        await self._limiter._release(self)
+        await self._limiter.release_slot(self)
 
     def _schedule_renewal(self) -> None:
         delay = self._limiter.slot_ttl_s / 2
@@ -65,7 +65,7 @@ class Permit:
 
     async def _renew(self) -> None:
         try:
-            renewed = await self._limiter._renew(self)
+            renewed = await self._limiter.renew_slot(self)
         except Exception as exc:  # keep trying at the next half-life; the TTL still covers us
             log.warning("renewing concurrency slot %s/%s failed: %r", self.client_id, self.slot, exc)
             renewed = True
