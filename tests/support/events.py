@@ -25,14 +25,19 @@ def stable_deployment(
 
 
 def lease_granted(
-    lease_id: str, accelerator_id: str, expires_at: datetime, reserved_bytes: int = 5
+    lease_id: str,
+    accelerator_id: str,
+    expires_at: datetime,
+    reserved_bytes: int = 5,
+    deployment_id: str = "emb",
+    request_id: str = "",
 ) -> s.LeaseGranted:
-    """A lease of deployment `emb` on `accelerator_id`."""
+    """A lease of `deployment_id` on `accelerator_id`, held by `request_id` (else one named for it)."""
     return s.LeaseGranted(
         lease_id=lease_id,
         accelerator_id=accelerator_id,
-        deployment_id="emb",
-        request_id=f"request-{lease_id}",
+        deployment_id=deployment_id,
+        request_id=request_id or f"request-{lease_id}",
         client_id="c",
         reserved_bytes=reserved_bytes,
         expires_at=expires_at,

@@ -211,3 +211,11 @@ async def events_until(
             if last(record.event):
                 return seen
     raise AssertionError("unreachable: subscribe never ends")
+
+
+async def revise_policy(store: EventStore, urls: list[str], policy: c.SchedulerPolicyRevised) -> None:
+    """Revise the scheduler policy; return once every gateway at `urls` has applied it."""
+    seq = await store.append(Aggregate.SCHEDULER_POLICY, "default", [policy], ExpectedVersion.ANY)
+    async with httpx.AsyncClient(timeout=30) as http:
+        for url in urls:
+            assert (await http.get(f"{url}/readyz", params={"applied": seq})).status_code == 200

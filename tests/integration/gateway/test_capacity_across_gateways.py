@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import time
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -20,7 +18,7 @@ from eventstore.provision import provision
 from eventstore.store import EventStore, ExpectedVersion
 from eventstore.subscription import subscribe
 from gateway.clients.service import ClientService
-from gateway.scheduler import ResidencyState, account, required_bytes
+from gateway.scheduler import account, required_bytes
 from gateway.serving.capacity import envelope_of
 from gateway.state.accelerators import evolve_accelerator, new_accelerator
 from gateway.state.catalog import Catalog, evolve_catalog
@@ -31,10 +29,10 @@ from streams.codec import UnknownEvent
 from streams.envelope import new_id
 from streams.events import control as c
 from streams.events import serving as s
-from streams.messages import AcceleratorTelemetry, QueueDepth
+from streams.messages import AcceleratorTelemetry
 from streams.subjects import Aggregate
 from tests.support.agents import MINILM, AgentProcess
-from tests.support.serving import GatewayProcess, probe, promote, register_artifacts
+from tests.support.serving import GatewayProcess, probe, promote, register_artifacts, revise_policy
 
 MIB = 1 << 20
 BUDGET = 1024 * MIB
@@ -97,7 +95,7 @@ async def two_models(module_nats: NatsServer, minilm_root: Path, scratch: Path) 
     gateways = [GatewayProcess(module_nats.url, scratch), GatewayProcess(module_nats.url, scratch)]
     urls = [await gateway.start() for gateway in gateways]
     small = c.SchedulerPolicyRevised(revision=1, settings={**SMALL, "safety_reserve_min_bytes": 64 * MIB})
-    await _revise(store, urls, small)
+    await revise_policy(store, urls, small)
     headers = {"authorization": f"Bearer {key.key}"}
     # Load model A and work it as hard as the test will, so that the agent's memory under load
     # (its runtime's arenas stay allocated) is what the reserve is sized against.
@@ -125,19 +123,12 @@ async def two_models(module_nats: NatsServer, minilm_root: Path, scratch: Path) 
     need_b = required_bytes(envelope_of(b), False, policy_from(small))
     reserve = BUDGET - observed - need_b + 16 * MIB
     revised = c.SchedulerPolicyRevised(revision=2, settings={**SMALL, "safety_reserve_min_bytes": reserve})
-    await _revise(store, urls, revised)
+    await revise_policy(store, urls, revised)
     yield TwoModels(connection, store, f"{node}-cpu0", urls, key.key, revised, catalog_events)
     for gateway in gateways:
         gateway.stop()
     agent.stop()
     await connection.close()
-
-
-async def _revise(store: EventStore, urls: list[str], policy: c.SchedulerPolicyRevised) -> None:
-    seq = await store.append(Aggregate.SCHEDULER_POLICY, "default", [policy], ExpectedVersion.ANY)
-    async with httpx.AsyncClient(timeout=30) as http:
-        for url in urls:
-            assert (await http.get(f"{url}/readyz", params={"applied": seq})).status_code == 200
 
 
 async def _deployments(connection: Connection) -> list[object]:
@@ -241,65 +232,3 @@ async def test_200_concurrent_requests_for_two_models_all_end_and_never_overcomm
         assert budget.resident_bytes + budget.leased_bytes <= BUDGET - budget.safety_reserve_bytes, (
             record.sequence
         )
-
-
-async def test_the_queue_limit_counts_the_requests_waiting_on_every_gateway(two_models: TwoModels) -> None:
-    store, acc = two_models.store, two_models.accelerator_id
-    catalog = _catalog(two_models)
-    records, _ = await store.load(Aggregate.ACCELERATOR, acc)
-    state = new_accelerator(acc, "", BUDGET)
-    for record in records:
-        assert record.envelope is not None
-        state = evolve_accelerator(state, record.event, record.envelope.occurred_at, catalog)  # type: ignore[arg-type]
-    # The model resident now (a warm request), or A on an empty device (a cold load that fits).
-    loaded = [r.deployment_id for r in state.residents if r.state is ResidencyState.LOADED]
-    route = catalog.deployments[loaded[0]].route if loaded else "minilm-a"
-    deployment = next(d.deployment_id for d in catalog.deployments.values() if d.route == route)
-    # A lease holding the whole device: requests for that model wait for it to end.
-    blocker = s.LeaseGranted(
-        lease_id=f"blocker-{new_id()[:6]}",
-        accelerator_id=acc,
-        deployment_id=deployment,
-        request_id="blocking",
-        client_id="test",
-        reserved_bytes=BUDGET,
-        expires_at=datetime.fromtimestamp(time.time() + 120, UTC),
-        decision_fingerprint="test",
-    )
-    await store.append(Aggregate.ACCELERATOR, acc, [blocker], ExpectedVersion.ANY)
-    settings = two_models.policy_event.settings
-    await _revise(
-        store,
-        two_models.gateways,
-        c.SchedulerPolicyRevised(revision=3, settings={**settings, "global_queue_limit": 2}),
-    )
-    announcements = await two_models.connection.client.subscribe(f"{subjects.QUEUE_DEPTH_PREFIX}.*")
-    headers = {"authorization": f"Bearer {two_models.key}", "x-request-timeout-ms": "20000"}
-    body = {"input": "wait in line", "model": route}
-    try:
-        async with httpx.AsyncClient(timeout=60) as http:
-            waiting = [
-                asyncio.create_task(
-                    http.post(f"{two_models.gateways[0]}/v1/embeddings", json=body, headers=headers)
-                )
-                for _ in range(2)
-            ]
-            async with asyncio.timeout(20):  # the first gateway has announced both waiting
-                while (
-                    msgspec.json.decode(
-                        (await announcements.next_msg(timeout=20)).data, type=QueueDepth
-                    ).depth
-                    < 2
-                ):
-                    pass
-            refused = await http.post(f"{two_models.gateways[1]}/v1/embeddings", json=body, headers=headers)
-            assert refused.status_code == 429, refused.text
-            assert refused.json()["error"]["code"] == "QUEUE_FULL"
-            assert "retry-after" in refused.headers
-            released = s.LeaseReleased(lease_id=blocker.lease_id, accelerator_id=acc, outcome="completed")
-            await store.append(Aggregate.ACCELERATOR, acc, [released], ExpectedVersion.ANY)
-            served = await asyncio.gather(*waiting)
-        assert [r.status_code for r in served] == [200, 200], [r.text for r in served]
-    finally:
-        await announcements.unsubscribe()
-        await _revise(store, two_models.gateways, c.SchedulerPolicyRevised(revision=4, settings=settings))

@@ -1,11 +1,13 @@
-"""Client limits and revocation through two gateway processes sharing NATS: exact across replicas,
-and checked beside the capacity search only for a client far from its limits."""
+"""Client limits, revocation and the global queue through two gateway processes sharing NATS:
+exact across replicas, and client limits checked beside the capacity search only for a client far
+from them."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -13,14 +15,18 @@ import msgspec
 import pytest
 
 from eventstore.connection import Connection
-from eventstore.store import EventStore
+from eventstore.store import EventStore, ExpectedVersion
 from gateway.clients.service import ClientService
 from streams import subjects
 from streams.envelope import new_id
+from streams.events import control as c
 from streams.events import serving as s
 from streams.events.requests import RequestAccepted, RequestRejected
+from streams.messages import QueueDepth
+from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack
-from tests.support.serving import GatewayProcess, events_until
+from tests.support.events import lease_granted
+from tests.support.serving import GatewayProcess, events_until, revise_policy
 
 
 class TwoGateways(msgspec.Struct):
@@ -172,3 +178,59 @@ async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_ne
         assert recorded[-1].code == "RATE_LIMITED"  # type: ignore[attr-defined]
         accepted = [e for e in recorded if isinstance(e, RequestAccepted) and e.request_id == ids[name]]
         assert not accepted  # a refusal is the request's only event, checked first or alongside
+
+
+async def test_the_queue_limit_counts_the_requests_waiting_on_every_gateway(
+    gateways: TwoGateways, stack: Stack
+) -> None:
+    accelerator = f"{stack.node}-cpu0"
+    # A lease holding more than the device: requests wait for it to end (on a roomy device, where
+    # they are served once it has).
+    blocker = lease_granted(
+        f"blocker-{new_id()[:6]}",
+        accelerator,
+        datetime.fromtimestamp(time.time() + 120, UTC),
+        reserved_bytes=1 << 50,
+        deployment_id=stack.deployment_id,
+    )
+    await stack.store.append(Aggregate.ACCELERATOR, accelerator, [blocker], ExpectedVersion.ANY)
+    revisions, _ = await stack.store.load(Aggregate.SCHEDULER_POLICY, "default")
+    urls = [*gateways.urls, stack.gateway.url]
+    await revise_policy(
+        stack.store,
+        urls,
+        c.SchedulerPolicyRevised(revision=len(revisions) + 1, settings={"global_queue_limit": 2}),
+    )
+    announcements = await stack.connection.client.subscribe(f"{subjects.QUEUE_DEPTH_PREFIX}.*")
+    headers = {"authorization": f"Bearer {gateways.key}", "x-request-timeout-ms": "20000"}
+    body = {"input": "wait in line", "model": "m"}
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            waiting = [
+                asyncio.create_task(
+                    http.post(f"{gateways.urls[0]}/v1/embeddings", json=body, headers=headers)
+                )
+                for _ in range(2)
+            ]
+            async with asyncio.timeout(20):  # the first gateway has announced both waiting
+                while _decode_depth((await announcements.next_msg(timeout=20)).data) < 2:
+                    pass
+            refused = await http.post(f"{gateways.urls[1]}/v1/embeddings", json=body, headers=headers)
+            released = s.LeaseReleased(
+                lease_id=blocker.lease_id, accelerator_id=accelerator, outcome="completed"
+            )
+            await stack.store.append(Aggregate.ACCELERATOR, accelerator, [released], ExpectedVersion.ANY)
+            served = await asyncio.gather(*waiting)
+    finally:
+        await announcements.unsubscribe()
+        await revise_policy(
+            stack.store, urls, c.SchedulerPolicyRevised(revision=len(revisions) + 2, settings={})
+        )
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["error"]["code"] == "QUEUE_FULL"
+    assert "retry-after" in refused.headers
+    assert [r.status_code for r in served] == [200, 200], [r.text for r in served]
+
+
+def _decode_depth(data: bytes) -> int:
+    return msgspec.json.decode(data, type=QueueDepth).depth

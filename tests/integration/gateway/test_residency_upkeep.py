@@ -21,6 +21,7 @@ from streams.events.requests import RequestFailed
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack
 from tests.support.agents import MINILM, AgentProcess, next_event
+from tests.support.events import lease_granted
 from tests.support.serving import events_until, probe, promote, register_artifacts
 
 
@@ -76,15 +77,13 @@ async def test_a_lease_left_behind_by_a_vanished_gateway_expires_and_its_request
     stack: Stack,
 ) -> None:
     accelerator = f"{stack.node}-cpu0"
-    orphan = s.LeaseGranted(
-        lease_id="orphan-lease",
-        accelerator_id=accelerator,
+    orphan = lease_granted(
+        "orphan-lease",
+        accelerator,
+        datetime.fromtimestamp(time.time() + 0.5, UTC),
+        reserved_bytes=1 << 20,
         deployment_id=stack.deployment_id,
         request_id="request-of-a-crashed-gateway",
-        client_id="gone",
-        reserved_bytes=1 << 20,
-        expires_at=datetime.fromtimestamp(time.time() + 0.5, UTC),
-        decision_fingerprint="crashed-gateway",
     )
     expired = await _after_appending(
         stack, orphan, lambda e: isinstance(e, s.LeaseExpired) and e.lease_id == "orphan-lease"
