@@ -53,6 +53,8 @@ class SchedulerPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # A requested load no agent reported on (loaded or failed) within this long is ended on the
     # books as failed; generous, since building a TensorRT engine can take many minutes.
     load_timeout_seconds: float = 1800.0
+    # An eviction's victim no agent reported unloaded within this long goes back on the books.
+    unload_timeout_seconds: float = 300.0
 
     # Telemetry older than this makes attribution UNKNOWN.
     telemetry_fresh_seconds: float = 10.0

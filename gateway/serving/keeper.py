@@ -20,7 +20,12 @@ from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.capacity import envelope_of, planned_eviction, unload_victims
 from gateway.serving.context import ServingContext
 from gateway.serving.jobs import publish_job, publish_load
-from gateway.state.evictions import evicting_for, evictions_ended
+from gateway.state.evictions import (
+    evicting_for,
+    evictions_ended,
+    next_unload_due,
+    unloads_overdue,
+)
 from gateway.state.loads import loads_overdue, next_load_due
 from streams.codes import ServingError
 from streams.envelope import new_id
@@ -54,6 +59,7 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
                 upkeep.next_lease_expiry(live.lease_grants),
                 upkeep.next_pressure_due(ctx.pressure, live.policy),
                 next_load_due(live.loads, live.policy.load_timeout_seconds),
+                next_unload_due(live.evictions, live.policy.unload_timeout_seconds),
             )
             if t is not None
         ]
@@ -76,6 +82,10 @@ async def upkeep_once(ctx: ServingContext) -> None:
         with contextlib.suppress(ConcurrencyConflict):  # another replica (or the agent) was first
             await append_to_accelerator(ctx, overdue.accelerator_id, [overdue])
         log.warning("load %s of %s: %s", overdue.load_id, overdue.deployment_id, overdue.detail)
+    for stuck in unloads_overdue(live.evictions, live.accelerators, now, live.policy.unload_timeout_seconds):
+        with contextlib.suppress(ConcurrencyConflict):
+            await append_to_accelerator(ctx, stuck.accelerator_id, [stuck])
+        log.warning("unload of %s on %s: %s", stuck.deployment_id, stuck.accelerator_id, stuck.detail)
     for completed in evictions_ended(live.evictions, live.accelerators):
         with contextlib.suppress(ConcurrencyConflict):  # another replica recorded it first
             await append_to_accelerator(ctx, completed.accelerator_id, [completed])

@@ -24,13 +24,15 @@ class PendingEviction(msgspec.Struct, frozen=True):
     planned: s.EvictionPlanned
     reclaimed_bytes: int = 0
     unloaded: frozenset[str] = frozenset()  # victims whose unload was reported
+    planned_at: float = 0.0  # POSIX seconds, when it was appended
 
 
-def fold_evictions(pending: dict[str, PendingEviction], event: Event) -> None:
-    """Apply one accelerator event to the evictions under way (in place: the live view's table)."""
+def fold_evictions(pending: dict[str, PendingEviction], event: Event, at: float) -> None:
+    """Apply one accelerator event that occurred at `at` to the evictions under way (in place: the
+    live view's table)."""
     match event:
         case s.EvictionPlanned():
-            pending[event.eviction_id] = PendingEviction(event)
+            pending[event.eviction_id] = PendingEviction(event, planned_at=at)
         case s.ResidencyUnloaded():
             victim = event.deployment_id
             for eviction_id, item in pending.items():
@@ -72,6 +74,37 @@ def evictions_ended(
         for eviction_id, item in sorted(pending.items())
         if not unloads_pending(accelerators.get(item.planned.accelerator_id), set(item.planned.victims))
     ]
+
+
+def unloads_overdue(
+    pending: Mapping[str, PendingEviction],
+    accelerators: Mapping[str, AcceleratorState],
+    now: float,
+    timeout_s: float,
+) -> list[s.ResidencyUnloadFailed]:
+    """Victims still unloading `timeout_s` after their eviction was planned (their job lost, their
+    agent stuck): each goes back on the books, so the eviction ends."""
+    out = []
+    for item in sorted(pending.values(), key=lambda p: p.planned.eviction_id):
+        planned = item.planned
+        if item.planned_at + timeout_s > now:
+            continue
+        state = accelerators.get(planned.accelerator_id)
+        for victim in sorted(unloads_pending(state, set(planned.victims))):
+            out.append(
+                s.ResidencyUnloadFailed(
+                    accelerator_id=planned.accelerator_id,
+                    deployment_id=victim,
+                    code="GPU_MEMORY_NOT_RECLAIMED",
+                    detail=f"no agent reported on the unload within {timeout_s:g} s",
+                )
+            )
+    return out
+
+
+def next_unload_due(pending: Mapping[str, PendingEviction], timeout_s: float) -> float | None:
+    """When the next eviction under way runs out of time (None: none is under way)."""
+    return min((item.planned_at + timeout_s for item in pending.values()), default=None)
 
 
 def evicting_for(pending: Mapping[str, PendingEviction], deployment_id: str) -> bool:

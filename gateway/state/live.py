@@ -113,8 +113,9 @@ class LiveState:
                 staged = self.staged.get(acc_id)
                 if staged and not own and event not in staged:  # (the echo of our own append is not)
                     self.interrupted.add(acc_id)
-                fold_evictions(self.evictions, event)
-                fold_loads(self.loads, event, envelope.occurred_at.timestamp())
+                at = envelope.occurred_at.timestamp()
+                fold_evictions(self.evictions, event, at)
+                fold_loads(self.loads, event, at)
                 match event:
                     case s.CoResidencyProven():
                         self._prove(event)

@@ -9,6 +9,8 @@ from gateway.state.evictions import (
     evicting_for,
     evictions_ended,
     fold_evictions,
+    next_unload_due,
+    unloads_overdue,
     unloads_pending,
 )
 from streams.events import serving as s
@@ -53,22 +55,24 @@ def unloaded(deployment_id: str, reclaimed: int, accelerator_id: str = "a1") -> 
 def test_each_victims_unload_credits_the_eviction_with_what_it_gave_back() -> None:
     pending: dict[str, PendingEviction] = {}
     for event in (planned(), unloaded("old", 100), unloaded("older", 50), unloaded("bystander", 7)):
-        fold_evictions(pending, event)
+        fold_evictions(pending, event, 0.0)
     assert pending["e1"].reclaimed_bytes == 150
 
 
 def test_an_unload_on_another_accelerator_credits_nothing() -> None:
     pending: dict[str, PendingEviction] = {}
     for event in (planned(), unloaded("old", 100, accelerator_id="a2")):
-        fold_evictions(pending, event)
+        fold_evictions(pending, event, 0.0)
     assert pending["e1"].reclaimed_bytes == 0
 
 
 def test_a_completed_eviction_is_no_longer_under_way() -> None:
     pending: dict[str, PendingEviction] = {}
-    fold_evictions(pending, planned())
+    fold_evictions(pending, planned(), 0.0)
     assert evicting_for(pending, "new")
-    fold_evictions(pending, s.EvictionCompleted(eviction_id="e1", accelerator_id="a1", reclaimed_bytes=0))
+    fold_evictions(
+        pending, s.EvictionCompleted(eviction_id="e1", accelerator_id="a1", reclaimed_bytes=0), 0.0
+    )
     assert pending == {}
     assert not evicting_for(pending, "new")
 
@@ -76,7 +80,7 @@ def test_a_completed_eviction_is_no_longer_under_way() -> None:
 def test_a_victims_unload_reported_twice_counts_once() -> None:
     pending: dict[str, PendingEviction] = {}
     for event in (planned(), unloaded("old", 100), unloaded("old", 100)):
-        fold_evictions(pending, event)
+        fold_evictions(pending, event, 0.0)
     assert pending["e1"].reclaimed_bytes == 100
 
 
@@ -95,3 +99,13 @@ def test_an_eviction_ends_once_no_victim_is_still_unloading() -> None:
     assert evictions_ended(pending, {"a1": on_accelerator(back)}) == [
         s.EvictionCompleted(eviction_id="e1", accelerator_id="a1", reclaimed_bytes=100)
     ]
+
+
+def test_a_victim_still_unloading_when_the_unload_timeout_passes_goes_back_on_the_books() -> None:
+    pending = {"e1": PendingEviction(planned(), planned_at=1_000.0)}
+    stuck = Resident(deployment_id="older", measured_bytes=50, state=ResidencyState.UNLOADING)
+    gone = {"a1": on_accelerator(stuck)}
+    assert unloads_overdue(pending, gone, now=1_299.0, timeout_s=300) == []
+    (back,) = unloads_overdue(pending, gone, now=1_300.0, timeout_s=300)
+    assert (back.deployment_id, back.code) == ("older", "GPU_MEMORY_NOT_RECLAIMED")
+    assert next_unload_due(pending, 300) == 1_300.0
