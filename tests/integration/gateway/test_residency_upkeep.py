@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack
 from tests.support.agents import MINILM, AgentProcess, next_event
 from tests.support.events import lease_granted
-from tests.support.serving import events_until, probe, promote, register_artifacts
+from tests.support.serving import events_until, probe, promote, register_artifacts, revise_policy
 
 
 async def _after_appending(stack: Stack, event: Event, wanted: Callable[[Event], bool]) -> Any:
@@ -116,33 +117,69 @@ async def test_an_accelerator_past_its_critical_level_has_that_pressure_booked(
     assert changed.utilization >= 0.95
 
 
-async def test_a_load_no_agent_reports_on_is_ended_once_the_load_timeout_passes(stack: Stack) -> None:
-    accelerator = f"{stack.node}-cpu0"
+@contextlib.asynccontextmanager
+async def _policy(stack: Stack, settings: dict[str, object]) -> AsyncIterator[None]:
+    """The scheduler policy with `settings` while the block runs; the defaults again after it."""
     revisions, _ = await stack.store.load(Aggregate.SCHEDULER_POLICY, "default")
-    revision = len(revisions) + 1
-    async with httpx.AsyncClient(timeout=30) as http:
+    urls = [stack.gateway.url]
+    await revise_policy(
+        stack.store, urls, c.SchedulerPolicyRevised(revision=len(revisions) + 1, settings=settings)
+    )
+    try:
+        yield
+    finally:
+        await revise_policy(
+            stack.store, urls, c.SchedulerPolicyRevised(revision=len(revisions) + 2, settings={})
+        )
 
-        async def revise(settings: dict[str, object], revision: int) -> None:
-            event = c.SchedulerPolicyRevised(revision=revision, settings=settings)
-            seq = await stack.store.append(
-                Aggregate.SCHEDULER_POLICY, "default", [event], ExpectedVersion.ANY
-            )
-            assert (await http.get(f"{stack.gateway.url}/readyz", params={"applied": seq})).status_code == 200
 
-        await revise({"load_timeout_seconds": 0.5}, revision)
-        try:
-            lost = s.ResidencyLoadRequested(
-                load_id="lost-load",
-                accelerator_id=accelerator,
-                node_id=stack.node,
-                deployment_id="a-deployment-whose-job-was-lost",
-                required_bytes=1 << 20,
-                reason="request",
-            )
-            failed = await _after_appending(
-                stack, lost, lambda e: isinstance(e, s.ResidencyLoadFailed) and e.load_id == "lost-load"
-            )
-        finally:
-            await revise({}, revision + 1)
+async def test_a_load_no_agent_reports_on_is_ended_once_the_load_timeout_passes(stack: Stack) -> None:
+    lost = s.ResidencyLoadRequested(
+        load_id="lost-load",
+        accelerator_id=f"{stack.node}-cpu0",
+        node_id=stack.node,
+        deployment_id="a-deployment-whose-job-was-lost",
+        required_bytes=1 << 20,
+        reason="request",
+    )
+    async with _policy(stack, {"load_timeout_seconds": 0.5}):
+        failed = await _after_appending(
+            stack, lost, lambda e: isinstance(e, s.ResidencyLoadFailed) and e.load_id == "lost-load"
+        )
     assert failed.code == "RESIDENCY_LOAD_FAILED"
     assert "no agent reported" in failed.detail
+
+
+async def test_an_eviction_victim_nobody_unloads_goes_back_on_the_books_once_the_unload_timeout_passes(
+    stack: Stack,
+) -> None:
+    async with httpx.AsyncClient(timeout=60) as http:  # the stack's model resident
+        response = await http.post(
+            f"{stack.gateway.url}/v1/embeddings",
+            json={"input": "resident, please", "model": "m"},
+            headers={"authorization": f"Bearer {stack.key.key}"},
+        )
+    assert response.status_code == 200
+    # An eviction whose unload job was never sent: its victim would stay UNLOADING for ever.
+    planned = s.EvictionPlanned(
+        eviction_id=f"lost-unload-{new_id()[:6]}",
+        accelerator_id=f"{stack.node}-cpu0",
+        victims=(stack.deployment_id,),
+        for_deployment_id="someone-else",
+        required_bytes=1 << 20,
+        decision_fingerprint="test",
+    )
+    async with _policy(stack, {"unload_timeout_seconds": 0.5}):
+        completed = await _after_appending(
+            stack,
+            planned,
+            lambda e: isinstance(e, s.EvictionCompleted) and e.eviction_id == planned.eviction_id,
+        )
+    back = await next_event(
+        stack.connection,
+        Aggregate.ACCELERATOR,
+        f"{stack.node}-cpu0",
+        lambda e: isinstance(e, s.ResidencyUnloadFailed) and e.code == "GPU_MEMORY_NOT_RECLAIMED",
+    )
+    assert back.deployment_id == stack.deployment_id
+    assert (completed.outcome, completed.reclaimed_bytes) == ("failed", 0)
