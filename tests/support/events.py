@@ -43,3 +43,26 @@ def lease_granted(
         expires_at=expires_at,
         decision_fingerprint="f",
     )
+
+
+def residency_loaded(
+    load_id: str,
+    accelerator_id: str,
+    measured_bytes: int,
+    deployment_id: str = "emb",
+    baseline_bytes: int = 0,
+) -> s.ResidencyLoaded:
+    """The agent's report that `deployment_id` loaded and holds `measured_bytes` above its baseline."""
+    loaded = baseline_bytes + measured_bytes
+    return s.ResidencyLoaded(
+        load_id=load_id,
+        accelerator_id=accelerator_id,
+        deployment_id=deployment_id,
+        generation=1,
+        runtime="onnxruntime-cpu",
+        baseline_bytes=baseline_bytes,
+        loaded_bytes=loaded,
+        peak_bytes=loaded,
+        measured_bytes=measured_bytes,
+        cold_load_ms=5,
+    )

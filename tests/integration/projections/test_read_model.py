@@ -21,6 +21,7 @@ from streams.events import control as c
 from streams.events import requests as r
 from streams.events import serving as s
 from streams.subjects import Aggregate
+from tests.support.events import residency_loaded
 
 from .helpers import checkpoints, project_until, publish, publish_raw
 
@@ -145,18 +146,7 @@ async def test_scheduler_view_matches_the_scheduler_accounting_for_a_scripted_se
     expires = datetime(2030, 1, 1, tzinfo=UTC)
 
     def loaded(dep: str, measured: int) -> s.ResidencyLoaded:
-        return s.ResidencyLoaded(
-            load_id=dep,
-            accelerator_id=acc,
-            deployment_id=dep,
-            generation=1,
-            runtime="ort",
-            baseline_bytes=0,
-            loaded_bytes=measured,
-            peak_bytes=measured,
-            measured_bytes=measured,
-            cold_load_ms=1.0,
-        )
+        return residency_loaded(dep, acc, measured, deployment_id=dep)
 
     def lease(lid: str, size: int) -> s.LeaseGranted:
         return s.LeaseGranted(

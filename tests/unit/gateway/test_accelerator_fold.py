@@ -10,7 +10,7 @@ from gateway.state.accelerators import evolve_accelerator, new_accelerator, with
 from gateway.state.catalog import Catalog, evolve_catalog
 from streams.events import serving as s
 from streams.events.base import Event
-from tests.support.events import lease_granted, stable_deployment
+from tests.support.events import lease_granted, residency_loaded, stable_deployment
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 MIB = 1 << 20
@@ -30,18 +30,7 @@ def fold(*events: Event):  # type: ignore[no-untyped-def]
 LOAD = s.ResidencyLoadRequested(
     load_id="L1", accelerator_id="n1-cpu0", node_id="n1", deployment_id="emb", required_bytes=900 * MIB
 )
-LOADED = s.ResidencyLoaded(
-    load_id="L1",
-    accelerator_id="n1-cpu0",
-    deployment_id="emb",
-    generation=1,
-    runtime="onnxruntime-cpu",
-    baseline_bytes=100 * MIB,
-    loaded_bytes=220 * MIB,
-    peak_bytes=260 * MIB,
-    measured_bytes=120 * MIB,
-    cold_load_ms=850,
-)
+LOADED = residency_loaded("L1", "n1-cpu0", measured_bytes=120 * MIB, baseline_bytes=100 * MIB)
 
 
 def lease(lease_id: str, reserved: int) -> s.LeaseGranted:

@@ -10,7 +10,7 @@ from gateway.state.live import LiveState
 from streams.envelope import SYSTEM, Envelope
 from streams.events import serving as s
 from streams.events.base import Event
-from tests.support.events import stable_deployment
+from tests.support.events import residency_loaded, stable_deployment
 
 
 def record(sequence: int, aggregate: str, aggregate_id: str, event: Event) -> RecordedEvent:
@@ -60,18 +60,7 @@ def test_a_residency_policy_change_reaches_a_model_already_resident() -> None:
     live = LiveState()
     envelope = s.ResourceEnvelope(required_bytes=100, peak_bytes=100, per_request_bytes=1, cold_load_ms=5)
     promoted = stable_deployment("emb", envelope)
-    loaded = s.ResidencyLoaded(
-        load_id="l1",
-        accelerator_id="n1-gpu0",
-        deployment_id="emb",
-        generation=1,
-        runtime="onnxruntime-cpu",
-        baseline_bytes=0,
-        loaded_bytes=100,
-        peak_bytes=100,
-        measured_bytes=100,
-        cold_load_ms=5,
-    )
+    loaded = residency_loaded("l1", "n1-gpu0", measured_bytes=100)
     warm = s.ResidencyPolicyChanged(deployment_id="emb", residency=s.ResidencyPolicy(kind="always_warm"))
     live.apply(record(1, "deployment", "emb", promoted))
     live.apply(record(2, "accelerator", "n1-gpu0", loaded))
