@@ -69,7 +69,6 @@ async def _write(ctx: ServingContext, accelerator_id: str) -> None:
     while queue:
         if accelerator_id in ctx.live.interrupted:
             # Another writer's event was folded in after these were decided: decide them again.
-            ctx.live.interrupted.discard(accelerator_id)
             version = ctx.live.versions.get(accelerator_id, 0)
             await _refuse(
                 ctx, accelerator_id, ConcurrencyConflict(_ACCELERATOR.value, accelerator_id, version, version)
@@ -104,7 +103,6 @@ async def _refuse(ctx: ServingContext, accelerator_id: str, error: Exception) ->
     failed = queue[:]
     queue.clear()
     ctx.live.unstage(accelerator_id)
-    ctx.live.interrupted.discard(accelerator_id)
     for item in failed:
         if not item.done.done():
             item.done.set_exception(error)

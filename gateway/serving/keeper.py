@@ -78,17 +78,18 @@ async def upkeep_once(ctx: ServingContext) -> None:
         await append_to_accelerator(ctx, grant.accelerator_id, [expiry])
         log.info("lease %s on %s expired", grant.lease_id, grant.accelerator_id)
         await _record_lease_timeout(ctx, grant)
-    for overdue in loads_overdue(live.loads, now, live.policy.load_timeout_seconds):
-        with contextlib.suppress(ConcurrencyConflict):  # another replica (or the agent) was first
-            await append_to_accelerator(ctx, overdue.accelerator_id, [overdue])
-        log.warning("load %s of %s: %s", overdue.load_id, overdue.deployment_id, overdue.detail)
-    for stuck in unloads_overdue(live.evictions, live.accelerators, now, live.policy.unload_timeout_seconds):
+    # Transitions nobody finished (a lost job, a stuck agent) and evictions that have ended. Every
+    # replica books them; whoever is second gets a conflict, and the next round sees them done.
+    policy = live.policy
+    due: list[s.ResidencyLoadFailed | s.ResidencyUnloadFailed | s.EvictionCompleted] = [
+        *loads_overdue(live.loads, now, policy.load_timeout_seconds),
+        *unloads_overdue(live.evictions, live.accelerators, now, policy.unload_timeout_seconds),
+        *evictions_ended(live.evictions, live.accelerators),
+    ]
+    for event in due:
         with contextlib.suppress(ConcurrencyConflict):
-            await append_to_accelerator(ctx, stuck.accelerator_id, [stuck])
-        log.warning("unload of %s on %s: %s", stuck.deployment_id, stuck.accelerator_id, stuck.detail)
-    for completed in evictions_ended(live.evictions, live.accelerators):
-        with contextlib.suppress(ConcurrencyConflict):  # another replica recorded it first
-            await append_to_accelerator(ctx, completed.accelerator_id, [completed])
+            await append_to_accelerator(ctx, event.accelerator_id, [event])
+            log.info("%s on %s: %s", type(event).__name__, event.accelerator_id, event)
     for unload in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now):
         # The same idle period gives the same job id on every replica: JetStream keeps one.
         job = UnloadJob(

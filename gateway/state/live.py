@@ -178,6 +178,7 @@ class LiveState:
         if not staged:  # (a partial acknowledgement leaves the view as it was: it already held them)
             self.staged.pop(accelerator_id, None)
             self.tentative.pop(accelerator_id, None)
+            self.interrupted.discard(accelerator_id)  # nothing left that was decided without it
 
     def view(self, accelerator_id: str) -> AcceleratorState | None:
         """What decisions see: the acknowledged state plus this replica's staged events."""

@@ -109,3 +109,13 @@ def test_the_echo_of_our_own_staged_event_does_not_interrupt_them() -> None:
     live.stage("n1-gpu0", [released("ours")])
     live.apply(record(7, "accelerator", "n1-gpu0", released("ours")))
     assert live.interrupted == set()
+
+
+def test_an_interruption_ends_once_nothing_of_ours_is_staged() -> None:
+    live = LiveState()
+    live.stage("n1-gpu0", [released("ours")])
+    live.apply(record(7, "accelerator", "n1-gpu0", released("theirs")))
+    live.unstage(
+        "n1-gpu0", 1
+    )  # ours acknowledged: the server checked it against the version it was sent with
+    assert live.interrupted == set()
