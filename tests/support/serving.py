@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
@@ -22,7 +24,7 @@ from gateway.promotion.envelope import envelope_from_probe
 from modelforge.devstack.processes import free_port, wait_for_port
 from nodeagent.artifacts import build_manifest
 from nodeagent.artifacts.registration import content_id, registration
-from streams import codec
+from streams import codec, subjects
 from streams.envelope import new_id
 from streams.events import control as c
 from streams.events import serving as s
@@ -219,3 +221,16 @@ async def revise_policy(store: EventStore, urls: list[str], policy: c.SchedulerP
     async with httpx.AsyncClient(timeout=30) as http:
         for url in urls:
             assert (await http.get(f"{url}/readyz", params={"applied": seq})).status_code == 200
+
+
+@contextlib.asynccontextmanager
+async def work_stream_refusing_jobs(connection: Connection) -> AsyncIterator[None]:
+    """MF_WORK refuses every job while the block runs (a message size limit no job fits): a job's
+    publish fails as it would with the work stream misconfigured or out of room."""
+    js = connection.client.jetstream()
+    config = (await js.stream_info(subjects.WORK_STREAM)).config
+    await js.update_stream(dataclasses.replace(config, max_msg_size=1))
+    try:
+        yield
+    finally:
+        await js.update_stream(config)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -66,3 +67,12 @@ async def stack(module_nats: NatsServer, minilm_root: Path, scratch: Path) -> As
     await gateway.stop()
     agent.stop()
     await connection.close()
+
+
+async def another_deployment(stack: Stack, folder: str, route: str) -> str:
+    """A second copy of MiniLM on the stack's node, probed and promoted under `route`: not resident."""
+    if not (stack.root / folder).exists():
+        shutil.copytree(stack.root / MINILM, stack.root / folder)
+    artifacts = await register_artifacts(stack.store, stack.node, stack.root, folder)
+    measured = await probe(stack.connection, stack.node, artifacts, stack.root)
+    return await promote(stack.store, artifacts, measured, route=route)

@@ -32,7 +32,14 @@ from streams.events import serving as s
 from streams.messages import AcceleratorTelemetry
 from streams.subjects import Aggregate
 from tests.support.agents import MINILM, AgentProcess
-from tests.support.serving import GatewayProcess, probe, promote, register_artifacts, revise_policy
+from tests.support.serving import (
+    GatewayProcess,
+    probe,
+    promote,
+    register_artifacts,
+    revise_policy,
+    work_stream_refusing_jobs,
+)
 
 MIB = 1 << 20
 BUDGET = 1024 * MIB
@@ -192,6 +199,49 @@ async def test_an_always_warm_model_evicts_an_idle_on_demand_resident_to_be_load
     order = [kinds.index(k) for k in ("EvictionPlanned", "ResidencyUnloaded", "EvictionCompleted")]
     assert order == sorted(order), kinds
     assert kinds.count("EvictionPlanned") == 1, kinds  # no second eviction while the first ran
+
+
+async def test_an_eviction_whose_unload_job_cannot_be_sent_keeps_its_victim_and_ends_failed(
+    two_models: TwoModels,
+) -> None:
+    # The test before leaves B resident. Size the reserve so that A fits only once B is evicted.
+    routes = {d.route: d for d in _catalog(two_models).deployments.values()}
+    a, b = routes["minilm-a"], routes["minilm-b"]
+    node = two_models.accelerator_id.removesuffix("-cpu0")
+    observed = (await _telemetry(two_models.connection, node)).used_bytes
+    need_a = required_bytes(envelope_of(a), False, policy_from(two_models.policy_event))
+    revisions, _ = await two_models.store.load(Aggregate.SCHEDULER_POLICY, "default")
+    reserve = BUDGET - observed - need_a + 16 * MIB
+    tight = c.SchedulerPolicyRevised(
+        revision=len(revisions) + 1, settings={**SMALL, "safety_reserve_min_bytes": reserve}
+    )
+    await revise_policy(two_models.store, two_models.gateways, tight)
+    headers = {"authorization": f"Bearer {two_models.key}"}
+    url = f"{two_models.gateways[0]}/v1/embeddings"
+    try:
+        async with httpx.AsyncClient(timeout=60) as http, work_stream_refusing_jobs(two_models.connection):
+            refused = await http.post(url, json={"input": "a", "model": "minilm-a"}, headers=headers)
+            kept = await http.post(url, json={"input": "b", "model": "minilm-b"}, headers=headers)
+    finally:
+        restored = msgspec.structs.replace(two_models.policy_event, revision=len(revisions) + 2)
+        await revise_policy(two_models.store, two_models.gateways, restored)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "CAPABILITY_UNAVAILABLE"
+    assert "unload job could not be sent" in refused.json()["error"]["message"]
+    records, _ = await two_models.store.load(Aggregate.ACCELERATOR, two_models.accelerator_id)
+    planned = [r.event for r in records if isinstance(r.event, s.EvictionPlanned)][-1]
+    assert (planned.for_deployment_id, planned.victims) == (a.deployment_id, (b.deployment_id,))
+    back = [r.event for r in records if isinstance(r.event, s.ResidencyUnloadFailed)][-1]
+    assert (back.deployment_id, back.code) == (b.deployment_id, "CAPABILITY_UNAVAILABLE")
+    completed = await _accelerator_events_until(
+        two_models.connection,
+        two_models.accelerator_id,
+        1,
+        lambda e: isinstance(e, s.EvictionCompleted) and e.eviction_id == planned.eviction_id,
+    )
+    assert (completed[-1].outcome, completed[-1].reclaimed_bytes) == ("failed", 0)  # type: ignore[attr-defined]
+    # The victim is back on the books as resident: it serves without any job being sent.
+    assert kept.status_code == 200, kept.text
 
 
 async def test_200_concurrent_requests_for_two_models_all_end_and_never_overcommit(

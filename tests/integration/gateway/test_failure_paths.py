@@ -14,9 +14,9 @@ from streams.events import control as c
 from streams.events import serving as s
 from streams.events.requests import RequestFailed
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack
+from tests.integration.gateway.conftest import Stack, another_deployment
 from tests.support.agents import aggregate_events
-from tests.support.serving import events_until
+from tests.support.serving import events_until, work_stream_refusing_jobs
 
 
 async def _first(stack: Stack, stream: str, wanted: Callable[[object], bool]) -> object:
@@ -50,6 +50,41 @@ async def test_a_deployment_whose_node_changed_hardware_since_its_probe_is_refus
         lambda e: isinstance(e, RequestFailed) and e.request_id == error["request_id"],
     )
     assert failed.code == "SCHEDULER_STATE_STALE"  # type: ignore[attr-defined]
+
+
+async def test_a_cold_load_whose_job_cannot_be_sent_is_refused_and_leaves_nothing_loading(
+    stack: Stack,
+) -> None:
+    deployment = await another_deployment(stack, "minilm-unsent", "unsent")
+    headers = {"authorization": f"Bearer {stack.key.key}"}
+    body = {"input": "load me", "model": "unsent"}
+    async with httpx.AsyncClient(timeout=60) as http:
+        async with work_stream_refusing_jobs(stack.connection):
+            refused = await http.post(f"{stack.gateway.url}/v1/embeddings", json=body, headers=headers)
+        served = await http.post(f"{stack.gateway.url}/v1/embeddings", json=body, headers=headers)
+    assert refused.status_code == 503
+    assert refused.json()["error"]["code"] == "CAPABILITY_UNAVAILABLE"
+    assert "load job could not be sent" in refused.json()["error"]["message"]
+    ended = await _first(
+        stack,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.ResidencyLoadFailed) and e.deployment_id == deployment,
+    )
+    assert ended.code == "CAPABILITY_UNAVAILABLE"  # type: ignore[attr-defined]
+    lease = await _first(
+        stack,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == refused.headers["x-request-id"],
+    )
+    released = await _first(
+        stack,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,  # type: ignore[attr-defined]
+    )
+    assert released.outcome == "failed"  # type: ignore[attr-defined]
+    # Nothing was left LOADING: once jobs go through again, the next request loads the model.
+    assert served.status_code == 200, served.text
+    assert served.headers["x-mf-deployment"] == deployment
 
 
 async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_recorded_failed(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -20,10 +19,10 @@ from streams.events import serving as s
 from streams.events.base import Event
 from streams.events.requests import RequestFailed
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack
-from tests.support.agents import MINILM, AgentProcess, next_event
+from tests.integration.gateway.conftest import Stack, another_deployment
+from tests.support.agents import AgentProcess, next_event
 from tests.support.events import lease_granted
-from tests.support.serving import events_until, probe, promote, register_artifacts, revise_policy
+from tests.support.serving import events_until, revise_policy
 
 
 async def _after_appending(stack: Stack, event: Event, wanted: Callable[[Event], bool]) -> Any:
@@ -34,12 +33,7 @@ async def _after_appending(stack: Stack, event: Event, wanted: Callable[[Event],
 
 
 async def test_an_always_warm_deployment_is_loaded_without_any_request(stack: Stack) -> None:
-    if not (stack.root / "minilm-warm").exists():
-        shutil.copytree(stack.root / MINILM, stack.root / "minilm-warm")
-    artifacts = await register_artifacts(stack.store, stack.node, stack.root, "minilm-warm")
-    deployment = await promote(
-        stack.store, artifacts, await probe(stack.connection, stack.node, artifacts, stack.root), route="warm"
-    )
+    deployment = await another_deployment(stack, "minilm-warm", "warm")
     policy = s.ResidencyPolicyChanged(
         deployment_id=deployment, residency=s.ResidencyPolicy(kind="always_warm")
     )
