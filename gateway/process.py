@@ -51,11 +51,9 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     directory = ClientDirectory(connection.client)
     await directory.start()
     await directory.wait_ready(120)
-    ctx = ServingContext(EventStore(connection), live, connection.client, gateway_id)
+    queues = QueueBoard(connection.client, gateway_id)
+    ctx = ServingContext(EventStore(connection), live, connection.client, gateway_id, board=queues)
     live.listeners.append(ctx.wake_waiting)
-    queues = QueueBoard(connection.client, gateway_id, lambda: ctx.queued)
-    ctx.peers = queues.peers
-    ctx.queue_listeners.append(queues.changed)
     await queues.start()
     token = os.environ.get("MODELFORGE_OPERATOR_TOKEN", "")
     edge = Edge(ctx, directory, RequestLimiter(connection.client), operator_token=token)

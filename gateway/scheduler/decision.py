@@ -86,14 +86,17 @@ class CoResidencyPair(msgspec.Struct, frozen=True, kw_only=True):
 class PlacementRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One request for the envelope's deployment.
 
-    ``queue_depth`` is the current global queue depth; ``deadline_ms`` is what is left of the
-    request's deadline (``None``: only the policy's queue wait bounds it); ``accelerator_ids``
-    restricts placement (empty: any).
+    ``queue_depth`` is the current global queue depth; ``queued``: the request already holds a place
+    in the queue (the global limit is checked as a request joins the queue, so one that waits keeps
+    its place when it is decided again); ``deadline_ms`` is what is left of the request's deadline
+    (``None``: only the policy's queue wait bounds it); ``accelerator_ids`` restricts placement
+    (empty: any).
     """
 
     channel: Channel = Channel.PRODUCTION
     deadline_ms: float | None = None
     queue_depth: int = 0
+    queued: bool = False
     runtime_healthy: bool = True
     accelerator_ids: tuple[str, ...] = ()
 

@@ -282,7 +282,7 @@ def _queue(ask: _Ask, waiting: _Assessment, reasons: tuple[ReasonCode, ...]) -> 
         deadline is not None and deadline <= waiting.wait_ms + work_ms
     ):
         return _decision(ask, Verdict.REJECT_DEADLINE, (R.DEADLINE_EXCEEDED, *reasons), waiting)
-    if ask.request.queue_depth >= policy.global_queue_limit:
+    if not ask.request.queued and ask.request.queue_depth >= policy.global_queue_limit:
         return _decision(ask, Verdict.REJECT_QUEUE_FULL, (R.QUEUE_FULL, *reasons), waiting)
     return _decision(ask, Verdict.QUEUE, reasons, waiting)
 

@@ -172,9 +172,8 @@ async def _acquire(
                     channel=envelope.channel,
                     deadline_ms=(deadline - now) * 1000,
                     runtime_healthy=deployment.deployment_id not in ctx.live.unhealthy,
-                    # the queue limit is checked as a request joins the line, on every replica's
-                    # count: one already waiting keeps its place when it decides again
-                    queue_depth=0 if place in ctx.waiting else ctx.queue_depth(),
+                    queue_depth=ctx.queue_depth(),  # every replica's line
+                    queued=place in ctx.waiting,
                 ),
                 ctx.live.policy,
                 now,

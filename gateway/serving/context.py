@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from eventstore.store import EventStore
-from gateway.serving.queues import PeerQueues, monotonic_ms
+from gateway.serving.queues import QueueBoard
 from gateway.serving.upkeep import PressureTrack
 from gateway.state.live import LiveState
 from streams.envelope import Actor, ActorKind
@@ -35,10 +34,9 @@ class ServingContext:
     writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     # this replica's pressure hysteresis per accelerator (gateway.serving.upkeep.track_pressure)
     pressure: dict[str, PressureTrack] = field(default_factory=dict)
-    # the other replicas' waiting requests (gateway.serving.queues; a lone replica hears none), and
-    # who is told when this replica's line changes
-    peers: PeerQueues = field(default_factory=PeerQueues)
-    queue_listeners: list[Callable[[], None]] = field(default_factory=list)
+    # the global queue (gateway.serving.queues): tells the other replicas how long this replica's
+    # line is and hears theirs; without one (a context in a unit test) no other replica counts
+    board: QueueBoard | None = None
 
     @property
     def queued(self) -> int:
@@ -46,11 +44,11 @@ class ServingContext:
 
     def queue_depth(self) -> int:
         """Requests waiting for capacity on every replica (this one's line plus the others')."""
-        return self.queued + self.peers.depth(monotonic_ms())
+        return self.queued + (self.board.peer_depth() if self.board is not None else 0)
 
     def queue_changed(self) -> None:
-        for listener in self.queue_listeners:
-            listener()
+        if self.board is not None:
+            self.board.changed(self.queued)
 
     async def settle(self) -> None:
         """Wait for every write begun off a response's path, and any those begin in turn."""

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 
 import msgspec
 from nats.aio.client import Client
@@ -52,20 +51,23 @@ class PeerQueues:
 class QueueBoard:
     """This replica's side of the global queue: announces its own depth, hears the others'."""
 
-    def __init__(
-        self, client: Client, gateway_id: str, own_depth: Callable[[], int], validity_s: float = VALIDITY_S
-    ) -> None:
+    def __init__(self, client: Client, gateway_id: str, validity_s: float = VALIDITY_S) -> None:
         self.client, self.gateway_id, self.validity_s = client, gateway_id, validity_s
         self.peers = PeerQueues()
-        self._own_depth = own_depth
+        self._depth = 0  # this replica's line, as last told
         self._changed = asyncio.Event()
         self._subscription: Subscription | None = None
         self._announcer: asyncio.Task[None] | None = None
         self._announced = 0  # the depth last announced
 
-    def changed(self) -> None:
-        """This replica's line grew or shrank (cheap: the announcer coalesces changes)."""
+    def changed(self, depth: int) -> None:
+        """This replica's line is now `depth` long (cheap: the announcer coalesces changes)."""
+        self._depth = depth
         self._changed.set()
+
+    def peer_depth(self) -> int:
+        """Requests waiting on the other replicas, as last announced and still valid."""
+        return self.peers.depth(monotonic_ms())
 
     async def start(self) -> None:
         self._subscription = await self.client.subscribe(f"{subjects.QUEUE_DEPTH_PREFIX}.*", cb=self._heard)
@@ -97,7 +99,7 @@ class QueueBoard:
     async def _announce(self) -> None:
         while True:
             self._changed.clear()
-            depth = self._own_depth()
+            depth = self._depth
             if depth or self._announced:  # a line that emptied is announced once, then nothing is sent
                 try:
                     await self._publish(depth)

@@ -150,6 +150,14 @@ def test_a_full_global_queue_turns_queue_into_reject() -> None:
     assert decision.accelerator_id is None
 
 
+def test_a_request_already_in_the_queue_keeps_its_place_when_the_queue_is_full() -> None:
+    fleet = (gpu(total_gib=24, residents=(resident("busy", 14, active_leases=1),)),)
+    full = POLICY.global_queue_limit
+    decision = plan_placement(fleet, model(), ask(queue_depth=full, queued=True), POLICY, NOW)
+
+    assert decision.verdict is Verdict.QUEUE
+
+
 def test_a_deadline_shorter_than_the_cold_load_is_rejected() -> None:
     decision = plan_placement((gpu(),), model(cold_load_ms=2000.0), ask(deadline_ms=1500.0), POLICY, NOW)
     assert (decision.verdict, decision.reason_codes) == (Verdict.REJECT_DEADLINE, (R.DEADLINE_EXCEEDED,))

@@ -119,6 +119,7 @@ def scenarios(
         channel=envelope.channel,
         deadline_ms=draw(st.none() | st.floats(0.0, 60_000.0)),
         queue_depth=draw(mostly(0, 63, 64, 80)),
+        queued=draw(st.booleans()),
     )
     policy = msgspec.structs.replace(POLICY, cold_load_requires_known_attribution=draw(st.booleans()))
     pairs = tuple(
