@@ -1,5 +1,6 @@
 """eventstore.append vs raw js.publish with the same headers, sequential and pipelined; then the
-latency of one append by its number of events (more than one: an atomic batch).
+latency of one append by its number of events (more than one: an atomic batch); then why a
+batch costs what it does (file-stream staging against memory-stream staging).
 
 Starts its own nats-server (from the wheel) in a temporary folder; prints rates and ratios.
     .venv/bin/python -m bench.append [--count 5000] [--window 256]
@@ -10,13 +11,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from nats.aio.client import Client
+from nats.js.api import StorageType, StreamConfig
+
 from eventstore.connection import connect
 from eventstore.provision import provision
+from eventstore.replies import inbox_of
 from eventstore.store import EventStore, ExpectedVersion, prepare
 from modelforge.devstack.nats_server import start_nats
 from modelforge.devstack.processes import stop_pid
@@ -56,6 +62,36 @@ async def batch_latency(store: EventStore, run: str, rounds: int = 200) -> None:
         p50, p99 = times[len(times) // 2], times[int(len(times) * 0.99) - 1]
         single = single or p50
         print(f"{n:<18}{p50:>8.3f}{p99:>8.3f}{p50 / single:>10.1f}")
+
+
+async def staging_cost(client: Client, rounds: int = 200) -> None:
+    """Where an atomic batch's fixed cost comes from: the same two-message batch and single publish
+    on a scratch file stream and a scratch memory stream. A single-replica file stream stages each
+    batch in a file store of its own, created and deleted per batch (nats-server's
+    jetstream_batching.go); a memory stream stages it in memory."""
+    js = client.jetstream()
+    inbox = inbox_of(client)
+    print(f"\n{'scratch stream':<16}{'batch of 2, p50 ms':>20}{'single, p50 ms':>16}")
+    for storage in (StorageType.FILE, StorageType.MEMORY):
+        name = f"BENCH_STAGING_{storage.value.upper()}"
+        await js.add_stream(
+            StreamConfig(name=name, subjects=[f"bench.{name}.>"], storage=storage, allow_atomic=True)
+        )
+        batch, single = [], []
+        for i in range(rounds):
+            subject, batch_id = f"bench.{name}.x", f"{name}-{i}"
+            started = time.perf_counter()
+            await client.publish(
+                subject, b"1", headers={"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": "1"}
+            )
+            commit = {"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": "2", "Nats-Batch-Commit": "1"}
+            await inbox.request(subject, b"2", 5.0, commit)
+            batch.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            await inbox.request(subject, b"1", 5.0)
+            single.append((time.perf_counter() - started) * 1000)
+        await js.delete_stream(name)
+        print(f"{storage.value:<16}{statistics.median(batch):>20.3f}{statistics.median(single):>16.3f}")
 
 
 async def main(count: int, window: int) -> None:
@@ -108,6 +144,7 @@ async def main(count: int, window: int) -> None:
             print(f"{label:<16}{raw_rate:>18,.0f}{app_rate:>12,.0f}{app_rate / raw_rate:>8.2f}")
         print("target: ratio >= 0.85 sequential")
         await batch_latency(store, run)
+        await staging_cost(conn.client)
     finally:
         await conn.close()
         stop_pid(server.pid)
