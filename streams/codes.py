@@ -298,6 +298,10 @@ PROJECT_PRODUCTION_VALIDATION_FAILED: Final = spec(
 )
 
 # --- generic -----------------------------------------------------------------------------------------
+ROUTE_NOT_FOUND: Final = spec("ROUTE_NOT_FOUND", 404, "No API route has this path.", from_seed=False)
+METHOD_NOT_ALLOWED: Final = spec(
+    "METHOD_NOT_ALLOWED", 405, "The route exists but does not take this HTTP method.", from_seed=False
+)
 STATE_CONFLICT: Final = spec(
     "STATE_CONFLICT", 409, "The command conflicts with current state (a concurrent change or duplicate)."
 )
@@ -370,6 +374,8 @@ ERROR_CODES: Final[dict[str, ErrorSpec]] = {
         PROJECT_FIT_DEPLOYMENT_MISMATCH,
         PROJECT_FIT_GATES_FAILED,
         PROJECT_PRODUCTION_VALIDATION_FAILED,
+        ROUTE_NOT_FOUND,
+        METHOD_NOT_ALLOWED,
         STATE_CONFLICT,
         INTERNAL_ERROR,
     )

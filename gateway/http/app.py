@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
@@ -13,6 +14,7 @@ from gateway.http.models import list_models
 from gateway.http.native import invoke_capability
 from gateway.http.ops import healthz, metrics, readyz
 from gateway.http.rerank import rerank
+from gateway.http.responses import routing_error
 from gateway.http.stamps import ResponseStamps
 
 
@@ -28,6 +30,10 @@ def create_app(edge: Edge) -> Starlette:
         Route("/metrics", metrics, methods=["GET"]),
         *admin_routes(),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(ResponseStamps)])
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(ResponseStamps)],
+        exception_handlers={HTTPException: routing_error},
+    )
     app.state.edge = edge
     return app

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import msgspec
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.http.stamps import request_id_of
 from streams.codes import ServingError
 from streams.events.requests import LatencyBreakdown
 
@@ -26,6 +29,23 @@ def error_response(error: ServingError, request_id: str) -> Response:
     elif error.http_status == 429:
         headers["retry-after"] = "1"
     return json_response(error.to_body(request_id), error.http_status, headers)
+
+
+async def routing_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, wrong method) in the one error shape."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    if status == 405:
+        refusal = ServingError("METHOD_NOT_ALLOWED", f"{request.url.path} does not take {request.method}")
+    elif status == 404:
+        refusal = ServingError("ROUTE_NOT_FOUND", f"no route {request.url.path}; see /openapi.json")
+    else:
+        refusal = ServingError(
+            "INVALID_INPUT", str(getattr(exc, "detail", "bad request")), http_status=status
+        )
+    response = json_response(refusal.to_body(request_id_of(request)), refusal.http_status)
+    if isinstance(exc, HTTPException) and exc.headers:
+        response.headers.update(exc.headers)  # 405's `allow`
+    return response
 
 
 def timing_headers(latency: LatencyBreakdown) -> dict[str, str]:

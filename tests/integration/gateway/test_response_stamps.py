@@ -13,6 +13,7 @@ ROUTES = [  # (method, path, body, authorised, expected status)
     ("GET", "/v1/models", None, False, 401),
     ("POST", "/v1/capabilities/no.such@1:invoke", {}, True, 404),
     ("GET", "/no/such/route", None, False, 404),
+    ("GET", "/v1/embeddings", None, False, 405),
     ("GET", "/healthz", None, False, 200),
 ]
 
@@ -30,6 +31,22 @@ async def test_every_response_carries_a_request_id_and_its_server_time(
     assert response.headers["x-request-id"]
     assert float(response.headers["x-mf-latency-ms"]) > 0
     assert "total;dur=" in response.headers["server-timing"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "code", "status"),
+    [("GET", "/no/such/route", "ROUTE_NOT_FOUND", 404), ("GET", "/v1/embeddings", "METHOD_NOT_ALLOWED", 405)],
+)
+async def test_a_path_or_method_no_route_takes_gets_the_one_error_shape(
+    stack: Stack, method: str, path: str, code: str, status: int
+) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.request(method, f"{stack.gateway.url}{path}")
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert (error["code"], error["request_id"]) == (code, response.headers["x-request-id"])
+    if status == 405:
+        assert response.headers["allow"] == "POST"
 
 
 async def _models_refused(stack: Stack, headers: dict[str, str | bytes]) -> httpx.Response:
