@@ -93,7 +93,8 @@ async def _write(ctx: ServingContext, accelerator_id: str) -> None:
             continue
         _confirm(ctx, accelerator_id, events, outgoing, version, expected)
         for item in batch:
-            item.done.set_result(version)
+            if not item.done.done():  # a waiter that was cancelled has nobody to tell
+                item.done.set_result(version)
         await ctx.live.notify()
 
 

@@ -109,6 +109,13 @@ class LiveState:
                     self.lease_grants[event.lease_id] = event
                 case s.LeaseReleased() | s.LeaseExpired():
                     self.lease_grants.pop(event.lease_id, None)
+                case s.ResidencyReconciled():
+                    # The agent's restart took the leases of what it no longer holds off the books:
+                    # nothing will expire them, so the upkeep must not wait for them either.
+                    held = set(event.held)
+                    for lease_id, grant in list(self.lease_grants.items()):
+                        if grant.accelerator_id == acc_id and grant.deployment_id not in held:
+                            del self.lease_grants[lease_id]
             if record.sequence > self.versions.get(acc_id, 0):
                 staged = self.staged.get(acc_id)
                 if staged and not own and event not in staged:  # (the echo of our own append is not)

@@ -3,12 +3,14 @@ any lease it held is given back."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import httpx
 import msgspec
 
 from eventstore.store import ExpectedVersion
+from gateway.serving.appends import stage
 from streams import subjects
 from streams.events import control as c
 from streams.events import serving as s
@@ -50,6 +52,21 @@ async def test_a_deployment_whose_node_changed_hardware_since_its_probe_is_refus
         lambda e: isinstance(e, RequestFailed) and e.request_id == error["request_id"],
     )
     assert failed.code == "SCHEDULER_STATE_STALE"  # type: ignore[attr-defined]
+
+
+async def test_a_decision_whose_waiter_gave_up_does_not_stop_its_accelerators_writer(stack: Stack) -> None:
+    assert stack.gateway.replica is not None
+    ctx = stack.gateway.replica.edge.ctx
+    accelerator = f"{stack.node}-cpu0"
+    normal = s.PressureChanged(
+        accelerator_id=accelerator, previous="NORMAL", current="NORMAL", utilization=0.0
+    )
+    async with ctx.live.decision_lock:
+        abandoned = stage(ctx, accelerator, [normal])
+        waited = stage(ctx, accelerator, [normal])
+    abandoned.cancel()  # as when the request awaiting it is cancelled
+    async with asyncio.timeout(10):
+        assert await waited > 0
 
 
 async def test_a_cold_load_whose_job_cannot_be_sent_is_refused_and_leaves_nothing_loading(

@@ -10,7 +10,7 @@ from gateway.state.live import LiveState
 from streams.envelope import SYSTEM, Envelope
 from streams.events import serving as s
 from streams.events.base import Event
-from tests.support.events import residency_loaded, stable_deployment
+from tests.support.events import lease_granted, residency_loaded, stable_deployment
 
 
 def record(sequence: int, aggregate: str, aggregate_id: str, event: Event) -> RecordedEvent:
@@ -119,3 +119,18 @@ def test_an_interruption_ends_once_nothing_of_ours_is_staged() -> None:
         "n1-gpu0", 1
     )  # ours acknowledged: the server checked it against the version it was sent with
     assert live.interrupted == set()
+
+
+LATER = datetime(2026, 12, 2, tzinfo=UTC)
+
+
+def test_a_reconciliation_drops_the_lease_grants_of_what_the_agent_no_longer_holds() -> None:
+    live = LiveState()
+    for sequence, deployment in ((1, "emb"), (2, "rerank")):
+        grant = lease_granted(f"lease-{deployment}", "n1-gpu0", LATER, deployment_id=deployment)
+        live.apply(record(sequence, "accelerator", "n1-gpu0", grant))
+    reconciled = s.ResidencyReconciled(
+        accelerator_id="n1-gpu0", generation=2, held=("rerank",), dropped=("emb",)
+    )
+    live.apply(record(3, "accelerator", "n1-gpu0", reconciled))
+    assert list(live.lease_grants) == ["lease-rerank"]
