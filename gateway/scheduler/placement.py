@@ -56,6 +56,7 @@ R = ReasonCode
 _LOADED = ResidencyState.LOADED
 _LOADING = ResidencyState.LOADING
 _UNLOADING = ResidencyState.UNLOADING
+_UNLOADING = ResidencyState.UNLOADING
 _CRITICAL = Pressure.CRITICAL
 _UNKNOWN = Attribution.UNKNOWN
 _PROVEN_UNSAFE = CoResidencyStatus.PROVEN_UNSAFE
@@ -136,7 +137,7 @@ def plan_placement(
             (R.NO_ELIGIBLE_NODE,),
         )
 
-    hosting, loading = _replicas(eligible, deployment)
+    hosting, loading, unloading = _replicas(eligible, deployment)
     if hosting or loading:
         ask = _Ask(envelope, request, policy, now, fingerprint, required_bytes(envelope, True, policy))
         if request.deadline_ms is not None and request.deadline_ms <= 0:
@@ -149,6 +150,11 @@ def plan_placement(
     ask = _Ask(envelope, request, policy, now, fingerprint, required_bytes(envelope, False, policy), True)
     if request.deadline_ms is not None and request.deadline_ms <= envelope.cold_load_ms:
         return _decision(ask, Verdict.REJECT_DEADLINE, (R.DEADLINE_EXCEEDED,))
+    if unloading:
+        # A copy still being unloaded holds its place on the books until its unload is reported;
+        # loading another beside it would put one resident where the books keep two: wait.
+        waiting = _Assessment(unloading[0], account(unloading[0], policy, now), False, waitable=True)
+        return _queue(ask, waiting, (R.RESIDENCY_UNLOADING,))
     return _conclude(ask, [_screen_cold(ask, item, unsafe) for item in eligible])
 
 
@@ -175,10 +181,11 @@ def _co_residency(
 
 def _replicas(
     eligible: list[AcceleratorState], deployment: str
-) -> tuple[list[AcceleratorState], list[AcceleratorState]]:
-    """The eligible accelerators where ``deployment`` is loaded, and those where it is loading."""
+) -> tuple[list[AcceleratorState], list[AcceleratorState], list[AcceleratorState]]:
+    """The eligible accelerators where ``deployment`` is loaded, loading, and being unloaded."""
     hosting: list[AcceleratorState] = []
     loading: list[AcceleratorState] = []
+    unloading: list[AcceleratorState] = []
     # A plain loop: its attribute reads cost ~25 ns a resident, ``in map(attrgetter(...))`` ~55.
     for item in eligible:
         for resident in item.residents:
@@ -187,7 +194,9 @@ def _replicas(
                     hosting.append(item)
                 elif resident.state is _LOADING:
                     loading.append(item)
-    return hosting, loading
+                elif resident.state is _UNLOADING:
+                    unloading.append(item)
+    return hosting, loading, unloading
 
 
 def _decision(

@@ -274,6 +274,13 @@ def test_a_loading_model_makes_its_requests_queue_behind_the_load() -> None:
     assert decision.accelerator_id == "gpu-0"
 
 
+def test_a_model_still_being_unloaded_makes_its_requests_wait_instead_of_loading_it_beside() -> None:
+    fleet = (gpu(residents=(resident("embed", 4, state=ResidencyState.UNLOADING),)), gpu("gpu-1"))
+    decision = plan_placement(fleet, model("embed"), ask(), POLICY, NOW)
+    assert (decision.verdict, decision.reason_codes) == (Verdict.QUEUE, (R.RESIDENCY_UNLOADING,))
+    assert decision.accelerator_id == "gpu-0"
+
+
 def test_a_busy_resident_model_queues_instead_of_loading_a_second_replica() -> None:
     # 16 GiB card: 1 GiB reserve, 14.96 GiB resident + leased: the 64 MiB floor does not fit right now.
     fleet = (
