@@ -19,7 +19,8 @@ from gateway.serving import upkeep
 from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.capacity import envelope_of, planned_eviction, unload_victims
 from gateway.serving.context import ServingContext
-from gateway.serving.jobs import publish_job, publish_load
+from gateway.serving.jobs import publish_job
+from gateway.serving.loading import send_load
 from gateway.state.evictions import (
     evicting_for,
     evictions_ended,
@@ -57,6 +58,7 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
             for t in (
                 upkeep.next_ttl_due(live.catalog, live.accelerators.values()),
                 upkeep.next_lease_expiry(live.lease_grants),
+                upkeep.next_warm_retry(live.catalog, live.load_failed_at, now),
                 upkeep.next_pressure_due(ctx.pressure, live.policy),
                 next_load_due(live.loads, live.policy.load_timeout_seconds),
                 next_unload_due(live.evictions, live.policy.unload_timeout_seconds),
@@ -102,7 +104,7 @@ async def upkeep_once(ctx: ServingContext) -> None:
         )
         await publish_job(ctx, job, "unload")
     schedulable = live.schedulable_accelerators(now)
-    for deployment_id in upkeep.warm_missing(live.catalog, schedulable):
+    for deployment_id in upkeep.warm_missing(live.catalog, schedulable, live.load_failed_at, now):
         await _load_always_warm(ctx, deployment_id)
     ctx.pressure, steps = upkeep.track_pressure(schedulable, ctx.pressure, live.policy, now)
     for step in steps:
@@ -167,7 +169,7 @@ async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
                 reason="always_warm",
             )
             done = stage(ctx, acc, [load])
-            send = partial(publish_load, ctx, load, deployment)
+            send = partial(send_load, ctx, load, deployment)
         else:
             log.info(
                 "always-warm %s not placed yet: %s %s",

@@ -31,6 +31,10 @@ from gateway.scheduler import (
 from gateway.state.catalog import Catalog
 from streams.events import serving as s
 
+# An always-warm load that failed (its job not sent, or the agent could not load it) is tried
+# again after this long, not at once: a failure that persists must not become a stream of loads.
+WARM_RETRY_S = 30.0
+
 
 class Unload(msgspec.Struct, frozen=True):
     accelerator_id: str
@@ -98,9 +102,16 @@ def hosted(accelerators: Iterable[AcceleratorState]) -> set[str]:
     }
 
 
-def warm_missing(catalog: Catalog, accelerators: Iterable[AcceleratorState]) -> list[str]:
-    """Always-warm deployments that are resident nowhere, in id order."""
+def warm_missing(
+    catalog: Catalog,
+    accelerators: Iterable[AcceleratorState],
+    failed_at: Mapping[str, float] | None = None,
+    now: float = 0.0,
+) -> list[str]:
+    """Always-warm deployments that are resident nowhere, in id order; one whose last load failed
+    (`failed_at`: deployment id -> when) is tried again `WARM_RETRY_S` after that failure."""
     present = hosted(accelerators)
+    failed_at = failed_at or {}
     return sorted(
         d.deployment_id
         for d in catalog.deployments.values()
@@ -108,6 +119,22 @@ def warm_missing(catalog: Catalog, accelerators: Iterable[AcceleratorState]) -> 
         and d.active
         and not d.draining
         and d.deployment_id not in present
+        and failed_at.get(d.deployment_id, -WARM_RETRY_S) + WARM_RETRY_S <= now
+    )
+
+
+def next_warm_retry(catalog: Catalog, failed_at: Mapping[str, float], now: float) -> float | None:
+    """When an always-warm deployment whose load failed is next tried again (None: none waits;
+    a retry already due is the current round's)."""
+    return min(
+        (
+            at + WARM_RETRY_S
+            for deployment_id, at in failed_at.items()
+            if at + WARM_RETRY_S > now
+            and (d := catalog.deployments.get(deployment_id)) is not None
+            and d.residency.kind == "always_warm"
+        ),
+        default=None,
     )
 
 

@@ -69,6 +69,7 @@ class LiveState:
         # One lock for decide-and-append: decisions read every accelerator; appends take ~0.2 ms.
         self.decision_lock = asyncio.Lock()
         self.load_failures: dict[str, s.ResidencyLoadFailed] = {}  # deployment id -> last failure
+        self.load_failed_at: dict[str, float] = {}  # deployment id -> when its last load failed
         # What measurement proved about pairs of deployments sharing an accelerator (latest per pair):
         # placement keeps a PROVEN_UNSAFE pair apart.
         self.co_residency: tuple[CoResidencyPair, ...] = ()
@@ -105,6 +106,7 @@ class LiveState:
             match event:
                 case s.ResidencyLoadFailed():
                     self.load_failures[event.deployment_id] = event
+                    self.load_failed_at[event.deployment_id] = envelope.occurred_at.timestamp()
                 case s.LeaseGranted():
                     self.lease_grants[event.lease_id] = event
                 case s.LeaseReleased() | s.LeaseExpired():

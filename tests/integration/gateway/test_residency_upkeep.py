@@ -22,7 +22,7 @@ from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack, another_deployment
 from tests.support.agents import AgentProcess, next_event
 from tests.support.events import lease_granted
-from tests.support.serving import events_until, revise_policy
+from tests.support.serving import events_until, revise_policy, work_stream_refusing_jobs
 
 
 async def _after_appending(stack: Stack, event: Event, wanted: Callable[[Event], bool]) -> Any:
@@ -45,6 +45,25 @@ async def test_an_always_warm_deployment_is_loaded_without_any_request(stack: St
         lambda e: isinstance(e, s.ResidencyLoaded) and e.deployment_id == deployment,
     )
     assert loaded.measured_bytes > 0
+
+
+async def test_an_always_warm_load_whose_job_cannot_be_sent_is_booked_failed(stack: Stack) -> None:
+    deployment = await another_deployment(stack, "minilm-warm-unsent", "warm-unsent")
+    warm = s.ResidencyPolicyChanged(deployment_id=deployment, residency=s.ResidencyPolicy(kind="always_warm"))
+    try:
+        async with work_stream_refusing_jobs(stack.connection):
+            await stack.store.append(Aggregate.DEPLOYMENT, deployment, [warm], ExpectedVersion.ANY)
+            failed = await next_event(
+                stack.connection,
+                Aggregate.ACCELERATOR,
+                f"{stack.node}-cpu0",
+                lambda e: isinstance(e, s.ResidencyLoadFailed) and e.deployment_id == deployment,
+            )
+    finally:
+        on_demand = s.ResidencyPolicyChanged(deployment_id=deployment, residency=s.ResidencyPolicy())
+        await stack.store.append(Aggregate.DEPLOYMENT, deployment, [on_demand], ExpectedVersion.ANY)
+    assert failed.code == "CAPABILITY_UNAVAILABLE"
+    assert "load job could not be sent" in failed.detail
 
 
 async def test_a_keep_warm_deployment_is_unloaded_once_idle_for_its_ttl(stack: Stack) -> None:

@@ -43,6 +43,14 @@ def test_an_always_warm_deployment_that_is_loading_is_not_missing() -> None:
     assert upkeep.warm_missing(catalog_with("always_warm"), [accelerator(loading)]) == []
 
 
+def test_an_always_warm_deployment_whose_load_failed_is_tried_again_only_after_the_retry_wait() -> None:
+    catalog, failed_at = catalog_with("always_warm"), {"d": 100.0}
+    assert upkeep.warm_missing(catalog, [accelerator()], failed_at, 100.0 + upkeep.WARM_RETRY_S - 1) == []
+    assert upkeep.next_warm_retry(catalog, failed_at, 101.0) == 100.0 + upkeep.WARM_RETRY_S
+    assert upkeep.warm_missing(catalog, [accelerator()], failed_at, 100.0 + upkeep.WARM_RETRY_S) == ["d"]
+    assert upkeep.next_warm_retry(catalog, failed_at, 100.0 + upkeep.WARM_RETRY_S) is None
+
+
 def test_on_demand_deployments_are_never_loaded_by_upkeep() -> None:
     assert upkeep.warm_missing(catalog_with("on_demand"), [accelerator()]) == []
 
