@@ -32,33 +32,29 @@ async def _after_appending(stack: Stack, event: Event, wanted: Callable[[Event],
     return await next_event(stack.connection, Aggregate.ACCELERATOR, accelerator, wanted)
 
 
-async def test_an_always_warm_deployment_is_loaded_without_any_request(stack: Stack) -> None:
-    deployment = await another_deployment(stack, "minilm-warm", "warm")
-    policy = s.ResidencyPolicyChanged(
-        deployment_id=deployment, residency=s.ResidencyPolicy(kind="always_warm")
-    )
-    await stack.store.append(Aggregate.DEPLOYMENT, deployment, [policy], ExpectedVersion.ANY)
-    loaded = await next_event(
+async def _made_always_warm(stack: Stack, deployment: str, outcome: type[Event]) -> Any:
+    """Set `deployment` always-warm; then its first `outcome` event on the stack's accelerator."""
+    warm = s.ResidencyPolicyChanged(deployment_id=deployment, residency=s.ResidencyPolicy(kind="always_warm"))
+    await stack.store.append(Aggregate.DEPLOYMENT, deployment, [warm], ExpectedVersion.ANY)
+    return await next_event(
         stack.connection,
         Aggregate.ACCELERATOR,
         f"{stack.node}-cpu0",
-        lambda e: isinstance(e, s.ResidencyLoaded) and e.deployment_id == deployment,
+        lambda e: isinstance(e, outcome) and e.deployment_id == deployment,  # type: ignore[attr-defined]
     )
+
+
+async def test_an_always_warm_deployment_is_loaded_without_any_request(stack: Stack) -> None:
+    deployment = await another_deployment(stack, "minilm-warm", "warm")
+    loaded = await _made_always_warm(stack, deployment, s.ResidencyLoaded)
     assert loaded.measured_bytes > 0
 
 
 async def test_an_always_warm_load_whose_job_cannot_be_sent_is_booked_failed(stack: Stack) -> None:
     deployment = await another_deployment(stack, "minilm-warm-unsent", "warm-unsent")
-    warm = s.ResidencyPolicyChanged(deployment_id=deployment, residency=s.ResidencyPolicy(kind="always_warm"))
     try:
         async with work_stream_refusing_jobs(stack.connection):
-            await stack.store.append(Aggregate.DEPLOYMENT, deployment, [warm], ExpectedVersion.ANY)
-            failed = await next_event(
-                stack.connection,
-                Aggregate.ACCELERATOR,
-                f"{stack.node}-cpu0",
-                lambda e: isinstance(e, s.ResidencyLoadFailed) and e.deployment_id == deployment,
-            )
+            failed = await _made_always_warm(stack, deployment, s.ResidencyLoadFailed)
     finally:
         on_demand = s.ResidencyPolicyChanged(deployment_id=deployment, residency=s.ResidencyPolicy())
         await stack.store.append(Aggregate.DEPLOYMENT, deployment, [on_demand], ExpectedVersion.ANY)
