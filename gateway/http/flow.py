@@ -92,6 +92,7 @@ async def run_capability(
         raw = decode_json(await read_limited(request, contract.limits.max_request_bytes))
         prepared = parse(raw, contract)
         validated = time.perf_counter()
+        deadline = time.time() + _timeout_s(request, contract)
         admission = Admission(edge.limiter, principal)
         try:
             if not admission.overlapped:
@@ -104,7 +105,7 @@ async def run_capability(
                 capability=capability,
                 payload=prepared.payload,
                 shape=prepared.shape,
-                deadline=time.time() + _timeout_s(request, contract),
+                deadline=deadline,
                 started=started,
                 validation_ms=(validated - resolved) * 1000,
                 resolution_ms=(resolved - started) * 1000,
@@ -135,5 +136,8 @@ def _timeout_s(request: Request, contract: CapabilityContract) -> float:
     """A client may shorten (never lengthen) the contract's deadline with `x-request-timeout-ms`."""
     default = contract.limits.default_timeout_ms
     asked = request.headers.get("x-request-timeout-ms", "")
-    timeout_ms = min(default, int(asked)) if asked.isdigit() and int(asked) > 0 else default
+    # isascii: str.isdigit also accepts digits such as "²" that int() refuses
+    timeout_ms = (
+        min(default, int(asked)) if asked.isascii() and asked.isdigit() and int(asked) > 0 else default
+    )
     return timeout_ms / 1000

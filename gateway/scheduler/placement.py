@@ -261,7 +261,10 @@ def _conclude(ask: _Ask, assessments: list[_Assessment]) -> PlacementDecision:
         best = max(waitable, key=lambda item: item.budget.schedulable_bytes)
         return _queue(ask, best, best.reasons)
     closest = max(assessments, key=lambda item: item.budget.schedulable_bytes)
-    refusals = [R.INSUFFICIENT_SCHEDULABLE_VRAM]
+    # The first reason is the client's error: critical pressure when it is what keeps every
+    # accelerator out, else the lack of room.
+    critical = all(R.PRESSURE_CRITICAL in item.reasons for item in assessments)
+    refusals = [R.PRESSURE_CRITICAL if critical else R.INSUFFICIENT_SCHEDULABLE_VRAM]
     for item in assessments:
         refusals.extend(item.reasons)
     unique = tuple(dict.fromkeys(refusals))  # accelerators refused for the same reason: name it once

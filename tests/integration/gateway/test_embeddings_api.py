@@ -135,6 +135,19 @@ async def test_bad_input_is_refused_with_a_code_and_changes_no_state(
     assert (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq == before
 
 
+@pytest.mark.parametrize("timeout", [b"\xb2", b"-5", b"soon", b"0"])  # \xb2: "²" in latin-1
+async def test_a_timeout_header_that_is_not_a_positive_number_is_ignored(
+    stack: Stack, timeout: bytes
+) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{stack.gateway.url}/v1/embeddings",
+            json={"input": "x"},
+            headers={"authorization": f"Bearer {stack.key.key}", "x-request-timeout-ms": timeout},
+        )
+    assert response.status_code == 200, response.text
+
+
 async def test_token_ids_are_refused_with_the_langchain_fix_named(stack: Stack) -> None:
     async with httpx.AsyncClient() as http:
         response = await http.post(
