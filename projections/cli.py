@@ -22,7 +22,7 @@ log = logging.getLogger("modelforge.projector")
 def database_url() -> str:
     url = os.environ.get("DATABASE_URL")
     if not url:
-        raise SystemExit("DATABASE_URL is not set (modelforge up sets it for the processes it starts)")
+        raise SystemExit("DATABASE_URL is not set and no embedded stack is running (start one: ./dev up)")
     return url
 
 

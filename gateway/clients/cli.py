@@ -79,11 +79,11 @@ def _run(verb: Verb) -> Callable[[argparse.Namespace], int]:
 
 
 async def _with_service(verb: Verb, args: argparse.Namespace) -> None:
-    from eventstore.connection import connect
+    from eventstore.connection import CLI_CONNECT_S, connect
     from eventstore.provision import provision
     from eventstore.store import EventStore
 
-    connection = await connect(None, "modelforge-clients")
+    connection = await connect(None, "modelforge-clients", first_connect_s=CLI_CONNECT_S)
     try:
         await provision(connection.client)
         service = ClientService(EventStore(connection), actor=Actor(ActorKind.OPERATOR, "cli"))

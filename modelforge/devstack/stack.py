@@ -83,6 +83,25 @@ def save_state(home: Path, state: StackState) -> None:
     _state_file(home).write_bytes(msgspec.json.format(msgspec.json.encode(state)))
 
 
+def running_environment(home: Path) -> dict[str, str]:
+    """Where the embedded stack in `home` can be reached, for what of it is running: the settings
+    operator commands fall back on when the environment does not name a server."""
+    state = load_state(home)
+    env: dict[str, str] = {}
+    if state.nats and pid_alive(state.nats.pid):
+        env["NATS_URL"] = state.nats.url
+    if state.postgres and pid_alive(state.postgres.pid):
+        env["DATABASE_URL"] = state.postgres.url
+    if (
+        any(c.name == "gateway" and pid_alive(c.pid) for c in state.components)
+        and "gateway_url" in state.extra
+    ):
+        env["MODELFORGE_GATEWAY_URL"] = state.extra["gateway_url"]
+        if (home / "operator-token").exists():
+            env["MODELFORGE_OPERATOR_TOKEN"] = operator_token(home)
+    return env
+
+
 def ensure_nats(home: Path, state: StackState) -> str:
     if os.environ.get("NATS_URL"):
         return os.environ["NATS_URL"]

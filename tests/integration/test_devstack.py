@@ -37,6 +37,12 @@ def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Pa
     assert "MF_EVENTS" in first.stdout
     try:
         _embed_with_the_printed_key(first.stdout)
+        # Operator commands find the running stack without NATS_URL / DATABASE_URL (as the README says).
+        listed = run(home, "clients", "list")
+        assert listed.returncode == 0, listed.stderr
+        assert "demo" in listed.stdout
+        verified = run(home, "replay", "--verify")
+        assert verified.returncode == 0, verified.stderr
         second = run(home, "up")
         assert second.returncode == 0, second.stderr
         again = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
