@@ -121,6 +121,13 @@ LAB_PAUSED: Final = spec(
     "The scheduler policy pauses lab workloads; lab-priority work is rejected.",
     from_seed=False,
 )
+REQUEST_CANCELLED: Final = spec(
+    "REQUEST_CANCELLED",
+    499,
+    "The request was cancelled before it finished (the gateway shutting down, or a server in front "
+    "of it that cancels on disconnect); recorded, never sent: nobody is left to answer.",
+    from_seed=False,
+)
 REQUEST_TIMEOUT: Final = spec(
     "REQUEST_TIMEOUT",
     504,
@@ -333,6 +340,7 @@ ERROR_CODES: Final[dict[str, ErrorSpec]] = {
         DEADLINE_EXCEEDED,
         PRESSURE_CRITICAL,
         LAB_PAUSED,
+        REQUEST_CANCELLED,
         REQUEST_TIMEOUT,
         LEASE_TIMEOUT,
         INFERENCE_FAILED,

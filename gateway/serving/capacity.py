@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 
@@ -187,7 +189,12 @@ async def _acquire(
             spent["queue"] += (time.perf_counter() - waited) * 1000
             continue
         try:
-            version = await step.done
+            # Shielded: if this request is cancelled, the decision still lands (or not) for the
+            # writer, and a lease that lands is given back.
+            version = await asyncio.shield(step.done)
+        except asyncio.CancelledError:
+            _give_back_when_landed(ctx, step)
+            raise
         except ConcurrencyConflict as clash:
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             await catch_up_after(ctx, clash, max(0.0, deadline - time.time()))
@@ -204,11 +211,9 @@ async def _acquire(
             try:
                 await send_load(ctx, step.load, deployment)
                 await await_loaded(ctx, step.lease, deployment, deadline)
-            except Exception:  # the caller never gets this lease: give it back here
-                try:
-                    await _release(ctx, step.lease.lease_id, step.lease.accelerator_id, "failed")
-                except Exception as unreleased:  # its TTL ends it; the load's failure is the answer
-                    log.warning("lease %s not released: %r", step.lease.lease_id, unreleased)
+            except BaseException as error:  # the caller never gets this lease: give it back here
+                outcome = "failed" if isinstance(error, Exception) else "cancelled"
+                _in_background(ctx, _release(ctx, step.lease.lease_id, step.lease.accelerator_id, outcome))
                 raise
             spent["load"] += (time.perf_counter() - waited) * 1000
             return _grant(step.lease, decision, deployment, cold=True, spent=spent)
@@ -216,6 +221,38 @@ async def _acquire(
             await unload_victims(ctx, decision.node_id or "", step.eviction)
             await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
+
+
+def _in_background(ctx: ServingContext, work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` past the request (kept referenced until done; a failure is logged: the lease's
+    TTL ends what could not be released)."""
+
+    async def logged() -> None:
+        try:
+            await work
+        except Exception as failed:
+            log.warning("could not give a lease back: %r", failed)
+
+    task = asyncio.get_running_loop().create_task(logged())
+    ctx.background.add(task)
+    task.add_done_callback(ctx.background.discard)
+
+
+def _give_back_when_landed(ctx: ServingContext, step: _Step) -> None:
+    """A request cancelled while its decision was being appended: once the append lands, give
+    back the lease it held (an eviction or load it planned ends on its own)."""
+    lease = step.lease
+    if lease is None:
+        return
+
+    async def give_back() -> None:
+        try:
+            await step.done
+        except Exception:
+            return  # not appended: there is nothing to give back
+        await _release(ctx, lease.lease_id, lease.accelerator_id, "cancelled")
+
+    _in_background(ctx, give_back())
 
 
 def _stage(

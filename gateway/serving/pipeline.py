@@ -86,6 +86,10 @@ def _record(ctx: ServingContext, capability: str, request_id: str, event: Event)
     spawn(ctx, ctx.store.record_request(capability, request_id, event, actor=ctx.actor))
 
 
+def cancelled(error: BaseException) -> bool:
+    return not isinstance(error, Exception)  # CancelledError, and KeyboardInterrupt / SystemExit
+
+
 def internal_error(error: Exception, request_id: str) -> ServingError:
     """A fault with no code of its own: logged (type and message, never the request's content)."""
     log.error("request %s failed: %r", request_id, error, exc_info=error)
@@ -167,10 +171,15 @@ async def serve(
     try:
         grant = await seeking
         invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
-    except Exception as error:
-        failure = error if isinstance(error, ServingError) else internal_error(error, request_id)
+    except BaseException as error:
+        if isinstance(error, ServingError):
+            failure = error
+        elif isinstance(error, Exception):
+            failure = internal_error(error, request_id)
+        else:  # cancelled (a shutdown): nobody is left to answer, but the books must still close
+            failure = ServingError("REQUEST_CANCELLED", "the request was cancelled before it finished")
         if grant is not None:
-            spawn(ctx, capacity.release(ctx, grant, "failed"))
+            spawn(ctx, capacity.release(ctx, grant, "cancelled" if cancelled(error) else "failed"))
         latency = LatencyBreakdown(
             validation_ms=validation_ms,
             resolution_ms=resolution_ms,
@@ -190,7 +199,7 @@ async def serve(
                 latency=latency,
             ),
         )
-        if failure is error:
+        if failure is error or cancelled(error):
             raise
         raise failure from error
     spawn(ctx, capacity.release(ctx, grant, "completed"))

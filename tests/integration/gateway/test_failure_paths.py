@@ -4,14 +4,19 @@ any lease it held is given back."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 import httpx
 import msgspec
+import pytest
 
 from eventstore.store import ExpectedVersion
 from gateway.serving.appends import stage
+from gateway.serving.pipeline import RequestShape, serve
 from streams import subjects
+from streams.contracts import EmbeddingInput
+from streams.envelope import new_id
 from streams.events import control as c
 from streams.events import serving as s
 from streams.events.requests import RequestFailed
@@ -102,6 +107,55 @@ async def test_a_cold_load_whose_job_cannot_be_sent_is_refused_and_leaves_nothin
     # Nothing was left LOADING: once jobs go through again, the next request loads the model.
     assert served.status_code == 200, served.text
     assert served.headers["x-mf-deployment"] == deployment
+
+
+async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and_is_recorded(
+    stack: Stack,
+) -> None:
+    assert stack.gateway.replica is not None
+    ctx = stack.gateway.replica.edge.ctx
+    texts = [" ".join(["the quick brown fox jumps over the lazy dog"] * 25)] * 64  # a long batch to run
+    request_id = f"cancelled-{new_id()[:8]}"
+
+    async def admitted() -> None:
+        return None
+
+    serving = asyncio.create_task(
+        serve(
+            ctx,
+            request_id=request_id,
+            client_id=stack.key.client_id,
+            capability="rag.embedding@1",
+            payload=msgspec.json.encode(EmbeddingInput(texts=texts)),
+            shape=RequestShape(items=len(texts), chars=sum(map(len, texts))),
+            deadline=time.time() + 60,
+            started=time.perf_counter(),
+            validation_ms=0.0,
+            resolution_ms=0.0,
+            admitted=admitted,
+        )
+    )
+    lease = await _first(
+        stack,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == request_id,
+    )
+    assert not serving.done(), "the model answered before the test could cancel the request"
+    serving.cancel()  # as a shutdown does
+    with pytest.raises(asyncio.CancelledError):
+        await serving
+    released = await _first(
+        stack,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,  # type: ignore[attr-defined]
+    )
+    assert released.outcome == "cancelled"  # type: ignore[attr-defined]
+    failed = await _first(
+        stack,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, RequestFailed) and e.request_id == request_id,
+    )
+    assert failed.code == "REQUEST_CANCELLED"  # type: ignore[attr-defined]
 
 
 async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_recorded_failed(
