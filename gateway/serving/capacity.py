@@ -38,6 +38,7 @@ from streams.events import serving as s
 from streams.events.base import Event
 
 log = logging.getLogger("modelforge.gateway.capacity")
+RELEASE_RETRY_S = 60.0  # then the lease's TTL (lease_ttl_s) ends what conflicts kept from releasing
 
 
 class Grant(msgspec.Struct, kw_only=True):
@@ -189,12 +190,7 @@ async def _acquire(
             spent["queue"] += (time.perf_counter() - waited) * 1000
             continue
         try:
-            # Shielded: if this request is cancelled, the decision still lands (or not) for the
-            # writer, and a lease that lands is given back.
-            version = await asyncio.shield(step.done)
-        except asyncio.CancelledError:
-            _give_back_when_landed(ctx, step)
-            raise
+            version = await _landed(ctx, step, deadline)
         except ConcurrencyConflict as clash:
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             await catch_up_after(ctx, clash, max(0.0, deadline - time.time()))
@@ -218,7 +214,8 @@ async def _acquire(
             spent["load"] += (time.perf_counter() - waited) * 1000
             return _grant(step.lease, decision, deployment, cold=True, spent=spent)
         if step.eviction is not None:
-            await unload_victims(ctx, decision.node_id or "", step.eviction)
+            # Shielded: once planned, every victim's unload job goes out even if this request stops.
+            await asyncio.shield(unload_victims(ctx, decision.node_id or "", step.eviction))
             await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
 
@@ -236,6 +233,24 @@ def _in_background(ctx: ServingContext, work: Coroutine[Any, Any, None]) -> None
     task = asyncio.get_running_loop().create_task(logged())
     ctx.background.add(task)
     task.add_done_callback(ctx.background.discard)
+
+
+async def _landed(ctx: ServingContext, step: _Step, deadline: float) -> int:
+    """The version the step's append left, waited for no longer than the request's deadline.
+    Shielded: a request that stops waiting (cancelled, or out of time while NATS retries) does
+    not stop the append; a lease that lands after that is given back."""
+    limit = asyncio.timeout(max(0.0, deadline - time.time()))
+    try:
+        async with limit:
+            return await asyncio.shield(step.done)
+    except asyncio.CancelledError:
+        _give_back_when_landed(ctx, step)
+        raise
+    except TimeoutError:
+        if not limit.expired():
+            raise  # the append's own failure
+        _give_back_when_landed(ctx, step)
+        raise ServingError("REQUEST_TIMEOUT", "the placement was not recorded before the deadline") from None
 
 
 def _give_back_when_landed(ctx: ServingContext, step: _Step) -> None:
@@ -325,11 +340,22 @@ async def release(ctx: ServingContext, grant: Grant, outcome: str) -> None:
 
 
 async def _release(ctx: ServingContext, lease_id: str, accelerator_id: str, outcome: str) -> None:
-    """Give the lease back (retrying on conflicts: releasing never needs a new decision)."""
+    """Give the lease back. Releasing decides nothing, so a conflict only means appending it again
+    on the newer version, for up to RELEASE_RETRY_S; past that the lease's TTL ends it (logged)."""
     event = s.LeaseReleased(lease_id=lease_id, accelerator_id=accelerator_id, outcome=outcome)  # type: ignore[arg-type]
-    for _ in range(20):
+    give_up = time.monotonic() + RELEASE_RETRY_S
+    while True:
         try:
             await append_to_accelerator(ctx, accelerator_id, [event])
             return
         except ConcurrencyConflict as conflict:
-            await catch_up_after(ctx, conflict, 5.0)
+            remaining = give_up - time.monotonic()
+            if remaining <= 0:
+                log.warning(
+                    "lease %s on %s not released after %.0f s of conflicts",
+                    lease_id,
+                    accelerator_id,
+                    RELEASE_RETRY_S,
+                )
+                return
+            await catch_up_after(ctx, conflict, min(5.0, remaining))

@@ -115,8 +115,10 @@ def record_rejection(
 
 
 async def _give_back(ctx: ServingContext, seeking: asyncio.Future[capacity.Grant]) -> None:
-    """A refused request's capacity search runs to its end; any lease it got is given back."""
-    with contextlib.suppress(ServingError):
+    """A refused request's capacity search stops (leaving the queue if it waits there; a lease
+    it was appending is given back once it lands); a lease it already got is given back here."""
+    seeking.cancel()
+    with contextlib.suppress(ServingError, asyncio.CancelledError):
         await capacity.release(ctx, await seeking, "cancelled")
 
 
