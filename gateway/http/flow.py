@@ -112,6 +112,7 @@ async def run_capability(
                 model=prepared.model,
                 admitted=admission.settle,
                 priority=principal.priority,
+                render=lambda served: prepared.render(served.result, served, request_id),
             )
         finally:
             spawn(edge.ctx, admission.close())
@@ -123,7 +124,7 @@ async def run_capability(
             capability, error.code, error.http_status, (time.perf_counter() - started) * 1000
         )
         return error_response(error, request_id)
-    body = prepared.render(result.result, result, request_id)
+    body = result.body
     if isinstance(body, dict):
         body["request_id"] = request_id
         body["latency"] = latency_body(result.latency)

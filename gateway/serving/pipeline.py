@@ -14,13 +14,13 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from gateway.serving import capacity
 from gateway.serving.context import ServingContext
-from gateway.serving.dispatch import invoke
+from gateway.serving.dispatch import Invoked, invoke
 from streams.codes import ServingError
 from streams.events.base import Event
 from streams.events.requests import (
@@ -33,6 +33,8 @@ from streams.events.requests import (
 )
 
 log = logging.getLogger("modelforge.gateway.pipeline")
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 class RequestShape(msgspec.Struct, frozen=True):
@@ -65,6 +67,7 @@ class Served(msgspec.Struct, frozen=True):
     model_name: str
     latency: LatencyBreakdown
     cold: bool
+    body: object = None  # the caller's rendering of `result`, made before the request is recorded
 
 
 def spawn(ctx: ServingContext, work: Coroutine[Any, Any, object]) -> None:
@@ -137,9 +140,12 @@ async def serve(
     admitted: Callable[[], Awaitable[None]],
     model: str = "",
     priority: int = 0,
+    render: Callable[[Served], object] | None = None,
 ) -> Served:
     """Serve one admitted request; `admitted` raises the client limits' refusal, if any, and is
-    settled before anything is recorded (the caller records a refusal as `RequestRejected`)."""
+    settled before anything is recorded (the caller records a refusal as `RequestRejected`).
+    `render` turns the worker's output into the answer (`Served.body`); an output it cannot render
+    fails the request as INVALID_OUTPUT, as one the contract refuses does."""
     deployment = ctx.live.catalog.resolve(capability, model)
     if deployment is None:
         await admitted()  # the client's limits answer first, as when they are checked beforehand
@@ -173,6 +179,11 @@ async def serve(
     try:
         grant = await seeking
         invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
+        latency = _latency(grant, invoked, started, validation_ms, resolution_ms)
+        usage = Usage(items=shape.items, input_tokens=_output_of(_tokens.decode, invoked.result).input_tokens)
+        served = Served(invoked.result, grant.deployment_id, deployment.model_name, latency, grant.cold)
+        if render is not None:
+            served = msgspec.structs.replace(served, body=_output_of(render, served))
     except BaseException as error:
         if isinstance(error, ServingError):
             failure = error
@@ -205,34 +216,6 @@ async def serve(
             raise
         raise failure from error
     spawn(ctx, capacity.release(ctx, grant, "completed"))
-    worker = invoked.worker
-    worker_ms = worker.queue_ms + worker.preprocess_ms + worker.inference_ms + worker.serialize_ms
-    total = (time.perf_counter() - started) * 1000
-    accounted = (
-        validation_ms
-        + resolution_ms
-        + grant.scheduling_ms
-        + grant.load_ms
-        + grant.queue_ms
-        + invoked.payload_ms
-        + invoked.round_trip_ms
-    )
-    latency = LatencyBreakdown(
-        validation_ms=validation_ms,
-        resolution_ms=resolution_ms,
-        scheduling_ms=grant.scheduling_ms,
-        load_ms=grant.load_ms,
-        queue_ms=grant.queue_ms + worker.queue_ms,
-        payload_ms=invoked.payload_ms,
-        dispatch_ms=invoked.round_trip_ms,
-        worker_preprocess_ms=worker.preprocess_ms,
-        worker_inference_ms=worker.inference_ms,
-        worker_serialize_ms=worker.serialize_ms,
-        transport_ms=max(0.0, invoked.round_trip_ms - worker_ms),
-        gateway_ms=max(0.0, total - accounted),
-        total_ms=total,
-    )
-    usage = Usage(items=shape.items, input_tokens=_tokens.decode(invoked.result).input_tokens)
     _record(
         ctx,
         capability,
@@ -249,4 +232,49 @@ async def serve(
             usage=usage,
         ),
     )
-    return Served(invoked.result, grant.deployment_id, deployment.model_name, latency, grant.cold)
+    return served
+
+
+def _output_of(read: Callable[[T], U], output: T) -> U:
+    """`read(output)`, where any failure means the worker's output is not what its contract says."""
+    try:
+        return read(output)
+    except ServingError:
+        raise
+    except Exception as error:
+        raise ServingError(
+            "INVALID_OUTPUT", f"the worker's output could not be read ({type(error).__name__})"
+        ) from None
+
+
+def _latency(
+    grant: capacity.Grant, invoked: Invoked, started: float, validation_ms: float, resolution_ms: float
+) -> LatencyBreakdown:
+    """The stage breakdown of a served request; what no stage accounts for is the gateway's own."""
+    worker = invoked.worker
+    worker_ms = worker.queue_ms + worker.preprocess_ms + worker.inference_ms + worker.serialize_ms
+    total = (time.perf_counter() - started) * 1000
+    accounted = (
+        validation_ms
+        + resolution_ms
+        + grant.scheduling_ms
+        + grant.load_ms
+        + grant.queue_ms
+        + invoked.payload_ms
+        + invoked.round_trip_ms
+    )
+    return LatencyBreakdown(
+        validation_ms=validation_ms,
+        resolution_ms=resolution_ms,
+        scheduling_ms=grant.scheduling_ms,
+        load_ms=grant.load_ms,
+        queue_ms=grant.queue_ms + worker.queue_ms,
+        payload_ms=invoked.payload_ms,
+        dispatch_ms=invoked.round_trip_ms,
+        worker_preprocess_ms=worker.preprocess_ms,
+        worker_inference_ms=worker.inference_ms,
+        worker_serialize_ms=worker.serialize_ms,
+        transport_ms=max(0.0, invoked.round_trip_ms - worker_ms),
+        gateway_ms=max(0.0, total - accounted),
+        total_ms=total,
+    )

@@ -13,8 +13,9 @@ import pytest
 
 from eventstore.store import ExpectedVersion
 from gateway.serving.appends import stage
-from gateway.serving.pipeline import RequestShape, serve
+from gateway.serving.pipeline import RequestShape, Served, serve
 from streams import subjects
+from streams.codes import ServingError
 from streams.contracts import EmbeddingInput
 from streams.envelope import new_id
 from streams.events import control as c
@@ -109,32 +110,54 @@ async def test_a_cold_load_whose_job_cannot_be_sent_is_refused_and_leaves_nothin
     assert served.headers["x-mf-deployment"] == deployment
 
 
+async def _admitted() -> None:
+    return None
+
+
+async def _serve(
+    stack: Stack, request_id: str, texts: list[str], render: Callable[[Served], object] | None = None
+) -> Served:
+    """The serving path of the stack's in-process gateway, called as the HTTP edge calls it."""
+    assert stack.gateway.replica is not None
+    return await serve(
+        stack.gateway.replica.edge.ctx,
+        request_id=request_id,
+        client_id=stack.key.client_id,
+        capability="rag.embedding@1",
+        payload=msgspec.json.encode(EmbeddingInput(texts=texts)),
+        shape=RequestShape(items=len(texts), chars=sum(map(len, texts))),
+        deadline=time.time() + 60,
+        started=time.perf_counter(),
+        validation_ms=0.0,
+        resolution_ms=0.0,
+        admitted=_admitted,
+        render=render,
+    )
+
+
+async def test_an_output_the_caller_cannot_render_fails_the_request_as_invalid_output(stack: Stack) -> None:
+    request_id = f"unreadable-{new_id()[:8]}"
+
+    def render(served: Served) -> object:
+        raise IndexError("a rerank index past the documents, say")
+
+    with pytest.raises(ServingError) as refused:
+        await _serve(stack, request_id, ["x"], render)
+    assert refused.value.code == "INVALID_OUTPUT"
+    failed = await _first(
+        stack,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, RequestFailed) and e.request_id == request_id,
+    )
+    assert failed.code == "INVALID_OUTPUT"  # type: ignore[attr-defined]
+
+
 async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and_is_recorded(
     stack: Stack,
 ) -> None:
-    assert stack.gateway.replica is not None
-    ctx = stack.gateway.replica.edge.ctx
     texts = [" ".join(["the quick brown fox jumps over the lazy dog"] * 25)] * 64  # a long batch to run
     request_id = f"cancelled-{new_id()[:8]}"
-
-    async def admitted() -> None:
-        return None
-
-    serving = asyncio.create_task(
-        serve(
-            ctx,
-            request_id=request_id,
-            client_id=stack.key.client_id,
-            capability="rag.embedding@1",
-            payload=msgspec.json.encode(EmbeddingInput(texts=texts)),
-            shape=RequestShape(items=len(texts), chars=sum(map(len, texts))),
-            deadline=time.time() + 60,
-            started=time.perf_counter(),
-            validation_ms=0.0,
-            resolution_ms=0.0,
-            admitted=admitted,
-        )
-    )
+    serving = asyncio.create_task(_serve(stack, request_id, texts))
     lease = await _first(
         stack,
         subjects.EVENTS_STREAM,
