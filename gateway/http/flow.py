@@ -29,7 +29,6 @@ from gateway.serving.pipeline import (
     internal_error,
     record_rejection,
     serve,
-    spawn,
 )
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
@@ -115,7 +114,7 @@ async def run_capability(
                 render=lambda served: prepared.render(served.result, served, request_id),
             )
         finally:
-            spawn(edge.ctx, admission.close())
+            edge.ctx.spawn(admission.close())
     except Exception as raised:
         error = raised if isinstance(raised, ServingError) else internal_error(raised, request_id)
         if principal is not None and (not serving or (admission is not None and admission.refused)):

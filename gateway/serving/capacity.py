@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
 from datetime import UTC, datetime
-from typing import Any
 
 import msgspec
 
@@ -209,7 +207,7 @@ async def _acquire(
                 await await_loaded(ctx, step.lease, deployment, deadline)
             except BaseException as error:  # the caller never gets this lease: give it back here
                 outcome = "failed" if isinstance(error, Exception) else "cancelled"
-                _in_background(ctx, _release(ctx, step.lease.lease_id, step.lease.accelerator_id, outcome))
+                ctx.spawn(_release(ctx, step.lease.lease_id, step.lease.accelerator_id, outcome))
                 raise
             spent["load"] += (time.perf_counter() - waited) * 1000
             return _grant(step.lease, decision, deployment, cold=True, spent=spent)
@@ -218,21 +216,6 @@ async def _acquire(
             await asyncio.shield(unload_victims(ctx, decision.node_id or "", step.eviction))
             await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
-
-
-def _in_background(ctx: ServingContext, work: Coroutine[Any, Any, None]) -> None:
-    """Run `work` past the request (kept referenced until done; a failure is logged: the lease's
-    TTL ends what could not be released)."""
-
-    async def logged() -> None:
-        try:
-            await work
-        except Exception as failed:
-            log.warning("could not give a lease back: %r", failed)
-
-    task = asyncio.get_running_loop().create_task(logged())
-    ctx.background.add(task)
-    task.add_done_callback(ctx.background.discard)
 
 
 async def _landed(ctx: ServingContext, step: _Step, deadline: float) -> int:
@@ -267,7 +250,7 @@ def _give_back_when_landed(ctx: ServingContext, step: _Step) -> None:
             return  # not appended: there is nothing to give back
         await _release(ctx, lease.lease_id, lease.accelerator_id, "cancelled")
 
-    _in_background(ctx, give_back())
+    ctx.spawn(give_back())
 
 
 def _stage(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -15,6 +17,8 @@ from gateway.serving.queues import QueueBoard
 from gateway.serving.upkeep import PressureTrack
 from gateway.state.live import LiveState
 from streams.envelope import Actor, ActorKind
+
+log = logging.getLogger("modelforge.gateway.background")
 
 
 @dataclass
@@ -49,6 +53,18 @@ class ServingContext:
     def queue_changed(self) -> None:
         if self.board is not None:
             self.board.changed(self.queued)
+
+    def spawn(self, work: Coroutine[Any, Any, object]) -> None:
+        """Run `work` past the request that started it (a write off the response's path): kept
+        referenced until done, waited for by `settle`, its failure logged."""
+        task = asyncio.create_task(work)
+        self.background.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[object]) -> None:
+        self.background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background write failed: %r", task.exception())
 
     async def settle(self) -> None:
         """Wait for every write begun off a response's path, and any those begin in turn."""

@@ -13,8 +13,8 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import msgspec
 
@@ -70,23 +70,8 @@ class Served(msgspec.Struct, frozen=True):
     body: object = None  # the caller's rendering of `result`, made before the request is recorded
 
 
-def spawn(ctx: ServingContext, work: Coroutine[Any, Any, object]) -> None:
-    task = asyncio.create_task(work)
-    ctx.background.add(task)
-    task.add_done_callback(_finished(ctx))
-
-
-def _finished(ctx: ServingContext) -> Any:
-    def done(task: asyncio.Task[object]) -> None:
-        ctx.background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("background write failed: %r", task.exception())
-
-    return done
-
-
 def _record(ctx: ServingContext, capability: str, request_id: str, event: Event) -> None:
-    spawn(ctx, ctx.store.record_request(capability, request_id, event, actor=ctx.actor))
+    ctx.spawn(ctx.store.record_request(capability, request_id, event, actor=ctx.actor))
 
 
 def cancelled(error: BaseException) -> bool:
@@ -160,7 +145,7 @@ async def serve(
     try:
         await admitted()
     except BaseException:  # refused (or cancelled): the search's lease, if it gets one, goes back
-        spawn(ctx, _give_back(ctx, seeking))
+        ctx.spawn(_give_back(ctx, seeking))
         raise
     _record(
         ctx,
@@ -192,7 +177,7 @@ async def serve(
         else:  # cancelled (a shutdown): nobody is left to answer, but the books must still close
             failure = ServingError("REQUEST_CANCELLED", "the request was cancelled before it finished")
         if grant is not None:
-            spawn(ctx, capacity.release(ctx, grant, "cancelled" if cancelled(error) else "failed"))
+            ctx.spawn(capacity.release(ctx, grant, "cancelled" if cancelled(error) else "failed"))
         latency = LatencyBreakdown(
             validation_ms=validation_ms,
             resolution_ms=resolution_ms,
@@ -215,7 +200,7 @@ async def serve(
         if failure is error or cancelled(error):
             raise
         raise failure from error
-    spawn(ctx, capacity.release(ctx, grant, "completed"))
+    ctx.spawn(capacity.release(ctx, grant, "completed"))
     _record(
         ctx,
         capability,
