@@ -81,7 +81,8 @@ class RawNats:
             host, port, auth = _server(url.strip())
             try:
                 reader, writer = await asyncio.open_connection(host, port, limit=1 << 24)
-                info_line = await asyncio.wait_for(reader.readline(), 5.0)
+                async with asyncio.timeout(5.0):  # not wait_for: see read_messages
+                    info_line = await reader.readline()
             except (OSError, TimeoutError) as exc:
                 errors.append(f"{url}: {exc}")
                 continue
@@ -103,7 +104,8 @@ class RawNats:
             raw = cls(reader, writer)
             raw.writer.write(f"SUB {raw.inbox}.* 1\r\n".encode())
             await writer.drain()
-            line = await asyncio.wait_for(reader.readline(), 5.0)
+            async with asyncio.timeout(5.0):
+                line = await reader.readline()
             if not line.startswith(b"PONG"):
                 writer.close()
                 raise SourceLost(f"{url}: {line.decode(errors='replace').strip()}")
@@ -119,7 +121,12 @@ class RawNats:
         out: list[tuple[str, bytes, bytes, bytes]] = []
         while not out:
             try:
-                chunk = await asyncio.wait_for(self.reader.read(1 << 20), timeout)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the read's data when
+                # a cancellation arrives after the read completed (CPython gh-86296), and a reader
+                # cancelled while messages arrive then follows its stream forever, while the
+                # projector that cancelled it (e.g. on a moved checkpoint) waits for it to end.
+                async with asyncio.timeout(timeout):
+                    chunk = await self.reader.read(1 << 20)
             except TimeoutError:
                 raise SourceLost(f"no data or heartbeat from NATS for {timeout:.0f} s") from None
             if not chunk:

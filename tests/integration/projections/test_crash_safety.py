@@ -1,14 +1,17 @@
-"""Exactly once across SIGKILLs, and one active projector per stream at a time (real subprocesses:
-`modelforge projector` and its one worker process per stream)."""
+"""Exactly once across SIGKILLs, one active projector per stream at a time, and every worker
+following a swapped-in replay (real subprocesses: `modelforge projector` and its one worker process
+per stream)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import random
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -172,3 +175,55 @@ async def test_a_stream_that_halts_stops_every_worker_and_the_projector_exits_2_
         assert not workers_left(process)
     finally:
         crash(process)
+
+
+async def test_every_worker_resumes_after_a_swap_to_before_any_event_while_requests_keep_arriving(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str, tmp_path: Path
+) -> None:
+    # `replay --until-time <before any event> --swap` leaves the live schema without checkpoints:
+    # each worker's next commit finds its checkpoint moved and it must start again from sequence 1.
+    # A worker whose stream reader was receiving at that moment waited for the reader forever
+    # (its connection idle after the ROLLBACK, holding its lock, nothing logged). Requests keep
+    # arriving across each swap so that moment is hit; three swaps make missing it unlikely.
+    before_any_event = datetime.now(UTC) - timedelta(seconds=1)
+    last = await publish(private_store, [*control_plane("w1"), *traffic("w1", 20)])
+    log = tmp_path / "p.log"
+    rounds = 0
+
+    async def requests_keep_arriving(swapped: asyncio.Event) -> None:
+        nonlocal rounds
+        after_swap = 0
+        while after_swap < 10:
+            after_swap += swapped.is_set()
+            rounds += 1
+            more = await publish(private_store, traffic(f"live{rounds}", 10, seed=rounds), window=10)
+            for stream, seq in more.items():
+                last[stream] = max(last[stream], seq)
+
+    process = spawn_projector(fresh_database, private_nats.url, 1000, log)
+    waiter = await ProjectionWaiter.open(fresh_database)
+    try:
+        for stream, seq in last.items():
+            assert await waiter.wait(seq, stream, timeout=60), log.read_text()
+        for swap in range(1, 4):
+            swapped = asyncio.Event()
+            arriving = asyncio.create_task(requests_keep_arriving(swapped))
+            try:
+                rebuilt = await replay(
+                    fresh_database, private_nats.url, until_time=before_any_event, swap=True, progress=False
+                )
+                swapped.set()
+                await arriving
+            finally:
+                arriving.cancel()
+            assert rebuilt.checkpoints == {}  # nothing before the cut: no checkpoint rows at all
+            for stream, seq in last.items():
+                assert await waiter.wait(seq, stream, timeout=30), (
+                    f"{stream} after swap {swap}:\n{log.read_text()}"
+                )
+    finally:
+        crash(process)
+        await waiter.close()
+    async with await psycopg.AsyncConnection.connect(fresh_database, autocommit=True) as conn:
+        cur = await conn.execute("SELECT count(*) FROM mf.requests")
+        assert await cur.fetchone() == (20 + 10 * rounds,)
