@@ -32,6 +32,7 @@ log = logging.getLogger("modelforge.projector")
 BATCH_MAX = 10_000
 QUEUE_CHUNKS = 64  # chunks of up to one socket read each: backpressure on the readers
 RETRY_S = 1.0
+READER_STOP_S = 10.0  # a cancelled reader deletes its consumer and closes its socket: milliseconds
 
 _Item = tuple[str, list[source.Delivery]] | BaseException
 
@@ -159,9 +160,17 @@ async def _follow(
         stopping.cancel()
         for task in readers:
             task.cancel()
-        for task in readers:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # Bounded and loud: a reader that outlives its cancellation (one did after a swap, see
+        # source.RawNats.read_messages) would keep this worker here for good, holding its lock and
+        # projecting nothing. It exits non-zero instead, and the projector with it, to be restarted.
+        # (asyncio.wait, unlike awaiting each reader under suppress(CancelledError), also lets this
+        # task's own cancellation through.)
+        _, running = await asyncio.wait(readers, timeout=READER_STOP_S)
+        if running:
+            stuck = ", ".join(
+                stream for stream, task in zip(streams, readers, strict=True) if task in running
+            )
+            raise RuntimeError(f"the stream reader of {stuck} did not stop within {READER_STOP_S:.0f} s")
 
 
 def _report_telemetry_end(task: asyncio.Task[None]) -> None:
