@@ -30,7 +30,8 @@ class Connection:
 
     async def wait_connected(self, timeout: float) -> bool:
         try:
-            await asyncio.wait_for(self.connected.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.connected.wait()
         except TimeoutError:
             return False
         return True
@@ -84,7 +85,8 @@ async def connect(
         error_cb=on_error,
     )
     try:
-        await asyncio.wait_for(opening, first_connect_s)
+        async with asyncio.timeout(first_connect_s):
+            await opening
     except TimeoutError:
         await client.close()
         raise NatsUnreachable(

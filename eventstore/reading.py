@@ -78,7 +78,8 @@ async def _one_batch(
         await client.publish(f"$JS.API.DIRECT.GET.{stream}", msgspec.json.encode(request), reply=inbox)
         records: list[RecordedEvent] = []
         while True:
-            msg = await asyncio.wait_for(queue.get(), timeout)
+            async with asyncio.timeout(timeout):
+                msg = await queue.get()
             headers = msg.headers or {}
             status = headers.get("Status")
             if status:

@@ -85,7 +85,8 @@ async def run(
             except source.SourceLost as exc:
                 log.warning("stream reader lost (%s): resuming in %.0f s", exc, RETRY_S)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), RETRY_S)
+                    async with asyncio.timeout(RETRY_S):
+                        await stop.wait()
     finally:
         for task in extras:
             task.cancel()

@@ -55,7 +55,8 @@ async def supervise(streams: Sequence[str], worker_args: Sequence[str]) -> int:
                     worker.terminate()
         for worker, end in zip(workers, ends, strict=True):
             try:
-                await asyncio.wait_for(asyncio.shield(end), STOP_GRACE_S)
+                async with asyncio.timeout(STOP_GRACE_S):
+                    await asyncio.shield(end)
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     worker.kill()

@@ -57,9 +57,8 @@ class ProjectionWaiter:
         """True once `stream` is applied through `sequence`; False after `timeout` seconds."""
         async with self.changed:
             try:
-                await asyncio.wait_for(
-                    self.changed.wait_for(lambda: self.applied.get(stream, 0) >= sequence), timeout
-                )
+                async with asyncio.timeout(timeout):
+                    await self.changed.wait_for(lambda: self.applied.get(stream, 0) >= sequence)
             except TimeoutError:
                 return False
         return True

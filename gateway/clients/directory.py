@@ -49,7 +49,8 @@ class ClientDirectory:
             self._task = asyncio.create_task(self._run(), name="client-directory")
 
     async def wait_ready(self, timeout: float | None = None) -> None:
-        await asyncio.wait_for(self._ready.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            await self._ready.wait()
 
     @property
     def ready(self) -> bool:
@@ -72,7 +73,8 @@ class ClientDirectory:
         """Return once the client event at `sequence` (an `IssuedKey.sequence` or a version that
         `ClientService` returned) is reflected here."""
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: self.applied_sequence >= sequence), timeout)
+            async with asyncio.timeout(timeout):
+                await self._changed.wait_for(lambda: self.applied_sequence >= sequence)
 
     # ---- the hot path (in memory, no I/O) -----------------------------------------------------
 
@@ -114,7 +116,8 @@ class ClientDirectory:
                 log.exception("client directory feed failed; resuming after %s", self.applied_sequence)
             # Resume from the last applied sequence after a pause; the stop event ends it early.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), RESUBSCRIBE_S)
+                async with asyncio.timeout(RESUBSCRIBE_S):
+                    await self._stop.wait()
 
     async def _notify(self) -> None:
         async with self._changed:

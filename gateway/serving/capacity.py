@@ -313,7 +313,8 @@ async def _queue(ctx: ServingContext, place: asyncio.Event, deadline: float) -> 
         ctx.queue_changed()
     place.clear()
     try:
-        await asyncio.wait_for(place.wait(), max(0.0, deadline - time.time()))
+        async with asyncio.timeout(max(0.0, deadline - time.time())):
+            await place.wait()
     except TimeoutError:
         raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline") from None
 

@@ -233,7 +233,8 @@ class LiveState:
     async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         async with self.changed:
             try:
-                await asyncio.wait_for(self.changed.wait_for(predicate), timeout)
+                async with asyncio.timeout(timeout):
+                    await self.changed.wait_for(predicate)
             except TimeoutError:
                 return False
         return True

@@ -55,7 +55,8 @@ async def kept_alive(msg: Msg, every_s: float) -> AsyncIterator[None]:
     async def renew() -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), every_s)
+                async with asyncio.timeout(every_s):
+                    await done.wait()
             if done.is_set():
                 return
             with contextlib.suppress(Exception):  # a missed renewal only risks a redelivery

@@ -82,5 +82,6 @@ class TelemetryPublisher:
         while not stop.is_set():
             await self.publish_all()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval_s)
+                async with asyncio.timeout(self.interval_s):
+                    await stop.wait()
         await self.publish_all(healthy=False)
