@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,8 +19,10 @@ from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.processes import stop_pid
 from nodeagent.models.pull import pull_minilm
 from streams.envelope import new_id
+from streams.events import control as c
+from streams.subjects import Aggregate
 from tests.support.agents import MINILM, AgentProcess
-from tests.support.serving import InProcessGateway, probe, promote, register_artifacts
+from tests.support.serving import InProcessGateway, probe, promote, register_artifacts, revise_policy
 
 
 class Stack(msgspec.Struct):
@@ -76,3 +79,19 @@ async def another_deployment(stack: Stack, folder: str, route: str) -> str:
     artifacts = await register_artifacts(stack.store, stack.node, stack.root, folder)
     measured = await probe(stack.connection, stack.node, artifacts, stack.root)
     return await promote(stack.store, artifacts, measured, route=route)
+
+
+@contextlib.asynccontextmanager
+async def policy_while(stack: Stack, settings: dict[str, object]) -> AsyncIterator[None]:
+    """The scheduler policy with `settings` while the block runs; the defaults again after it."""
+    revisions, _ = await stack.store.load(Aggregate.SCHEDULER_POLICY, "default")
+    urls = [stack.gateway.url]
+    await revise_policy(
+        stack.store, urls, c.SchedulerPolicyRevised(revision=len(revisions) + 1, settings=settings)
+    )
+    try:
+        yield
+    finally:
+        await revise_policy(
+            stack.store, urls, c.SchedulerPolicyRevised(revision=len(revisions) + 2, settings={})
+        )

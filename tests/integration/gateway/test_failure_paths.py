@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 
 import httpx
 import msgspec
@@ -21,9 +22,11 @@ from streams.envelope import new_id
 from streams.events import control as c
 from streams.events import serving as s
 from streams.events.requests import RequestFailed
+from streams.messages import QueueDepth
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack, another_deployment
+from tests.integration.gateway.conftest import Stack, another_deployment, policy_while
 from tests.support.agents import aggregate_events
+from tests.support.events import lease_granted
 from tests.support.serving import events_until, work_stream_refusing_jobs
 
 
@@ -115,7 +118,11 @@ async def _admitted() -> None:
 
 
 async def _serve(
-    stack: Stack, request_id: str, texts: list[str], render: Callable[[Served], object] | None = None
+    stack: Stack,
+    request_id: str,
+    texts: list[str],
+    render: Callable[[Served], object] | None = None,
+    admitted: Callable[[], Awaitable[None]] = _admitted,
 ) -> Served:
     """The serving path of the stack's in-process gateway, called as the HTTP edge calls it."""
     assert stack.gateway.replica is not None
@@ -130,9 +137,60 @@ async def _serve(
         started=time.perf_counter(),
         validation_ms=0.0,
         resolution_ms=0.0,
-        admitted=_admitted,
+        admitted=admitted,
         render=render,
     )
+
+
+NO_PRESSURE = {"pressure_elevated_at": 2.0, "pressure_high_at": 2.0, "pressure_critical_at": 2.0}
+
+
+async def test_a_request_its_client_limits_refuse_while_it_waits_for_capacity_leaves_the_line(
+    stack: Stack,
+) -> None:
+    assert stack.gateway.replica is not None
+    ctx = stack.gateway.replica.edge.ctx
+    accelerator = f"{stack.node}-cpu0"
+    # A lease holding the whole device: the request must wait in line for it to end.
+    blocker = lease_granted(
+        f"blocker-{new_id()[:6]}",
+        accelerator,
+        datetime.fromtimestamp(time.time() + 120, UTC),
+        reserved_bytes=ctx.live.accelerators[accelerator].total_bytes,
+        deployment_id=stack.deployment_id,
+    )
+    released = s.LeaseReleased(lease_id=blocker.lease_id, accelerator_id=accelerator, outcome="completed")
+    request_id = f"refused-in-line-{new_id()[:6]}"
+    depths = await stack.connection.client.subscribe(subjects.queue_depth_subject(ctx.gateway_id))
+
+    async def depth() -> int:
+        return msgspec.json.decode((await depths.next_msg(timeout=20)).data, type=QueueDepth).depth
+
+    async def refused_once_in_line() -> None:  # the limits' answer arrives while it waits
+        while await depth() < 1:
+            pass
+        raise ServingError("RATE_LIMITED", "over the rate")
+
+    # The blocker's pressure (past 100 %) is not under test: it would refuse instead of queueing.
+    async with policy_while(stack, NO_PRESSURE):
+        seq = await stack.store.append(Aggregate.ACCELERATOR, accelerator, [blocker], ExpectedVersion.ANY)
+        try:
+            assert await ctx.live.wait_applied(seq, timeout=10)
+            with pytest.raises(ServingError, match="over the rate"):
+                await _serve(stack, request_id, ["x"], admitted=refused_once_in_line)
+            async with asyncio.timeout(20):  # the line empties: the search stopped
+                while await depth():
+                    pass
+        finally:
+            await depths.unsubscribe()
+            seq = await stack.store.append(
+                Aggregate.ACCELERATOR, accelerator, [released], ExpectedVersion.ANY
+            )
+        assert ctx.queued == 0
+        assert await ctx.live.wait_applied(seq, timeout=10)
+        await stack.gateway.settled()  # had the search gone on, it would be leased by now
+    events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, accelerator)
+    assert not [e for e in events if isinstance(e, s.LeaseGranted) and e.request_id == request_id]
 
 
 async def test_an_output_the_caller_cannot_render_fails_the_request_as_invalid_output(stack: Stack) -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,15 +13,14 @@ import httpx
 from eventstore.store import ExpectedVersion
 from streams import subjects
 from streams.envelope import new_id
-from streams.events import control as c
 from streams.events import serving as s
 from streams.events.base import Event
 from streams.events.requests import RequestFailed
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack, another_deployment
+from tests.integration.gateway.conftest import Stack, another_deployment, policy_while
 from tests.support.agents import AgentProcess, next_event
 from tests.support.events import lease_granted
-from tests.support.serving import events_until, revise_policy, work_stream_refusing_jobs
+from tests.support.serving import events_until, work_stream_refusing_jobs
 
 
 async def _after_appending(stack: Stack, event: Event, wanted: Callable[[Event], bool]) -> Any:
@@ -126,22 +124,6 @@ async def test_an_accelerator_past_its_critical_level_has_that_pressure_booked(
     assert changed.utilization >= 0.95
 
 
-@contextlib.asynccontextmanager
-async def _policy(stack: Stack, settings: dict[str, object]) -> AsyncIterator[None]:
-    """The scheduler policy with `settings` while the block runs; the defaults again after it."""
-    revisions, _ = await stack.store.load(Aggregate.SCHEDULER_POLICY, "default")
-    urls = [stack.gateway.url]
-    await revise_policy(
-        stack.store, urls, c.SchedulerPolicyRevised(revision=len(revisions) + 1, settings=settings)
-    )
-    try:
-        yield
-    finally:
-        await revise_policy(
-            stack.store, urls, c.SchedulerPolicyRevised(revision=len(revisions) + 2, settings={})
-        )
-
-
 async def test_a_load_no_agent_reports_on_is_ended_once_the_load_timeout_passes(stack: Stack) -> None:
     lost = s.ResidencyLoadRequested(
         load_id="lost-load",
@@ -151,7 +133,7 @@ async def test_a_load_no_agent_reports_on_is_ended_once_the_load_timeout_passes(
         required_bytes=1 << 20,
         reason="request",
     )
-    async with _policy(stack, {"load_timeout_seconds": 0.5}):
+    async with policy_while(stack, {"load_timeout_seconds": 0.5}):
         failed = await _after_appending(
             stack, lost, lambda e: isinstance(e, s.ResidencyLoadFailed) and e.load_id == "lost-load"
         )
@@ -178,7 +160,7 @@ async def test_an_eviction_victim_nobody_unloads_goes_back_on_the_books_once_the
         required_bytes=1 << 20,
         decision_fingerprint="test",
     )
-    async with _policy(stack, {"unload_timeout_seconds": 0.5}):
+    async with policy_while(stack, {"unload_timeout_seconds": 0.5}):
         completed = await _after_appending(
             stack,
             planned,
