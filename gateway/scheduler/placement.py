@@ -56,7 +56,6 @@ R = ReasonCode
 _LOADED = ResidencyState.LOADED
 _LOADING = ResidencyState.LOADING
 _UNLOADING = ResidencyState.UNLOADING
-_UNLOADING = ResidencyState.UNLOADING
 _CRITICAL = Pressure.CRITICAL
 _UNKNOWN = Attribution.UNKNOWN
 _PROVEN_UNSAFE = CoResidencyStatus.PROVEN_UNSAFE

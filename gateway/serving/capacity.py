@@ -188,7 +188,7 @@ async def _acquire(
             spent["queue"] += (time.perf_counter() - waited) * 1000
             continue
         try:
-            version = await _landed(ctx, step, deadline)
+            version = await _landed(ctx, step, deadline, deployment, decision.node_id or "")
         except ConcurrencyConflict as clash:
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             await catch_up_after(ctx, clash, max(0.0, deadline - time.time()))
@@ -212,45 +212,55 @@ async def _acquire(
             spent["load"] += (time.perf_counter() - waited) * 1000
             return _grant(step.lease, decision, deployment, cold=True, spent=spent)
         if step.eviction is not None:
-            # Shielded: once planned, every victim's unload job goes out even if this request stops.
-            await asyncio.shield(unload_victims(ctx, decision.node_id or "", step.eviction))
+            # Shielded (and tracked): once planned, every victim's unload job goes out even if
+            # this request stops.
+            await asyncio.shield(ctx.spawn(unload_victims(ctx, decision.node_id or "", step.eviction)))
             await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
 
 
-async def _landed(ctx: ServingContext, step: _Step, deadline: float) -> int:
+async def _landed(
+    ctx: ServingContext, step: _Step, deadline: float, deployment: DeploymentState, node_id: str
+) -> int:
     """The version the step's append left, waited for no longer than the request's deadline.
     Shielded: a request that stops waiting (cancelled, or out of time while NATS retries) does
-    not stop the append; a lease that lands after that is given back."""
+    not stop the append; what it planned is then carried out without it (`_finish_when_landed`)."""
     limit = asyncio.timeout(max(0.0, deadline - time.time()))
     try:
         async with limit:
             return await asyncio.shield(step.done)
     except asyncio.CancelledError:
-        _give_back_when_landed(ctx, step)
+        _finish_when_landed(ctx, step, deployment, node_id)
         raise
     except TimeoutError:
         if not limit.expired():
             raise  # the append's own failure
-        _give_back_when_landed(ctx, step)
+        _finish_when_landed(ctx, step, deployment, node_id)
         raise ServingError("REQUEST_TIMEOUT", "the placement was not recorded before the deadline") from None
 
 
-def _give_back_when_landed(ctx: ServingContext, step: _Step) -> None:
-    """A request cancelled while its decision was being appended: once the append lands, give
-    back the lease it held (an eviction or load it planned ends on its own)."""
-    lease = step.lease
-    if lease is None:
-        return
+def _finish_when_landed(ctx: ServingContext, step: _Step, deployment: DeploymentState, node_id: str) -> None:
+    """The request left while its decision was being appended. Once the append lands, what it
+    put on the books goes ahead as planned: the load job or the eviction's unload jobs are sent
+    (their senders book a failure themselves), and the request's own lease is given back."""
 
-    async def give_back() -> None:
+    async def finish() -> None:
         try:
             await step.done
         except Exception:
-            return  # not appended: there is nothing to give back
-        await _release(ctx, lease.lease_id, lease.accelerator_id, "cancelled")
+            return  # not appended: nothing was planned
+        try:
+            if step.load is not None:
+                await send_load(ctx, step.load, deployment)
+            if step.eviction is not None:
+                await unload_victims(ctx, node_id, step.eviction)
+        except ServingError:
+            pass  # booked by its sender (ResidencyLoadFailed / ResidencyUnloadFailed)
+        finally:
+            if step.lease is not None:
+                await _release(ctx, step.lease.lease_id, step.lease.accelerator_id, "cancelled")
 
-    ctx.spawn(give_back())
+    ctx.spawn(finish())
 
 
 def _stage(

@@ -54,12 +54,13 @@ class ServingContext:
         if self.board is not None:
             self.board.changed(self.queued)
 
-    def spawn(self, work: Coroutine[Any, Any, object]) -> None:
+    def spawn(self, work: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
         """Run `work` past the request that started it (a write off the response's path): kept
         referenced until done, waited for by `settle`, its failure logged."""
         task = asyncio.create_task(work)
         self.background.add(task)
         task.add_done_callback(self._finished)
+        return task
 
     def _finished(self, task: asyncio.Task[object]) -> None:
         self.background.discard(task)

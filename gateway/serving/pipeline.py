@@ -9,7 +9,6 @@ how the request ended.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -106,8 +105,9 @@ async def _give_back(ctx: ServingContext, seeking: asyncio.Future[capacity.Grant
     """A refused request's capacity search stops (leaving the queue if it waits there; a lease
     it was appending is given back once it lands); a lease it already got is given back here."""
     seeking.cancel()
-    with contextlib.suppress(ServingError, asyncio.CancelledError):
-        await capacity.release(ctx, await seeking, "cancelled")
+    await asyncio.wait([seeking])  # (raises only if this task itself is cancelled)
+    if not seeking.cancelled() and seeking.exception() is None:
+        await capacity.release(ctx, seeking.result(), "cancelled")
 
 
 async def serve(
@@ -170,6 +170,8 @@ async def serve(
         if render is not None:
             served = msgspec.structs.replace(served, body=_output_of(render, served))
     except BaseException as error:
+        if grant is None and seeking.done() and not seeking.cancelled() and seeking.exception() is None:
+            grant = seeking.result()  # cancelled just as its lease was granted: still ours to give back
         if isinstance(error, ServingError):
             failure = error
         elif isinstance(error, Exception):

@@ -73,12 +73,22 @@ async def stack(module_nats: NatsServer, minilm_root: Path, scratch: Path) -> As
 
 
 async def another_deployment(stack: Stack, folder: str, route: str) -> str:
-    """A second copy of MiniLM on the stack's node, probed and promoted under `route`: not resident."""
+    """A second copy of MiniLM on the stack's node, probed and promoted under `route`: not resident,
+    and known to the stack's gateway."""
     if not (stack.root / folder).exists():
         shutil.copytree(stack.root / MINILM, stack.root / folder)
     artifacts = await register_artifacts(stack.store, stack.node, stack.root, folder)
     measured = await probe(stack.connection, stack.node, artifacts, stack.root)
-    return await promote(stack.store, artifacts, measured, route=route)
+    deployment = await promote(stack.store, artifacts, measured, route=route)
+    assert stack.gateway.replica is not None  # the stack's gateway serves it from here on
+    live = stack.gateway.replica.edge.ctx.live
+
+    def routed() -> str:  # once the experiment is active, its route reaches it
+        found = live.catalog.resolve(artifacts.capability, route)
+        return found.deployment_id if found else ""
+
+    assert await live.wait_for(lambda: routed() == deployment, 10)
+    return deployment
 
 
 @contextlib.asynccontextmanager

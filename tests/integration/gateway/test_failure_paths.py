@@ -25,13 +25,29 @@ from streams.events.requests import RequestFailed
 from streams.messages import QueueDepth
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack, another_deployment, policy_while
-from tests.support.agents import aggregate_events
+from tests.support.agents import aggregate_events, next_event
 from tests.support.events import lease_granted
 from tests.support.serving import events_until, work_stream_refusing_jobs
 
 
 async def _first(stack: Stack, stream: str, wanted: Callable[[object], bool]) -> object:
     return (await events_until(stack.connection, stream, wanted))[-1]
+
+
+async def _release_of(stack: Stack, request_id: str) -> s.LeaseReleased:
+    """How the lease granted to `request_id` was given back."""
+    lease = await _first(
+        stack,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == request_id,
+    )
+    released = await _first(
+        stack,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,  # type: ignore[attr-defined]
+    )
+    assert isinstance(released, s.LeaseReleased)
+    return released
 
 
 async def test_a_deployment_whose_node_changed_hardware_since_its_probe_is_refused_as_stale(
@@ -97,17 +113,7 @@ async def test_a_cold_load_whose_job_cannot_be_sent_is_refused_and_leaves_nothin
         lambda e: isinstance(e, s.ResidencyLoadFailed) and e.deployment_id == deployment,
     )
     assert ended.code == "CAPABILITY_UNAVAILABLE"  # type: ignore[attr-defined]
-    lease = await _first(
-        stack,
-        subjects.EVENTS_STREAM,
-        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == refused.headers["x-request-id"],
-    )
-    released = await _first(
-        stack,
-        subjects.EVENTS_STREAM,
-        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,  # type: ignore[attr-defined]
-    )
-    assert released.outcome == "failed"  # type: ignore[attr-defined]
+    assert (await _release_of(stack, refused.headers["x-request-id"])).outcome == "failed"
     # Nothing was left LOADING: once jobs go through again, the next request loads the model.
     assert served.status_code == 200, served.text
     assert served.headers["x-mf-deployment"] == deployment
@@ -123,6 +129,7 @@ async def _serve(
     texts: list[str],
     render: Callable[[Served], object] | None = None,
     admitted: Callable[[], Awaitable[None]] = _admitted,
+    model: str = "",
 ) -> Served:
     """The serving path of the stack's in-process gateway, called as the HTTP edge calls it."""
     assert stack.gateway.replica is not None
@@ -139,6 +146,7 @@ async def _serve(
         resolution_ms=0.0,
         admitted=admitted,
         render=render,
+        model=model,
     )
 
 
@@ -191,6 +199,27 @@ async def test_a_request_its_client_limits_refuse_while_it_waits_for_capacity_le
         await stack.gateway.settled()  # had the search gone on, it would be leased by now
     events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, accelerator)
     assert not [e for e in events if isinstance(e, s.LeaseGranted) and e.request_id == request_id]
+
+
+async def test_a_cold_load_whose_request_left_while_it_was_being_booked_still_loads(stack: Stack) -> None:
+    deployment = await another_deployment(stack, "minilm-left", "left")
+    request_id = f"left-{new_id()[:6]}"
+
+    async def refused_at_once() -> None:
+        await asyncio.sleep(0)  # (the search decides and stages the load first)
+        raise ServingError("RATE_LIMITED", "over the rate")
+
+    with pytest.raises(ServingError, match="over the rate"):
+        await _serve(stack, request_id, ["x"], admitted=refused_at_once, model="left")
+    accelerator = f"{stack.node}-cpu0"
+    loaded = await next_event(
+        stack.connection,
+        Aggregate.ACCELERATOR,
+        accelerator,
+        lambda e: isinstance(e, s.ResidencyLoaded) and e.deployment_id == deployment,
+    )
+    assert loaded.measured_bytes > 0  # the load job went out although its request had gone
+    assert (await _release_of(stack, request_id)).outcome == "cancelled"
 
 
 async def test_an_output_the_caller_cannot_render_fails_the_request_as_invalid_output(stack: Stack) -> None:
@@ -264,14 +293,4 @@ async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_reco
         lambda e: isinstance(e, RequestFailed) and e.request_id == request_id,
     )
     assert failed.code == code  # type: ignore[attr-defined]
-    lease = await _first(
-        stack,
-        subjects.EVENTS_STREAM,
-        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == request_id,
-    )
-    released = await _first(
-        stack,
-        subjects.EVENTS_STREAM,
-        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,  # type: ignore[attr-defined]
-    )
-    assert released.outcome == "failed"  # type: ignore[attr-defined]
+    assert (await _release_of(stack, request_id)).outcome == "failed"
