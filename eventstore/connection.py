@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 
 from nats.aio.client import Client
 
@@ -48,6 +49,7 @@ class NatsUnreachable(ConnectionError):
 # How long a one-shot command (an operator CLI verb) waits for its first connection; a service
 # waits for NATS as long as it takes.
 CLI_CONNECT_S = 10.0
+UNREACHABLE_WARN_S = 10.0  # how often a service waiting for its first connection says so
 
 
 async def connect(
@@ -66,8 +68,18 @@ async def connect(
         connected.set()
         log.info("nats reconnected (%s)", name)
 
+    warned_at = -UNREACHABLE_WARN_S
+
     async def on_error(exc: Exception) -> None:
-        log.debug("nats error (%s): %s", name, exc)
+        nonlocal warned_at
+        now = time.monotonic()
+        # Until the first connection, a service waiting for NATS says so (every so often), rather
+        # than waiting in silence on a wrong NATS_URL.
+        if not connected.is_set() and now - warned_at >= UNREACHABLE_WARN_S:
+            warned_at = now
+            log.warning("waiting for NATS at %s (%s): %s", ",".join(servers), name, exc)
+        else:
+            log.debug("nats error (%s): %s", name, exc)
 
     client = Client()
     servers = (url or nats_url()).split(",")
