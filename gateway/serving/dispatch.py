@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import msgspec
-from nats.errors import NoRespondersError
+from nats.errors import MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
 from eventstore.replies import inbox_of
@@ -46,6 +46,12 @@ async def invoke(
     subject = subjects.invoke_subject(grant.node_id, grant.deployment_id)
     try:
         msg = await inbox_of(ctx.client).request(subject, data, max(0.001, deadline - time.time()))
+    except MaxPayloadError:
+        raise ServingError(
+            "PAYLOAD_TOO_LARGE",
+            f"the request ({len(data)} bytes) is larger than NATS carries ({ctx.client.max_payload})",
+            http_status=413,
+        ) from None
     except NoRespondersError:
         raise ServingError(
             "CAPABILITY_UNAVAILABLE",

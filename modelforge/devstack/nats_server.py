@@ -13,6 +13,11 @@ import msgspec
 
 from modelforge.devstack.processes import free_port, wait_for_port
 
+# Messages up to 8 MiB (the default is 1 MiB): an embedding reply for a full request (256 texts of
+# 768 floats) is about 4 MB of JSON, and the rerank contract admits 8 MiB request bodies.
+# deploy/nats/nats.conf says the same.
+CONFIG = "max_payload: 8MB\n"
+
 
 class NatsServer(msgspec.Struct):
     pid: int
@@ -41,7 +46,10 @@ def start_nats(state_dir: Path, port: int | None = None, *, detach: bool = True)
     store.mkdir(parents=True, exist_ok=True)
     log = state_dir / "nats.log"
     port = port or free_port()
-    args = [str(binary()), "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port), "-l", str(log)]
+    config = state_dir / "nats.conf"
+    config.write_text(CONFIG)
+    args = [str(binary()), "-c", str(config), "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port)]
+    args += ["-l", str(log)]
     process = subprocess.Popen(
         args,
         stdin=subprocess.DEVNULL,

@@ -14,6 +14,7 @@ import msgspec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.errors import MaxPayloadError
 
 from nodeagent.agent.residency import Residency
 from streams import codes, subjects
@@ -116,7 +117,14 @@ class InvokeServer:
                 reply = failure(codes.INVALID_INPUT.code, "not an InvokeRequest")
             else:
                 reply = await answer(residency, request)
-            await self.client.publish(msg.reply, reply)
+            try:
+                await self.client.publish(msg.reply, reply)
+            except MaxPayloadError:  # the caller must hear why, not wait out its deadline
+                limit = self.client.max_payload
+                too_large = (
+                    f"the result ({len(reply)} bytes) is larger than NATS carries ({limit}): send fewer items"
+                )
+                await self.client.publish(msg.reply, failure(codes.PAYLOAD_TOO_LARGE.code, too_large))
         except Exception:
             log.exception("could not answer an invoke on %s", residency.deployment_id)
         finally:

@@ -14,6 +14,7 @@ from nodeagent.adapters.embedding import EmbeddingAdapter
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from streams import subjects
+from streams.contracts import EMBEDDING
 from streams.envelope import new_id
 from streams.events.requests import RequestCompleted, RequestRejected
 from tests.integration.gateway.conftest import Stack
@@ -146,6 +147,19 @@ async def test_a_timeout_header_that_is_not_a_positive_number_is_ignored(
             headers={"authorization": f"Bearer {stack.key.key}", "x-request-timeout-ms": timeout},
         )
     assert response.status_code == 200, response.text
+
+
+async def test_a_request_of_as_many_texts_as_the_contract_allows_is_answered_in_full(stack: Stack) -> None:
+    texts = [f"sentence number {i} about cats and mats" for i in range(EMBEDDING.limits.max_items)]
+    async with httpx.AsyncClient(timeout=120) as http:
+        response = await http.post(
+            f"{stack.gateway.url}/v1/embeddings",
+            json={"input": texts},
+            headers={"authorization": f"Bearer {stack.key.key}"},
+        )
+    assert response.status_code == 200, response.text
+    assert len(response.content) > 1 << 20  # past NATS's default message size
+    assert [item["index"] for item in response.json()["data"]] == list(range(len(texts)))
 
 
 async def test_token_ids_are_refused_with_the_langchain_fix_named(stack: Stack) -> None:
