@@ -140,7 +140,9 @@ def evolve_accelerator(
             current = _find(state, event.deployment_id)
             if current is None:
                 return state
-            # Memory was not given back: it is still resident as far as the books go.
+            if not event.still_resident:  # gone from the agent; telemetry keeps what it did not free
+                return _replace_resident(state, event.deployment_id, None)
+            # Not unloaded: it is still resident as far as the books go.
             return _replace_resident(
                 state, event.deployment_id, msgspec.structs.replace(current, state=ResidencyState.LOADED)
             )

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from eventstore.store import EventStore, ExpectedVersion
 from nodeagent.agent.hardware import Accelerator, Hardware
 from nodeagent.agent.invoke import InvokeServer
@@ -173,9 +175,10 @@ class Operations:
         del self.state.residencies[job.deployment_id]
         await residency.server.close()
         reclaimed = await asyncio.to_thread(unload_blocking, residency.runtime)
-        if reclaimed <= 0:
+        if reclaimed <= 0:  # as the reference: a failed unload; but the model is gone from here
             detail = f"unloaded, but memory did not go down ({reclaimed} bytes)"
-            await self._record(job, self._unload_failed(job, codes.RESIDENCY_UNLOAD_FAILED.code, detail))
+            failed = self._unload_failed(job, codes.RESIDENCY_UNLOAD_FAILED.code, detail)
+            await self._record(job, msgspec.structs.replace(failed, still_resident=False))
             return
         await self._record(job, self._unloaded(job, reclaimed))
 

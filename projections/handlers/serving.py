@@ -150,14 +150,12 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                 )
             ]
         case s.ResidencyUnloaded():
+            return [_unloaded(event, at, reclaimed_bytes=event.reclaimed_bytes)]
+        case s.ResidencyUnloadFailed() if not event.still_resident:  # gone, its memory not seen freed
+            failure = {"failure_code": event.code, "failure_detail": event.detail}
             return [
-                up(
-                    "residencies",
-                    (event.accelerator_id, event.deployment_id),
-                    state="unloaded",
-                    measured_bytes=0,
-                    reclaimed_bytes=event.reclaimed_bytes,
-                    updated_at=at,
+                _unloaded(
+                    event, at, reclaimed_bytes=0, health_detail=f"{event.code}: {event.detail}", **failure
                 )
             ]
         case s.ResidencyUnloadFailed():
@@ -303,6 +301,11 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
             ]
         case _:
             return _deployment(event, at)
+
+
+def _unloaded(event: s.ResidencyUnloaded | s.ResidencyUnloadFailed, at: str | None, **columns: object) -> Op:
+    key = (event.accelerator_id, event.deployment_id)
+    return up("residencies", key, state="unloaded", measured_bytes=0, updated_at=at, **columns)
 
 
 def _deployment(event: Event, at: str | None) -> list[Op] | None:

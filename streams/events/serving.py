@@ -177,6 +177,9 @@ class ResidencyUnloadFailed(Event, frozen=True):
     deployment_id: str
     code: str
     detail: str
+    # False: the agent no longer serves the model, but the memory it held was not seen to come
+    # back (it stays visible to the scheduler as observed memory). True: the model is still there.
+    still_resident: bool = True
 
 
 class ResidencyReconciled(Event, frozen=True):

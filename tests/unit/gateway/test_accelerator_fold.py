@@ -107,6 +107,17 @@ def test_an_unloaded_residency_is_gone_and_a_failed_unload_stays_resident() -> N
     assert fold(LOAD, LOADED, failed).residents[0].state is ResidencyState.LOADED
 
 
+def test_an_unload_that_did_not_free_memory_but_left_no_model_behind_is_gone_from_the_books() -> None:
+    failed = s.ResidencyUnloadFailed(
+        accelerator_id="n1-cpu0",
+        deployment_id="emb",
+        code="RESIDENCY_UNLOAD_FAILED",
+        detail="unloaded, but memory did not go down (0 bytes)",
+        still_resident=False,
+    )
+    assert fold(LOAD, LOADED, failed).residents == ()
+
+
 def test_reconciliation_keeps_only_what_the_new_generation_holds() -> None:
     reconciled = s.ResidencyReconciled(accelerator_id="n1-cpu0", generation=2, held=(), dropped=("emb",))
     state = fold(LOAD, LOADED, lease("a", 16 * MIB), reconciled)
