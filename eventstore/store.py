@@ -120,7 +120,7 @@ class EventStore:
         self.client = connection.client
         self.publish_timeout = publish_timeout
         self.attempts = attempts
-        self.last_sequence = 0  # highest sequence this process has seen acked (read-your-writes)
+        self.last_sequence = 0  # highest MF_EVENTS sequence this process has seen acked (read-your-writes)
 
     async def append(
         self,
@@ -190,9 +190,12 @@ class EventStore:
     ) -> int:
         """Append one per-request event to MF_REQUESTS (no concurrency check; dedupe by id)."""
         (outgoing,) = prepare([event], None, request_id, actor, request_id, None, capability)
-        return await self._publish([outgoing])
+        return await self._publish([outgoing], events_stream=False)
 
-    async def _publish(self, outgoing: list[Outgoing]) -> int:
+    async def _publish(self, outgoing: list[Outgoing], events_stream: bool = True) -> int:
+        """`events_stream`: the messages go to MF_EVENTS, whose sequence `last_sequence` tracks
+        (MF_REQUESTS numbers its own messages; mixing the two would ask reads for events that
+        do not exist yet)."""
         if len(outgoing) > 1:
             batch_id = new_id()
             for index, message in enumerate(outgoing, start=1):
@@ -208,7 +211,8 @@ class EventStore:
                 last_error = exc
                 await self.connection.wait_connected(self.publish_timeout)
                 continue
-            self.last_sequence = max(self.last_sequence, seq)
+            if events_stream:
+                self.last_sequence = max(self.last_sequence, seq)
             return seq
         raise PublishFailed(
             outgoing[0].subject, 0, f"no acknowledgement after {self.attempts} attempts: {last_error!r}"

@@ -43,6 +43,21 @@ async def test_request_events_go_to_the_requests_stream(store: EventStore, conne
     assert msg.subject == "mf.req.rag_embedding_v1.RequestAccepted"
 
 
+async def test_request_events_do_not_move_the_events_streams_read_your_writes_sequence(
+    store: EventStore,
+) -> None:
+    cid = new_id()
+    appended = await store.append(
+        Aggregate.CLIENT, cid, [sample(CATALOGUE["ClientCreated"])], ExpectedVersion.NO_STREAM
+    )
+    seq = 0
+    while seq <= appended:  # MF_REQUESTS numbered past MF_EVENTS
+        seq = await store.record_request("rag.embedding@1", new_id(), sample(CATALOGUE["RequestAccepted"]))
+    assert store.last_sequence == appended
+    records, _ = await store.load(Aggregate.CLIENT, cid)  # reads ask for no event that does not exist
+    assert len(records) == 1
+
+
 async def test_an_old_schema_event_on_the_stream_is_upcast_when_loaded(
     store: EventStore, connection: Connection
 ) -> None:
