@@ -7,6 +7,7 @@ already past its deadline is answered REQUEST_TIMEOUT without running.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -14,6 +15,7 @@ import msgspec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
 from nats.errors import MaxPayloadError
 
 from nodeagent.agent.residency import Residency
@@ -96,12 +98,12 @@ class InvokeServer:
         """Take no new invokes for this residency, then wait for its in-flight ones to reply."""
         subscription = self._subscriptions.pop(residency.deployment_id, None)
         if subscription is not None:
-            await subscription.unsubscribe()
+            await _stop_taking(subscription)
         await residency.idle.wait()
 
     async def close(self) -> None:
         for subscription in self._subscriptions.values():
-            await subscription.unsubscribe()
+            await _stop_taking(subscription)
         self._subscriptions.clear()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -129,3 +131,13 @@ class InvokeServer:
             log.exception("could not answer an invoke on %s", residency.deployment_id)
         finally:
             residency.finished()
+
+
+async def _stop_taking(subscription: Subscription) -> None:
+    """Take no new invokes, but answer those already delivered: a plain unsubscribe drops the
+    messages nats-py holds, and their callers would wait out their deadlines."""
+    try:
+        await subscription.drain()  # type: ignore[no-untyped-call]  # (nats-py leaves it unannotated)
+    except NatsError:  # the connection is closing: nothing can be answered any more
+        with contextlib.suppress(NatsError):
+            await subscription.unsubscribe()
