@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 import msgspec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
@@ -27,6 +28,7 @@ from streams import codes, subjects
 from streams.messages import AnyJob
 
 log = logging.getLogger("modelforge.agent.jobs")
+FETCH_RETRY_S = 1.0  # after a failed fetch (not an expired one)
 
 _job_decoder = msgspec.json.Decoder(AnyJob)
 
@@ -107,6 +109,12 @@ class JobConsumer:
                     # A long-poll pull: the server holds it open until a job arrives or it expires.
                     messages = await subscription.fetch(1, timeout=self.fetch_expiry_s)
                 except (NatsTimeoutError, TimeoutError):
+                    continue
+                except NatsError as error:  # e.g. 503 while the consumer elects a leader: not fatal
+                    log.warning("fetching jobs failed (%r); trying again in %.0f s", error, FETCH_RETRY_S)
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(FETCH_RETRY_S):
+                            await stop.wait()
                     continue
                 for msg in messages:
                     await self.handle(msg)
