@@ -12,6 +12,7 @@ verify: ArtifactSetVerified | ArtifactSetVerificationFailed (artifact set aggreg
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,9 @@ from streams.messages import AnyJob, DrainJob, HealthJob, LoadJob, ProbeJob, Unl
 from streams.subjects import Aggregate
 
 PROBE_MAX_BATCH = 8
+# A health check's test inference is two short rows: far past this, the runtime is stuck.
+HEALTH_CHECK_S = 30.0
+log = logging.getLogger("modelforge.agent.operations")
 
 
 @dataclass
@@ -248,6 +252,9 @@ class Operations:
             await asyncio.to_thread(server.test_inference)
         except ServingError as error:
             model_ok, detail = False, f"{error.code}: {error.message}"
+        except Exception as error:  # an engine fault: the probe's finding, and the model is unloaded
+            log.exception("probe inference of %s failed", job.candidate_id)
+            model_ok, detail = False, f"the test inference failed: {type(error).__name__}"
         inference_ms = (time.perf_counter() - started) * 1000
         await server.close()
         reclaimed = await asyncio.to_thread(unload_blocking, runtime)
@@ -339,8 +346,17 @@ class Operations:
 
 
 async def _checked(residency: Residency) -> tuple[bool, str]:
+    """The model's health: its fixed test inference, bounded in time. A runtime that hangs or
+    crashes is reported unhealthy (so the gateway stops sending it work), never left to retry the
+    job until its delivery limit while it holds up this node's other jobs."""
     try:
-        await residency.server.check()
+        async with asyncio.timeout(HEALTH_CHECK_S):
+            await residency.server.check()
     except ServingError as error:
         return False, f"{error.code}: {error.message}"
+    except TimeoutError:
+        return False, f"the test inference did not finish within {HEALTH_CHECK_S:.0f} s"
+    except Exception as error:  # an engine fault (its input is fixed: nothing private to hide)
+        log.exception("health inference of %s failed", residency.deployment_id)
+        return False, f"the test inference failed: {type(error).__name__}"
     return True, ""
