@@ -121,6 +121,12 @@ class Operations:
             )
             return
         resident = self.state.residencies.get(job.deployment_id)
+        if resident is not None and resident.accelerator_id != job.accelerator_id:
+            # One copy per deployment on a node: reporting this one for the other device would put
+            # it on the books twice (the gateway keeps the copy it has where it is).
+            detail = f"{job.deployment_id} is already loaded on {resident.accelerator_id} on this node"
+            await self._record(job, self._load_failed(job, codes.RESIDENCY_CONFLICT.code, detail))
+            return
         if resident is not None:  # a redelivered or repeated load: report what is already held
             await self.state.invokes.start(resident)
             await self._record(job, self._loaded(job, resident))
