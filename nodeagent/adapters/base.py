@@ -56,15 +56,23 @@ def pick_output(outputs: Mapping[str, Tensor], name: str | None) -> Tensor:
     return next(iter(outputs.values()))
 
 
-def run_rows(
+def run_batch(
     adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runtime, items: Sequence[ItemT]
-) -> list[ResultT]:
-    """One runtime call for `items`: preprocess, run, postprocess, validate. Blocking."""
+) -> tuple[PreparedBatch, list[ResultT]]:
+    """One runtime call for `items`: preprocess, run, postprocess, validate. Blocking. The prepared
+    batch comes back with the results (its token counts are what each row was charged)."""
     batch = adapter.preprocess(items)
     outputs = runtime.run(batch.feeds)
     results = adapter.postprocess(batch, outputs)
     adapter.validate_output(batch, results)
-    return results
+    return batch, results
+
+
+def run_rows(
+    adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runtime, items: Sequence[ItemT]
+) -> list[ResultT]:
+    """`run_batch`'s results alone."""
+    return run_batch(adapter, runtime, items)[1]
 
 
 def batch_runner(

@@ -7,7 +7,6 @@ and encodes the contract's output. Content is never logged.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from nodeagent.adapters.base import CapabilityAdapter, invalid_output, run_rows
+from nodeagent.adapters.base import CapabilityAdapter, invalid_output, run_batch, run_rows
 from nodeagent.adapters.embedding import (
     EmbeddingAdapter,
     EmbeddingResult,
@@ -53,6 +52,7 @@ class Timed(Generic[ResultT]):
     result: ResultT
     batch_rows: int
     inference_ms: float
+    tokens: int  # what the runtime was fed for this row
 
 
 def timed_runner(
@@ -60,9 +60,12 @@ def timed_runner(
 ) -> Callable[[Sequence[ItemT]], list[Timed[ResultT]]]:
     def run(items: Sequence[ItemT]) -> list[Timed[ResultT]]:
         started = time.perf_counter()
-        results = run_rows(adapter, runtime, items)
+        batch, results = run_batch(adapter, runtime, items)
         elapsed = (time.perf_counter() - started) * 1000
-        return [Timed(result, len(items), elapsed) for result in results]
+        return [
+            Timed(result, len(items), elapsed, tokens)
+            for result, tokens in zip(results, batch.token_counts, strict=True)
+        ]
 
     return run
 
@@ -176,8 +179,7 @@ class RerankServer:
         request: contracts.RerankInput = _decode(payload, contracts.RerankInput)
         _check_items(len(request.documents), contracts.RERANKING.limits)
         decoded = time.perf_counter()
-        pairs = [(request.query, text) for text in request.documents]
-        timed = await self.batcher.submit(pairs)
+        timed = await self.batcher.submit([(request.query, text) for text in request.documents])
         ran = time.perf_counter()
         documents = [RerankDocument(str(index), text) for index, text in enumerate(request.documents)]
         ranking = rank_documents(documents, [t.result for t in timed], request.top_n)
@@ -186,11 +188,9 @@ class RerankServer:
             expected_ids={d.id for d in documents},
             expected_count=expected_ranking_length(len(documents), request.top_n),
         )
-        # Tokenizing up to 1,000 pairs takes long enough to stall every other invoke: off the loop.
-        tokens = await asyncio.to_thread(lambda: sum(map(self.adapter.count_tokens, pairs)))
         output = contracts.RerankOutput(
             results=[contracts.RankedDocument(index=r.index, relevance_score=r.score) for r in ranking],
-            input_tokens=tokens,
+            input_tokens=sum(t.tokens for t in timed),  # counted by the batch, not tokenized again
         )
         body = msgspec.json.encode(output)
         timings = _timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)

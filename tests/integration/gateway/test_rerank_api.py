@@ -85,6 +85,9 @@ async def test_jina_style_documents_and_texts_alias_with_returned_documents(
     assert [r["index"] for r in results] == [1, 3, 0, 2]
     assert results[0]["document"] == {"text": "A cat and a kitten."}
     assert [r["index"] for r in alias.json()["results"]] == [1, 3, 0, 2]
+    # Every pair is charged what the model was fed: query, document and the special tokens.
+    tokens = objects.json()["usage"]["total_tokens"]
+    assert tokens == alias.json()["usage"]["total_tokens"] > 3 * len(DOCUMENTS)
 
 
 @pytest.mark.parametrize(
