@@ -203,7 +203,7 @@ async def _acquire(
             return _grant(step.lease, decision, deployment, cold=False, spent=spent)
         if step.kind == "cold" and step.lease is not None and step.load is not None:
             try:
-                await send_load(ctx, step.load, deployment)
+                await _send_jobs(ctx, step, deployment, decision.node_id or "")
                 await await_loaded(ctx, step.lease, deployment, deadline)
             except BaseException as error:  # the caller never gets this lease: give it back here
                 outcome = "failed" if isinstance(error, Exception) else "cancelled"
@@ -212,9 +212,7 @@ async def _acquire(
             spent["load"] += (time.perf_counter() - waited) * 1000
             return _grant(step.lease, decision, deployment, cold=True, spent=spent)
         if step.eviction is not None:
-            # Shielded (and tracked): once planned, every victim's unload job goes out even if
-            # this request stops.
-            await asyncio.shield(ctx.spawn(unload_victims(ctx, decision.node_id or "", step.eviction)))
+            await _send_jobs(ctx, step, deployment, decision.node_id or "")
             await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
 
@@ -250,10 +248,7 @@ def _finish_when_landed(ctx: ServingContext, step: _Step, deployment: Deployment
         except Exception:
             return  # not appended: nothing was planned
         try:
-            if step.load is not None:
-                await send_load(ctx, step.load, deployment)
-            if step.eviction is not None:
-                await unload_victims(ctx, node_id, step.eviction)
+            await _send_jobs(ctx, step, deployment, node_id)
         except ServingError:
             pass  # booked by its sender (ResidencyLoadFailed / ResidencyUnloadFailed)
         finally:
@@ -261,6 +256,16 @@ def _finish_when_landed(ctx: ServingContext, step: _Step, deployment: Deployment
                 await _release(ctx, step.lease.lease_id, step.lease.accelerator_id, "cancelled")
 
     ctx.spawn(finish())
+
+
+async def _send_jobs(ctx: ServingContext, step: _Step, deployment: DeploymentState, node_id: str) -> None:
+    """The jobs a landed step put on the books: its load, or its eviction's unloads. Shielded and
+    tracked: once planned, they all go out even if the request stops waiting. A job that cannot
+    be sent is booked as failed by its sender, which then raises."""
+    if step.load is not None:
+        await asyncio.shield(ctx.spawn(send_load(ctx, step.load, deployment)))
+    if step.eviction is not None:
+        await asyncio.shield(ctx.spawn(unload_victims(ctx, node_id, step.eviction)))
 
 
 def _stage(
