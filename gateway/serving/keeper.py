@@ -58,7 +58,7 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
             for t in (
                 upkeep.next_ttl_due(live.catalog, live.accelerators.values()),
                 upkeep.next_lease_expiry(live.lease_grants),
-                upkeep.next_warm_retry(live.catalog, live.load_failed_at, now),
+                upkeep.next_warm_retry(live.catalog, live.load_failures, now),
                 upkeep.next_pressure_due(ctx.pressure, live.policy),
                 next_load_due(live.loads, live.policy.load_timeout_seconds),
                 next_unload_due(live.evictions, live.policy.unload_timeout_seconds),
@@ -104,7 +104,7 @@ async def upkeep_once(ctx: ServingContext) -> None:
         )
         await publish_job(ctx, job, "unload")
     schedulable = live.schedulable_accelerators(now)
-    for deployment_id in upkeep.warm_missing(live.catalog, schedulable, live.load_failed_at, now):
+    for deployment_id in upkeep.warm_missing(live.catalog, schedulable, live.load_failures, now):
         await _load_always_warm(ctx, deployment_id)
     ctx.pressure, steps = upkeep.track_pressure(schedulable, ctx.pressure, live.policy, now)
     for step in steps:

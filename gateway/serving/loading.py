@@ -69,8 +69,8 @@ async def await_loaded(
         raise ServingError("REQUEST_TIMEOUT", f"{dep} did not finish loading before the deadline")
     state = ctx.live.accelerators.get(acc)
     if state is None or not any(r.deployment_id == dep for r in state.residents):
-        failure = ctx.live.load_failures.get(dep)
-        detail = f": {failure.code} {failure.detail}" if failure else ""
+        last = ctx.live.load_failures.get(dep)
+        detail = f": {last.failed.code} {last.failed.detail}" if last else ""
         raise ServingError("RESIDENCY_LOAD_FAILED", f"loading {dep} failed{detail}", http_status=503)
 
 

@@ -29,6 +29,7 @@ from gateway.scheduler import (
     next_pressure,
 )
 from gateway.state.catalog import Catalog
+from gateway.state.loads import LoadFailure
 from streams.events import serving as s
 
 # An always-warm load that failed (its job not sent, or the agent could not load it) is tried
@@ -105,13 +106,13 @@ def hosted(accelerators: Iterable[AcceleratorState]) -> set[str]:
 def warm_missing(
     catalog: Catalog,
     accelerators: Iterable[AcceleratorState],
-    failed_at: Mapping[str, float] | None = None,
+    failures: Mapping[str, LoadFailure] | None = None,
     now: float = 0.0,
 ) -> list[str]:
     """Always-warm deployments that are resident nowhere, in id order; one whose last load failed
-    (`failed_at`: deployment id -> when) is tried again `WARM_RETRY_S` after that failure."""
+    (`failures`, by deployment id) is tried again `WARM_RETRY_S` after that failure."""
     present = hosted(accelerators)
-    failed_at = failed_at or {}
+    failures = failures or {}
     return sorted(
         d.deployment_id
         for d in catalog.deployments.values()
@@ -119,23 +120,27 @@ def warm_missing(
         and d.active
         and not d.draining
         and d.deployment_id not in present
-        and failed_at.get(d.deployment_id, -WARM_RETRY_S) + WARM_RETRY_S <= now
+        and _retry_at(failures.get(d.deployment_id)) <= now
     )
 
 
-def next_warm_retry(catalog: Catalog, failed_at: Mapping[str, float], now: float) -> float | None:
+def next_warm_retry(catalog: Catalog, failures: Mapping[str, LoadFailure], now: float) -> float | None:
     """When an always-warm deployment whose load failed is next tried again (None: none waits;
     a retry already due is the current round's)."""
     return min(
         (
-            at + WARM_RETRY_S
-            for deployment_id, at in failed_at.items()
-            if at + WARM_RETRY_S > now
+            _retry_at(failure)
+            for deployment_id, failure in failures.items()
+            if _retry_at(failure) > now
             and (d := catalog.deployments.get(deployment_id)) is not None
             and d.residency.kind == "always_warm"
         ),
         default=None,
     )
+
+
+def _retry_at(failure: LoadFailure | None) -> float:
+    return failure.at + WARM_RETRY_S if failure is not None else float("-inf")
 
 
 def idle_past_ttl(catalog: Catalog, accelerators: Iterable[AcceleratorState], now: float) -> list[Unload]:

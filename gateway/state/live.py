@@ -37,7 +37,7 @@ from gateway.state.accelerators import (
 )
 from gateway.state.catalog import Catalog, evolve_catalog
 from gateway.state.evictions import PendingEviction, fold_evictions
-from gateway.state.loads import PendingLoad, fold_loads
+from gateway.state.loads import LoadFailure, PendingLoad, fold_loads
 from streams import subjects
 from streams.codec import UnknownEvent
 from streams.events import control as c
@@ -68,8 +68,7 @@ class LiveState:
         self.changed = asyncio.Condition()
         # One lock for decide-and-append: decisions read every accelerator; appends take ~0.2 ms.
         self.decision_lock = asyncio.Lock()
-        self.load_failures: dict[str, s.ResidencyLoadFailed] = {}  # deployment id -> last failure
-        self.load_failed_at: dict[str, float] = {}  # deployment id -> when its last load failed
+        self.load_failures: dict[str, LoadFailure] = {}  # deployment id -> its last failed load
         # What measurement proved about pairs of deployments sharing an accelerator (latest per pair):
         # placement keeps a PROVEN_UNSAFE pair apart.
         self.co_residency: tuple[CoResidencyPair, ...] = ()
@@ -105,8 +104,9 @@ class LiveState:
             acc_id = envelope.aggregate_id
             match event:
                 case s.ResidencyLoadFailed():
-                    self.load_failures[event.deployment_id] = event
-                    self.load_failed_at[event.deployment_id] = envelope.occurred_at.timestamp()
+                    self.load_failures[event.deployment_id] = LoadFailure(
+                        event, envelope.occurred_at.timestamp()
+                    )
                 case s.LeaseGranted():
                     self.lease_grants[event.lease_id] = event
                 case s.LeaseReleased() | s.LeaseExpired():

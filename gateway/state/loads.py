@@ -22,6 +22,13 @@ class PendingLoad(msgspec.Struct, frozen=True):
     requested_at: float  # POSIX seconds, when it was appended
 
 
+class LoadFailure(msgspec.Struct, frozen=True):
+    """A deployment's last failed load, and when it failed (an always-warm one is retried later)."""
+
+    failed: s.ResidencyLoadFailed
+    at: float  # POSIX seconds
+
+
 def fold_loads(pending: dict[str, PendingLoad], event: Event, at: float) -> None:
     """Apply one accelerator event that occurred at `at` (in place: the live view's table)."""
     match event:

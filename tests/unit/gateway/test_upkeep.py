@@ -17,6 +17,7 @@ from gateway.scheduler import (
 )
 from gateway.serving import upkeep
 from gateway.state.catalog import Catalog, evolve_catalog
+from gateway.state.loads import LoadFailure
 from streams.events import serving as s
 from tests.support.events import lease_granted, stable_deployment
 
@@ -44,7 +45,8 @@ def test_an_always_warm_deployment_that_is_loading_is_not_missing() -> None:
 
 
 def test_an_always_warm_deployment_whose_load_failed_is_tried_again_only_after_the_retry_wait() -> None:
-    catalog, failed_at = catalog_with("always_warm"), {"d": 100.0}
+    failed = s.ResidencyLoadFailed(load_id="l", accelerator_id="a1", deployment_id="d", code="X", detail="")
+    catalog, failed_at = catalog_with("always_warm"), {"d": LoadFailure(failed, 100.0)}
     assert upkeep.warm_missing(catalog, [accelerator()], failed_at, 100.0 + upkeep.WARM_RETRY_S - 1) == []
     assert upkeep.next_warm_retry(catalog, failed_at, 101.0) == 100.0 + upkeep.WARM_RETRY_S
     assert upkeep.warm_missing(catalog, [accelerator()], failed_at, 100.0 + upkeep.WARM_RETRY_S) == ["d"]
