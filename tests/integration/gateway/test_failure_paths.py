@@ -34,6 +34,15 @@ async def _first(stack: Stack, stream: str, wanted: Callable[[object], bool]) ->
     return (await events_until(stack.connection, stream, wanted))[-1]
 
 
+async def _failure_of(stack: Stack, request_id: str) -> RequestFailed:
+    """How the request `request_id` was recorded failed."""
+    failed = await _first(
+        stack, subjects.REQUESTS_STREAM, lambda e: isinstance(e, RequestFailed) and e.request_id == request_id
+    )
+    assert isinstance(failed, RequestFailed)
+    return failed
+
+
 async def _release_of(stack: Stack, request_id: str) -> s.LeaseReleased:
     """How the lease granted to `request_id` was given back."""
     lease = await _first(
@@ -71,12 +80,7 @@ async def test_a_deployment_whose_node_changed_hardware_since_its_probe_is_refus
     error = response.json()["error"]
     assert error["code"] == "SCHEDULER_STATE_STALE"
     assert "hardware changed" in error["details"]["stale_reason"]
-    failed = await _first(
-        stack,
-        subjects.REQUESTS_STREAM,
-        lambda e: isinstance(e, RequestFailed) and e.request_id == error["request_id"],
-    )
-    assert failed.code == "SCHEDULER_STATE_STALE"  # type: ignore[attr-defined]
+    assert (await _failure_of(stack, error["request_id"])).code == "SCHEDULER_STATE_STALE"
 
 
 async def test_a_decision_whose_waiter_gave_up_does_not_stop_its_accelerators_writer(stack: Stack) -> None:
@@ -231,12 +235,7 @@ async def test_an_output_the_caller_cannot_render_fails_the_request_as_invalid_o
     with pytest.raises(ServingError) as refused:
         await _serve(stack, request_id, ["x"], render)
     assert refused.value.code == "INVALID_OUTPUT"
-    failed = await _first(
-        stack,
-        subjects.REQUESTS_STREAM,
-        lambda e: isinstance(e, RequestFailed) and e.request_id == request_id,
-    )
-    assert failed.code == "INVALID_OUTPUT"  # type: ignore[attr-defined]
+    assert (await _failure_of(stack, request_id)).code == "INVALID_OUTPUT"
 
 
 async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and_is_recorded(
@@ -245,7 +244,7 @@ async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and
     texts = [" ".join(["the quick brown fox jumps over the lazy dog"] * 25)] * 64  # a long batch to run
     request_id = f"cancelled-{new_id()[:8]}"
     serving = asyncio.create_task(_serve(stack, request_id, texts))
-    lease = await _first(
+    await _first(  # its lease granted: the model is running it
         stack,
         subjects.EVENTS_STREAM,
         lambda e: isinstance(e, s.LeaseGranted) and e.request_id == request_id,
@@ -254,18 +253,8 @@ async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and
     serving.cancel()  # as a shutdown does
     with pytest.raises(asyncio.CancelledError):
         await serving
-    released = await _first(
-        stack,
-        subjects.EVENTS_STREAM,
-        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,  # type: ignore[attr-defined]
-    )
-    assert released.outcome == "cancelled"  # type: ignore[attr-defined]
-    failed = await _first(
-        stack,
-        subjects.REQUESTS_STREAM,
-        lambda e: isinstance(e, RequestFailed) and e.request_id == request_id,
-    )
-    assert failed.code == "REQUEST_CANCELLED"  # type: ignore[attr-defined]
+    assert (await _release_of(stack, request_id)).outcome == "cancelled"
+    assert (await _failure_of(stack, request_id)).code == "REQUEST_CANCELLED"
 
 
 async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_recorded_failed(
@@ -287,10 +276,5 @@ async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_reco
     assert (response.status_code, code) in {(503, "CAPABILITY_UNAVAILABLE"), (504, "REQUEST_TIMEOUT")}
     request_id = response.headers["x-request-id"]
 
-    failed = await _first(
-        stack,
-        subjects.REQUESTS_STREAM,
-        lambda e: isinstance(e, RequestFailed) and e.request_id == request_id,
-    )
-    assert failed.code == code  # type: ignore[attr-defined]
+    assert (await _failure_of(stack, request_id)).code == code
     assert (await _release_of(stack, request_id)).outcome == "failed"
