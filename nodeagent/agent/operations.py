@@ -17,8 +17,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
-
 from eventstore.store import EventStore, ExpectedVersion
 from nodeagent.agent.hardware import Accelerator, Hardware
 from nodeagent.agent.invoke import InvokeServer
@@ -187,8 +185,10 @@ class Operations:
         reclaimed = await asyncio.to_thread(unload_blocking, residency.runtime)
         if reclaimed <= 0:  # as the reference: a failed unload; but the model is gone from here
             detail = f"unloaded, but memory did not go down ({reclaimed} bytes)"
-            failed = self._unload_failed(job, codes.RESIDENCY_UNLOAD_FAILED.code, detail)
-            await self._record(job, msgspec.structs.replace(failed, still_resident=False))
+            failed = self._unload_failed(
+                job, codes.RESIDENCY_UNLOAD_FAILED.code, detail, still_resident=False
+            )
+            await self._record(job, failed)
             return
         await self._record(job, self._unloaded(job, reclaimed))
 
@@ -337,9 +337,15 @@ class Operations:
         )
 
     @staticmethod
-    def _unload_failed(job: UnloadJob, code: str, detail: str) -> s.ResidencyUnloadFailed:
+    def _unload_failed(
+        job: UnloadJob, code: str, detail: str, still_resident: bool = True
+    ) -> s.ResidencyUnloadFailed:
         return s.ResidencyUnloadFailed(
-            accelerator_id=job.accelerator_id, deployment_id=job.deployment_id, code=code, detail=detail
+            accelerator_id=job.accelerator_id,
+            deployment_id=job.deployment_id,
+            code=code,
+            detail=detail,
+            still_resident=still_resident,
         )
 
     async def _record(self, job: AnyJob, event: Event) -> None:
