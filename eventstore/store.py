@@ -159,18 +159,23 @@ class EventStore:
             # A retry whose first attempt landed is refused as a conflict (or as a duplicate batch):
             # if our last event is already stored after the expected version, the append succeeded.
             after = expected_version if isinstance(expected_version, int) else 0
-            landed = await self._sequence_of(agg, aggregate_id, after, outgoing[-1].headers["Nats-Msg-Id"])
+            actual = _actual_from(exc.description)
+            # Read from a replica holding at least what the server just compared against: one
+            # still behind would lack our landed event and turn the success into a conflict.
+            landed = await self._sequence_of(
+                agg, aggregate_id, after, outgoing[-1].headers["Nats-Msg-Id"], max(actual, self.last_sequence)
+            )
             if landed:
+                self.last_sequence = max(self.last_sequence, landed)
                 return landed
             if exc.err_code == DUPLICATE_IN_BATCH:
                 raise
-            actual = _actual_from(exc.description)
             raise ConcurrencyConflict(agg.value, aggregate_id, _show(expected_version), actual) from None
 
     async def _sequence_of(
-        self, agg: subjects.Aggregate, aggregate_id: str, after: int, event_id: str
+        self, agg: subjects.Aggregate, aggregate_id: str, after: int, event_id: str, min_last_seq: int
     ) -> int:
-        records, _ = await reading.load(self.client, agg, aggregate_id, after)
+        records, _ = await reading.load(self.client, agg, aggregate_id, after, min_last_seq)
         return next((r.sequence for r in records if r.envelope and r.envelope.event_id == event_id), 0)
 
     async def load(
