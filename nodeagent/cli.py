@@ -31,7 +31,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         cpu_memory_budget=args.cpu_memory_budget,
         telemetry_interval_s=args.telemetry_interval,
         job_ack_wait_s=args.job_ack_wait,
-        max_deliver=args.max_deliver,
+        job_attempts=args.job_attempts,
     )
     return main(config)
 
@@ -102,7 +102,12 @@ def register(subparsers: Any) -> None:
         "--telemetry-interval", type=float, default=DEFAULT_TELEMETRY_INTERVAL_S, help="seconds"
     )
     agent.add_argument("--job-ack-wait", type=float, default=30.0, help="seconds a job lease lasts unrenewed")
-    agent.add_argument("--max-deliver", type=int, default=5, help="deliveries before a job is failed")
+    agent.add_argument(
+        "--job-attempts",
+        type=int,
+        default=4,
+        help="runs of a job before it is recorded failed (LEASE_TIMEOUT)",
+    )
     agent.set_defaults(handler=_cmd_agent)
 
     models = subparsers.add_parser("models", help="model artifacts").add_subparsers(

@@ -3,8 +3,11 @@
 Jobs run one at a time, so each load's memory measurement is its own. A job is acked only after its
 outcome event is appended; while it runs, in-progress acks keep its lease alive. An agent that dies
 mid-job stops renewing, so the server redelivers the job after `ack_wait` (to this node's next
-generation). The last allowed delivery is not attempted: it records the job's failure event
-(`LEASE_TIMEOUT`) and acks, so a job that keeps killing its agent ends visibly instead of vanishing.
+generation). A job runs at most `attempts` times: a delivery past them is not run but records the
+job's failure event (`LEASE_TIMEOUT`) and acks, so a job that keeps killing its agent ends visibly
+instead of vanishing. The consumer allows `RECORD_DELIVERIES` deliveries past the attempts for that
+record alone, so a failure record that is itself refused (NATS away, a stream full) is tried again
+rather than left on a message the server will never deliver again.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from streams.messages import AnyJob
 
 log = logging.getLogger("modelforge.agent.jobs")
 FETCH_RETRY_S = 1.0  # after a failed fetch (not an expired one)
+RECORD_DELIVERIES = 5  # deliveries past a job's run attempts, each only to record its failure
 
 _job_decoder = msgspec.json.Decoder(AnyJob)
 
@@ -37,14 +41,14 @@ def consumer_name(node_id: str) -> str:
     return f"agent-{subjects.token(node_id, 'node id')}"
 
 
-def consumer_config(node_id: str, ack_wait_s: float, max_deliver: int) -> ConsumerConfig:
+def consumer_config(node_id: str, ack_wait_s: float, attempts: int) -> ConsumerConfig:
     return ConsumerConfig(
         durable_name=consumer_name(node_id),
         filter_subject=subjects.node_jobs_filter(node_id),
         deliver_policy=DeliverPolicy.ALL,
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait_s,
-        max_deliver=max_deliver,
+        max_deliver=attempts + RECORD_DELIVERIES,
         max_ack_pending=16,
     )
 
@@ -80,18 +84,18 @@ class JobConsumer:
         operations: Operations,
         *,
         ack_wait_s: float = 30.0,
-        max_deliver: int = 5,
+        attempts: int = 4,
         fetch_expiry_s: float = 5.0,
     ) -> None:
         self.js = client.jetstream()
         self.node_id = node_id
         self.operations = operations
         self.ack_wait_s = ack_wait_s
-        self.max_deliver = max_deliver
+        self.attempts = attempts
         self.fetch_expiry_s = fetch_expiry_s
 
     async def bind(self) -> JetStreamContext.PullSubscription:
-        config = consumer_config(self.node_id, self.ack_wait_s, self.max_deliver)
+        config = consumer_config(self.node_id, self.ack_wait_s, self.attempts)
         try:
             await self.js.add_consumer(subjects.WORK_STREAM, config)
         except BadRequestError:
@@ -134,8 +138,8 @@ class JobConsumer:
             if job.node_id != self.node_id:
                 detail = f"job for node {job.node_id} arrived at {self.node_id}"
                 await self.operations.fail(job, codes.NODE_OWNERSHIP_MISMATCH.code, detail, deliveries)
-            elif deliveries >= self.max_deliver:
-                detail = f"delivered {deliveries} times; its agent died or stalled on every attempt"
+            elif deliveries > self.attempts:
+                detail = f"delivered {deliveries} times; its {self.attempts} attempt(s) died or stalled"
                 log.error("job %s (%s): %s", job.job_id, msg.subject, detail)
                 await self.operations.fail(job, codes.LEASE_TIMEOUT.code, detail, deliveries)
             else:

@@ -39,7 +39,7 @@ class AgentConfig:
     cpu_memory_budget: int = DEFAULT_CPU_MEMORY_BUDGET
     telemetry_interval_s: float = 5.0
     job_ack_wait_s: float = 30.0
-    max_deliver: int = 5
+    job_attempts: int = 4  # runs of one job before it is recorded failed
     fetch_expiry_s: float = 5.0
 
 
@@ -68,7 +68,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             node_id,
             Operations(state),
             ack_wait_s=config.job_ack_wait_s,
-            max_deliver=config.max_deliver,
+            attempts=config.job_attempts,
             fetch_expiry_s=config.fetch_expiry_s,
         )
         loop = asyncio.get_running_loop()

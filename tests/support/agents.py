@@ -21,6 +21,7 @@ from streams import subjects
 from streams.codec import UnknownEvent
 from streams.envelope import new_id
 from streams.events import Event
+from streams.events import serving as s
 from streams.messages import AcceleratorTelemetry, AnyJob, LoadJob
 from streams.subjects import Aggregate
 
@@ -72,6 +73,17 @@ async def next_event(
             if not isinstance(event, UnknownEvent) and matches(event):
                 return event
     raise AssertionError("subscription ended")
+
+
+async def load_outcome(connection: Connection, job: LoadJob) -> s.ResidencyLoaded | s.ResidencyLoadFailed:
+    """The load job's outcome: its ResidencyLoaded or ResidencyLoadFailed."""
+    outcome: s.ResidencyLoaded | s.ResidencyLoadFailed = await next_event(
+        connection,
+        Aggregate.ACCELERATOR,
+        job.accelerator_id,
+        lambda e: isinstance(e, s.ResidencyLoaded | s.ResidencyLoadFailed) and e.load_id == job.load_id,
+    )
+    return outcome
 
 
 async def aggregate_events(connection: Connection, aggregate: Aggregate, aggregate_id: str) -> list[Event]:

@@ -1,5 +1,5 @@
 """A SIGKILLed agent loses no control job: a load in progress is delivered again to the restarted
-agent (or, out of deliveries, fails with LEASE_TIMEOUT); an invoke in flight gets no reply (the
+agent (or, out of attempts, fails with LEASE_TIMEOUT); an invoke in flight gets no reply (the
 gateway owns the deadline) and the node answers no-responders at once; the new generation
 reconciles every residency to cold."""
 
@@ -79,7 +79,7 @@ async def test_a_load_killed_mid_way_is_delivered_again_to_the_next_generation(
 async def test_a_load_that_kills_its_agent_on_every_delivery_ends_failed(
     connection: Connection, agents: Callable[..., AgentProcess], padded_manifest: list[dict[str, object]]
 ) -> None:
-    agent = agents(f"node-{new_id()[:8]}", **{"--max-deliver": "2"})
+    agent = agents(f"node-{new_id()[:8]}", **{"--job-attempts": "1"})
     await agent.start(connection)
     loading = await kill_during_load(connection, agent, padded_manifest)
     await agent.start(connection)
