@@ -75,13 +75,15 @@ async def next_event(
     raise AssertionError("subscription ended")
 
 
-async def load_outcome(connection: Connection, job: LoadJob) -> s.ResidencyLoaded | s.ResidencyLoadFailed:
-    """The load job's outcome: its ResidencyLoaded or ResidencyLoadFailed."""
+async def load_outcome(
+    connection: Connection, accelerator_id: str, load_id: str
+) -> s.ResidencyLoaded | s.ResidencyLoadFailed:
+    """A load's outcome: its ResidencyLoaded or ResidencyLoadFailed."""
     outcome: s.ResidencyLoaded | s.ResidencyLoadFailed = await next_event(
         connection,
         Aggregate.ACCELERATOR,
-        job.accelerator_id,
-        lambda e: isinstance(e, s.ResidencyLoaded | s.ResidencyLoadFailed) and e.load_id == job.load_id,
+        accelerator_id,
+        lambda e: isinstance(e, s.ResidencyLoaded | s.ResidencyLoadFailed) and e.load_id == load_id,
     )
     return outcome
 

@@ -11,13 +11,12 @@ from nats.errors import NoRespondersError
 from eventstore.connection import Connection
 from streams import codes, subjects
 from streams.events import serving as s
-from streams.subjects import Aggregate
 from tests.support.agents import (
     MINILM,
     AgentProcess,
     load_job,
+    load_outcome,
     manifest_records,
-    next_event,
     publish_job,
 )
 
@@ -39,12 +38,7 @@ async def refused_load(
 ) -> s.ResidencyLoadFailed:
     job = load_job(agent.node, deployment, folder, manifest)
     await publish_job(connection, job)
-    outcome = await next_event(
-        connection,
-        Aggregate.ACCELERATOR,
-        job.accelerator_id,
-        lambda e: isinstance(e, s.ResidencyLoaded | s.ResidencyLoadFailed) and e.load_id == job.load_id,
-    )
+    outcome = await load_outcome(connection, job.accelerator_id, job.load_id)
     assert isinstance(outcome, s.ResidencyLoadFailed), outcome
     with pytest.raises(NoRespondersError):  # nothing serves it
         await connection.client.request(subjects.invoke_subject(agent.node, deployment), b"{}", timeout=5)

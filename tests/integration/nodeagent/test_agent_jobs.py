@@ -70,7 +70,7 @@ async def test_a_job_past_its_attempts_is_recorded_failed_even_when_the_first_re
                 break
     await acks.unsubscribe()
 
-    outcome = await load_outcome(connection, job)
+    outcome = await load_outcome(connection, job.accelerator_id, job.load_id)
     assert isinstance(outcome, s.ResidencyLoadFailed), outcome
     assert outcome.code == codes.LEASE_TIMEOUT.code
     events = await aggregate_events(connection, Aggregate.ACCELERATOR, job.accelerator_id)

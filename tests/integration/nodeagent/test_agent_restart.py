@@ -25,6 +25,7 @@ from tests.support.agents import (
     WAIT_S,
     AgentProcess,
     load_job,
+    load_outcome,
     manifest_records,
     next_event,
     publish_job,
@@ -59,12 +60,7 @@ async def test_a_load_killed_mid_way_is_delivered_again_to_the_next_generation(
     loading = await kill_during_load(connection, agent, padded_manifest)
     restarted = await agent.start(connection)
     assert restarted.generation == loading.generation + 1
-    loaded = await next_event(
-        connection,
-        Aggregate.ACCELERATOR,
-        loading.accelerator_id,
-        lambda e: isinstance(e, s.ResidencyLoaded | s.ResidencyLoadFailed) and e.load_id == loading.load_id,
-    )
+    loaded = await load_outcome(connection, loading.accelerator_id, loading.load_id)
     assert isinstance(loaded, s.ResidencyLoaded), loaded
     assert loaded.generation == restarted.generation
     reconciled = await next_event(
@@ -83,12 +79,7 @@ async def test_a_load_that_kills_its_agent_on_every_delivery_ends_failed(
     await agent.start(connection)
     loading = await kill_during_load(connection, agent, padded_manifest)
     await agent.start(connection)
-    outcome = await next_event(
-        connection,
-        Aggregate.ACCELERATOR,
-        loading.accelerator_id,
-        lambda e: isinstance(e, s.ResidencyLoaded | s.ResidencyLoadFailed) and e.load_id == loading.load_id,
-    )
+    outcome = await load_outcome(connection, loading.accelerator_id, loading.load_id)
     assert isinstance(outcome, s.ResidencyLoadFailed), outcome
     assert outcome.code == codes.LEASE_TIMEOUT.code
 

@@ -27,6 +27,7 @@ from tests.support.agents import (
     MINILM,
     AgentProcess,
     load_job,
+    load_outcome,
     next_event,
     publish_job,
 )
@@ -37,13 +38,7 @@ async def load(
 ) -> s.ResidencyLoaded | s.ResidencyLoadFailed:
     job = load_job(agent.node, deployment, MINILM, manifest)
     await publish_job(connection, job)
-    outcome: s.ResidencyLoaded | s.ResidencyLoadFailed = await next_event(
-        connection,
-        Aggregate.ACCELERATOR,
-        job.accelerator_id,
-        lambda e: isinstance(e, s.ResidencyLoaded | s.ResidencyLoadFailed) and e.load_id == job.load_id,
-    )
-    return outcome
+    return await load_outcome(connection, job.accelerator_id, job.load_id)
 
 
 async def invoke(
