@@ -8,6 +8,12 @@ job's failure event (`LEASE_TIMEOUT`) and acks, so a job that keeps killing its 
 instead of vanishing. The consumer allows `RECORD_DELIVERIES` deliveries past the attempts for that
 record alone, so a failure record that is itself refused (NATS away, a stream full) is tried again
 rather than left on a message the server will never deliver again.
+
+A job whose outcome this agent recorded but whose ack was lost is delivered again; it is acked
+without running a second time (`FinishedJobs`), since a repeated unload would unload a copy loaded
+since, and a repeated probe or verify would redo the work. Job ids are unique per job (a TTL unload's
+id is deterministic on purpose, so its duplicates are dropped too). The memory is per agent process:
+a job finished just before its agent died can still run again in the next generation.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from streams.messages import AnyJob
 log = logging.getLogger("modelforge.agent.jobs")
 FETCH_RETRY_S = 1.0  # after a failed fetch (not an expired one)
 RECORD_DELIVERIES = 5  # deliveries past a job's run attempts, each only to record its failure
+FINISHED_JOBS_KEPT = 4096  # far more jobs than a node finishes while a lost ack's job waits
 
 _job_decoder = msgspec.json.Decoder(AnyJob)
 
@@ -76,6 +83,23 @@ async def kept_alive(msg: Msg, every_s: float) -> AsyncIterator[None]:
         await task
 
 
+class FinishedJobs:
+    """The ids of the last `keep` jobs whose outcome this agent recorded, oldest forgotten first."""
+
+    def __init__(self, keep: int = FINISHED_JOBS_KEPT) -> None:
+        self.keep = keep
+        self._ids: dict[str, None] = {}  # insertion-ordered: the first key is the oldest
+
+    def __contains__(self, job_id: str) -> bool:
+        return job_id in self._ids
+
+    def add(self, job_id: str) -> None:
+        self._ids.pop(job_id, None)
+        self._ids[job_id] = None
+        if len(self._ids) > self.keep:
+            del self._ids[next(iter(self._ids))]
+
+
 class JobConsumer:
     def __init__(
         self,
@@ -93,6 +117,7 @@ class JobConsumer:
         self.ack_wait_s = ack_wait_s
         self.attempts = attempts
         self.fetch_expiry_s = fetch_expiry_s
+        self.finished = FinishedJobs()
 
     async def bind(self) -> JetStreamContext.PullSubscription:
         config = consumer_config(self.node_id, self.ack_wait_s, self.attempts)
@@ -135,24 +160,36 @@ class JobConsumer:
             await msg.term()
             return
         try:
-            if job.node_id != self.node_id:
-                detail = f"job for node {job.node_id} arrived at {self.node_id}"
-                await self.operations.fail(job, codes.NODE_OWNERSHIP_MISMATCH.code, detail, deliveries)
-            elif deliveries > self.attempts:
-                detail = f"delivered {deliveries} times; its {self.attempts} attempt(s) died or stalled"
-                log.error("job %s (%s): %s", job.job_id, msg.subject, detail)
-                await self.operations.fail(job, codes.LEASE_TIMEOUT.code, detail, deliveries)
+            if job.job_id in self.finished:
+                log.info(
+                    "job %s: %s delivery %d: already finished here (its ack was lost); not run again",
+                    job.job_id,
+                    msg.subject,
+                    deliveries,
+                )
             else:
-                log.info("job %s: %s delivery %d", job.job_id, msg.subject, deliveries)
-                async with kept_alive(msg, self.ack_wait_s / 3):
-                    await self.operations.run(job)
+                await self.record_outcome(job, msg, deliveries)
+                self.finished.add(job.job_id)
             await msg.ack_sync()
         except asyncio.CancelledError:
             raise  # stopping: the job stays unacked and is delivered again
         except Exception:
-            # Its outcome could not be recorded (NATS unreachable, an append refused): try again.
-            log.exception(
-                "job %s failed before its outcome was recorded; it will be delivered again", job.job_id
-            )
+            # Its outcome could not be recorded (NATS unreachable, an append refused), or its ack was
+            # not sent: it comes back, to be tried again or, already finished, only acked.
+            log.exception("job %s: outcome or ack not sent; it will be delivered again", job.job_id)
             with contextlib.suppress(Exception):
                 await msg.nak(delay=min(5.0, self.ack_wait_s))
+
+    async def record_outcome(self, job: AnyJob, msg: Msg, deliveries: int) -> None:
+        """Run the job, or record why it is not run; either way its outcome event is appended."""
+        if job.node_id != self.node_id:
+            detail = f"job for node {job.node_id} arrived at {self.node_id}"
+            await self.operations.fail(job, codes.NODE_OWNERSHIP_MISMATCH.code, detail, deliveries)
+        elif deliveries > self.attempts:
+            detail = f"delivered {deliveries} times; its {self.attempts} attempt(s) died or stalled"
+            log.error("job %s (%s): %s", job.job_id, msg.subject, detail)
+            await self.operations.fail(job, codes.LEASE_TIMEOUT.code, detail, deliveries)
+        else:
+            log.info("job %s: %s delivery %d", job.job_id, msg.subject, deliveries)
+            async with kept_alive(msg, self.ack_wait_s / 3):
+                await self.operations.run(job)

@@ -22,7 +22,7 @@ from streams.codec import UnknownEvent
 from streams.envelope import new_id
 from streams.events import Event
 from streams.events import serving as s
-from streams.messages import AcceleratorTelemetry, AnyJob, LoadJob
+from streams.messages import AcceleratorTelemetry, AnyJob, HealthJob, LoadJob
 from streams.subjects import Aggregate
 
 WAIT_S = 60.0  # generous: a bound on a hung test, not a timing assertion
@@ -55,11 +55,13 @@ def load_job(node: str, deployment: str, folder: str, manifest: list[dict[str, o
     )
 
 
-async def publish_job(connection: Connection, job: AnyJob) -> None:
+async def publish_job(connection: Connection, job: AnyJob, msg_id: str | None = None) -> None:
+    """Publish the job; another `msg_id` than its job id gets past the stream's duplicate check, as
+    a redelivery of the same job would."""
     op = str(type(job).__struct_config__.tag)
     subject = subjects.job_subject(job.node_id, job.deployment_id, op)
     js = connection.client.jetstream()
-    await js.publish(subject, msgspec.json.encode(job), headers={"Nats-Msg-Id": job.job_id})
+    await js.publish(subject, msgspec.json.encode(job), headers={"Nats-Msg-Id": msg_id or job.job_id})
 
 
 async def next_event(
@@ -86,6 +88,19 @@ async def load_outcome(
         lambda e: isinstance(e, s.ResidencyLoaded | s.ResidencyLoadFailed) and e.load_id == load_id,
     )
     return outcome
+
+
+async def checked_health(connection: Connection, node: str, deployment: str) -> s.ResidencyHealthChecked:
+    """Send a health job for the deployment and return what it found."""
+    job = HealthJob(job_id=new_id(), node_id=node, deployment_id=deployment, accelerator_id=f"{node}-cpu0")
+    await publish_job(connection, job)
+    checked: s.ResidencyHealthChecked = await next_event(
+        connection,
+        Aggregate.ACCELERATOR,
+        job.accelerator_id,
+        lambda e: isinstance(e, s.ResidencyHealthChecked) and e.job_id == job.job_id,
+    )
+    return checked
 
 
 async def aggregate_events(connection: Connection, aggregate: Aggregate, aggregate_id: str) -> list[Event]:

@@ -1,5 +1,6 @@
 """How the agent's job consumer treats deliveries: a job past its run attempts is recorded failed,
-and that record is tried again when the event log refuses it."""
+and that record is tried again when the event log refuses it; a job already finished here is not
+run again when it is delivered again."""
 
 from __future__ import annotations
 
@@ -14,14 +15,17 @@ from nodeagent.agent.jobs import consumer_name
 from streams import codes, subjects
 from streams.envelope import new_id
 from streams.events import serving as s
+from streams.messages import UnloadJob
 from streams.subjects import Aggregate
 from tests.support.agents import (
     MINILM,
     WAIT_S,
     AgentProcess,
     aggregate_events,
+    checked_health,
     load_job,
     load_outcome,
+    next_event,
     publish_job,
 )
 
@@ -75,3 +79,36 @@ async def test_a_job_past_its_attempts_is_recorded_failed_even_when_the_first_re
     assert outcome.code == codes.LEASE_TIMEOUT.code
     events = await aggregate_events(connection, Aggregate.ACCELERATOR, job.accelerator_id)
     assert not [e for e in events if isinstance(e, s.ResidencyLoading) and e.load_id == job.load_id]
+
+
+async def test_a_finished_job_delivered_again_is_not_run_again(
+    connection: Connection, agents: Callable[..., AgentProcess], minilm_manifest: list[dict[str, object]]
+) -> None:
+    agent = agents(f"node-{new_id()[:8]}")
+    await agent.start(connection)
+    deployment = "dep-unloaded-once"
+    first = load_job(agent.node, deployment, MINILM, minilm_manifest)
+    await publish_job(connection, first)
+    assert isinstance(await load_outcome(connection, first.accelerator_id, first.load_id), s.ResidencyLoaded)
+    unload = UnloadJob(
+        job_id=new_id(), node_id=agent.node, deployment_id=deployment, accelerator_id=first.accelerator_id
+    )
+    await publish_job(connection, unload)
+    await next_event(
+        connection,
+        Aggregate.ACCELERATOR,
+        unload.accelerator_id,
+        lambda e: isinstance(e, s.ResidencyUnloaded) and e.deployment_id == deployment,
+    )
+    again = load_job(agent.node, deployment, MINILM, minilm_manifest)  # a new copy
+    await publish_job(connection, again)
+    assert isinstance(await load_outcome(connection, again.accelerator_id, again.load_id), s.ResidencyLoaded)
+
+    await publish_job(connection, unload, msg_id=new_id())  # the unload again, as after a lost ack
+    checked = await checked_health(connection, agent.node, deployment)  # jobs run in order
+
+    assert checked.model_ok, checked
+    events = await aggregate_events(connection, Aggregate.ACCELERATOR, unload.accelerator_id)
+    assert (
+        len([e for e in events if isinstance(e, s.ResidencyUnloading) and e.deployment_id == deployment]) == 1
+    )

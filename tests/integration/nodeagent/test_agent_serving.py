@@ -21,11 +21,12 @@ from streams.contracts import EmbeddingInput, EmbeddingOutput
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.events.control import ProbeCompleted
-from streams.messages import DrainJob, HealthJob, InvokeReply, InvokeRequest, ProbeJob, UnloadJob
+from streams.messages import DrainJob, InvokeReply, InvokeRequest, ProbeJob, UnloadJob
 from streams.subjects import Aggregate
 from tests.support.agents import (
     MINILM,
     AgentProcess,
+    checked_health,
     load_job,
     load_outcome,
     next_event,
@@ -130,20 +131,8 @@ async def test_an_invoke_that_breaks_the_contract_is_invalid_input(
 async def test_health_reports_every_layer_of_a_resident_model(
     connection: Connection, serving_agent: AgentProcess, minilm_manifest: list[dict[str, object]]
 ) -> None:
-    loaded = await load(connection, serving_agent, "dep-health", minilm_manifest)
-    job = HealthJob(
-        job_id=new_id(),
-        node_id=serving_agent.node,
-        deployment_id="dep-health",
-        accelerator_id=loaded.accelerator_id,
-    )
-    await publish_job(connection, job)
-    checked = await next_event(
-        connection,
-        Aggregate.ACCELERATOR,
-        job.accelerator_id,
-        lambda e: isinstance(e, s.ResidencyHealthChecked) and e.job_id == job.job_id,
-    )
+    assert isinstance(await load(connection, serving_agent, "dep-health", minilm_manifest), s.ResidencyLoaded)
+    checked = await checked_health(connection, serving_agent.node, "dep-health")
     assert (checked.process_ok, checked.runtime_ok, checked.model_ok, checked.code) == (True, True, True, "")
 
 
