@@ -14,6 +14,9 @@ without running a second time (`FinishedJobs`), since a repeated unload would un
 since, and a repeated probe or verify would redo the work. Job ids are unique per job (a TTL unload's
 id is deterministic on purpose, so its duplicates are dropped too). The memory is per agent process:
 a job finished just before its agent died can still run again in the next generation.
+
+A failed fetch (not an expired one) binds the consumer again after `FETCH_RETRY_S`, making it anew
+if it was deleted, so an agent whose consumer vanished goes on receiving its jobs.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from streams import codes, subjects
 from streams.messages import AnyJob
 
 log = logging.getLogger("modelforge.agent.jobs")
-FETCH_RETRY_S = 1.0  # after a failed fetch (not an expired one)
+FETCH_RETRY_S = 1.0  # before binding again after a failed fetch (not an expired one)
 RECORD_DELIVERIES = 5  # deliveries past a job's run attempts, each only to record its failure
 FINISHED_JOBS_KEPT = 4096  # far more jobs than a node finishes while a lost ack's job waits
 
@@ -131,16 +134,25 @@ class JobConsumer:
         return await self.js.pull_subscribe_bind(consumer_name(self.node_id), stream=subjects.WORK_STREAM)
 
     async def run(self, stop: asyncio.Event) -> None:
-        subscription = await self.bind()
+        subscription: JetStreamContext.PullSubscription | None = await self.bind()
         try:
             while not stop.is_set():
                 try:
+                    if subscription is None:
+                        subscription = await self.bind()
                     # A long-poll pull: the server holds it open until a job arrives or it expires.
                     messages = await subscription.fetch(1, timeout=self.fetch_expiry_s)
                 except (NatsTimeoutError, TimeoutError):
                     continue
-                except NatsError as error:  # e.g. 503 while the consumer elects a leader: not fatal
-                    log.warning("fetching jobs failed (%r); trying again in %.0f s", error, FETCH_RETRY_S)
+                except NatsError as error:
+                    # A 503 while the consumer elects a leader, or on every fetch once the consumer is
+                    # gone (deleted by an operator, its stream made anew): bind again, which makes
+                    # the consumer if it is missing. Not fatal either way.
+                    log.warning("fetching jobs failed (%r); binding again in %.0f s", error, FETCH_RETRY_S)
+                    if subscription is not None:
+                        with contextlib.suppress(Exception):
+                            await subscription.unsubscribe()
+                        subscription = None
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(FETCH_RETRY_S):
                             await stop.wait()
@@ -148,8 +160,9 @@ class JobConsumer:
                 for msg in messages:
                     await self.handle(msg)
         finally:
-            with contextlib.suppress(Exception):
-                await subscription.unsubscribe()
+            if subscription is not None:
+                with contextlib.suppress(Exception):
+                    await subscription.unsubscribe()
 
     async def handle(self, msg: Msg) -> None:
         deliveries = msg.metadata.num_delivered

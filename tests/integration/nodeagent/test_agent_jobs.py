@@ -1,6 +1,6 @@
 """How the agent's job consumer treats deliveries: a job past its run attempts is recorded failed,
 and that record is tried again when the event log refuses it; a job already finished here is not
-run again when it is delivered again."""
+run again when it is delivered again; an agent whose consumer was deleted makes it again."""
 
 from __future__ import annotations
 
@@ -112,3 +112,16 @@ async def test_a_finished_job_delivered_again_is_not_run_again(
     assert (
         len([e for e in events if isinstance(e, s.ResidencyUnloading) and e.deployment_id == deployment]) == 1
     )
+
+
+async def test_an_agent_whose_consumer_was_deleted_still_receives_its_jobs(
+    connection: Connection, agents: Callable[..., AgentProcess]
+) -> None:
+    agent = agents(f"node-{new_id()[:8]}")
+    await agent.start(connection)
+    js = connection.client.jetstream()
+    await js.delete_consumer(subjects.WORK_STREAM, consumer_name(agent.node))  # an operator, say
+
+    checked = await checked_health(connection, agent.node, "dep-never-loaded")
+
+    assert not checked.model_ok
