@@ -12,6 +12,7 @@ import pytest
 from nats.errors import NoRespondersError
 
 from eventstore.connection import Connection
+from eventstore.replies import inbox_of
 from nodeagent.adapters.base import run_rows
 from nodeagent.adapters.embedding import EmbeddingAdapter
 from nodeagent.runtimes.base import RuntimeOptions
@@ -25,6 +26,7 @@ from streams.messages import DrainJob, InvokeReply, InvokeRequest, ProbeJob, Unl
 from streams.subjects import Aggregate
 from tests.support.agents import (
     MINILM,
+    WAIT_S,
     AgentProcess,
     checked_health,
     load_job,
@@ -42,6 +44,17 @@ async def load(
     return await load_outcome(connection, job.accelerator_id, job.load_id)
 
 
+def invoke_request(deployment: str, texts: list[str], deadline_ms: int = 30_000) -> bytes:
+    request = InvokeRequest(
+        request_id=new_id(),
+        capability="rag.embedding@1",
+        deployment_id=deployment,
+        deadline_unix_ms=time.time_ns() // 1_000_000 + deadline_ms,
+        payload=msgspec.Raw(msgspec.json.encode(EmbeddingInput(texts=texts))),
+    )
+    return msgspec.json.encode(request)
+
+
 async def invoke(
     connection: Connection,
     node: str,
@@ -50,17 +63,29 @@ async def invoke(
     deadline_ms: int = 30_000,
     timeout: float = 30.0,
 ) -> InvokeReply:
-    request = InvokeRequest(
-        request_id=new_id(),
-        capability="rag.embedding@1",
-        deployment_id=deployment,
-        deadline_unix_ms=time.time_ns() // 1_000_000 + deadline_ms,
-        payload=msgspec.Raw(msgspec.json.encode(EmbeddingInput(texts=texts))),
-    )
     msg = await connection.client.request(
-        subjects.invoke_subject(node, deployment), msgspec.json.encode(request), timeout=timeout
+        subjects.invoke_subject(node, deployment), invoke_request(deployment, texts, deadline_ms), timeout
     )
     return msgspec.json.decode(msg.data, type=InvokeReply)
+
+
+async def drain(
+    connection: Connection, agent: AgentProcess, loaded: s.ResidencyLoaded | s.ResidencyLoadFailed
+) -> None:
+    """Send the agent a drain job for the loaded deployment; return once it is recorded drained."""
+    job = DrainJob(
+        job_id=new_id(),
+        node_id=agent.node,
+        deployment_id=loaded.deployment_id,
+        accelerator_id=loaded.accelerator_id,
+    )
+    await publish_job(connection, job)
+    await next_event(
+        connection,
+        Aggregate.ACCELERATOR,
+        loaded.accelerator_id,
+        lambda e: isinstance(e, s.ResidencyDrained) and e.job_id == job.job_id,
+    )
 
 
 def embeddings_of(reply: InvokeReply) -> EmbeddingOutput:
@@ -141,19 +166,7 @@ async def test_drain_stops_invokes_and_unload_shows_memory_reclaimed(
 ) -> None:
     loaded = await load(connection, serving_agent, "dep-drain", minilm_manifest)
     embeddings_of(await invoke(connection, serving_agent.node, "dep-drain", ["still serving"]))
-    drain = DrainJob(
-        job_id=new_id(),
-        node_id=serving_agent.node,
-        deployment_id="dep-drain",
-        accelerator_id=loaded.accelerator_id,
-    )
-    await publish_job(connection, drain)
-    await next_event(
-        connection,
-        Aggregate.ACCELERATOR,
-        loaded.accelerator_id,
-        lambda e: isinstance(e, s.ResidencyDrained) and e.job_id == drain.job_id,
-    )
+    await drain(connection, serving_agent, loaded)
     with pytest.raises(NoRespondersError):
         await invoke(connection, serving_agent.node, "dep-drain", ["no longer served"])
     unload = UnloadJob(
@@ -173,6 +186,24 @@ async def test_drain_stops_invokes_and_unload_shows_memory_reclaimed(
     )
     assert isinstance(outcome, s.ResidencyUnloaded)
     assert outcome.reclaimed_bytes > 0
+
+
+async def test_a_drain_answers_the_invokes_delivered_before_it_and_is_recorded_once_they_are(
+    connection: Connection, serving_agent: AgentProcess, minilm_manifest: list[dict[str, object]]
+) -> None:
+    loaded = await load(connection, serving_agent, "dep-drain-busy", minilm_manifest)
+    subject = subjects.invoke_subject(serving_agent.node, "dep-drain-busy")
+    texts = [" ".join(["the quick brown fox jumps over the lazy dog"] * 25)] * 16  # long batches to run
+    inbox = inbox_of(connection.client)
+    # The invokes, then the drain job, go out on one connection in that order, so the agent has
+    # every invoke delivered before its job consumer is handed the drain.
+    pending = [await inbox.send(subject, invoke_request("dep-drain-busy", texts), WAIT_S) for _ in range(8)]
+    await drain(connection, serving_agent, loaded)
+    # The agent sent every reply before it recorded the drain, on one connection: they are all in.
+    assert all(answer.done() for answer in pending)
+    for answer in pending:
+        output = embeddings_of(msgspec.json.decode((await answer).data, type=InvokeReply))
+        assert len(output.embeddings) == len(texts)
 
 
 async def test_a_probe_measures_the_envelope_and_unloads(
