@@ -1,7 +1,7 @@
 """A SIGKILLed agent loses no control job: a load in progress is delivered again to the restarted
 agent (or, out of attempts, fails with LEASE_TIMEOUT); an invoke in flight gets no reply (the
 gateway owns the deadline) and the node answers no-responders at once; the new generation
-reconciles every residency to cold."""
+reconciles every residency to cold. A SIGTERMed agent answers the invokes it was running first."""
 
 from __future__ import annotations
 
@@ -18,7 +18,14 @@ from streams import codes, subjects
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.subjects import Aggregate
-from tests.integration.nodeagent.test_agent_serving import embeddings_of, invoke
+from tests.integration.nodeagent.test_agent_serving import (
+    answered,
+    drain,
+    embeddings_of,
+    invoke,
+    load,
+    long_invokes_sent,
+)
 from tests.support.agents import (
     MINILM,
     PADDED,
@@ -127,3 +134,18 @@ async def test_an_invoke_in_flight_when_the_agent_dies_gets_no_reply_and_the_nod
         lambda e: isinstance(e, s.ResidencyLoaded) and e.load_id == again.load_id,
     )
     embeddings_of(await invoke(connection, agent.node, "dep-inflight", ["served again"]))
+
+
+async def test_an_agent_stopped_with_sigterm_answers_the_invokes_it_was_running_before_it_exits(
+    connection: Connection, agents: Callable[..., AgentProcess], minilm_manifest: list[dict[str, object]]
+) -> None:
+    agent = agents(f"node-{new_id()[:8]}")
+    await agent.start(connection)
+    loaded = await load(connection, agent, "dep-stopped", minilm_manifest)
+    pending = await long_invokes_sent(connection, agent.node, "dep-stopped")
+    # A job sent after the invokes (a drain of a model it does not hold) is handed to the agent's
+    # job consumer after they were delivered: once it is recorded, the agent is running them.
+    await drain(connection, agent, "dep-not-held", loaded.accelerator_id)
+    assert not all(reply.done() for reply in pending), "the model answered before the test could stop it"
+    assert await asyncio.to_thread(agent.stop) == 0  # SIGTERM, and the agent exits on its own
+    assert all(len(output.embeddings) == 16 for output in await answered(pending))

@@ -9,6 +9,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pytest
+from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 
 from eventstore.connection import Connection
@@ -69,23 +70,30 @@ async def invoke(
     return msgspec.json.decode(msg.data, type=InvokeReply)
 
 
-async def drain(
-    connection: Connection, agent: AgentProcess, loaded: s.ResidencyLoaded | s.ResidencyLoadFailed
-) -> None:
-    """Send the agent a drain job for the loaded deployment; return once it is recorded drained."""
-    job = DrainJob(
-        job_id=new_id(),
-        node_id=agent.node,
-        deployment_id=loaded.deployment_id,
-        accelerator_id=loaded.accelerator_id,
-    )
+async def drain(connection: Connection, agent: AgentProcess, deployment: str, accelerator: str) -> None:
+    """Send the agent a drain job for `deployment`; return once it is recorded drained."""
+    job = DrainJob(job_id=new_id(), node_id=agent.node, deployment_id=deployment, accelerator_id=accelerator)
     await publish_job(connection, job)
     await next_event(
         connection,
         Aggregate.ACCELERATOR,
-        loaded.accelerator_id,
+        accelerator,
         lambda e: isinstance(e, s.ResidencyDrained) and e.job_id == job.job_id,
     )
+
+
+async def long_invokes_sent(
+    connection: Connection, node: str, deployment: str, count: int = 8
+) -> list[asyncio.Future[Msg]]:
+    """`count` invokes of long batches, on the wire when this returns; their replies to come."""
+    subject = subjects.invoke_subject(node, deployment)
+    texts = [" ".join(["the quick brown fox jumps over the lazy dog"] * 25)] * 16
+    inbox = inbox_of(connection.client)
+    return [await inbox.send(subject, invoke_request(deployment, texts), WAIT_S) for _ in range(count)]
+
+
+async def answered(pending: list[asyncio.Future[Msg]]) -> list[EmbeddingOutput]:
+    return [embeddings_of(msgspec.json.decode((await msg).data, type=InvokeReply)) for msg in pending]
 
 
 def embeddings_of(reply: InvokeReply) -> EmbeddingOutput:
@@ -166,7 +174,7 @@ async def test_drain_stops_invokes_and_unload_shows_memory_reclaimed(
 ) -> None:
     loaded = await load(connection, serving_agent, "dep-drain", minilm_manifest)
     embeddings_of(await invoke(connection, serving_agent.node, "dep-drain", ["still serving"]))
-    await drain(connection, serving_agent, loaded)
+    await drain(connection, serving_agent, "dep-drain", loaded.accelerator_id)
     with pytest.raises(NoRespondersError):
         await invoke(connection, serving_agent.node, "dep-drain", ["no longer served"])
     unload = UnloadJob(
@@ -192,18 +200,13 @@ async def test_a_drain_answers_the_invokes_delivered_before_it_and_is_recorded_o
     connection: Connection, serving_agent: AgentProcess, minilm_manifest: list[dict[str, object]]
 ) -> None:
     loaded = await load(connection, serving_agent, "dep-drain-busy", minilm_manifest)
-    subject = subjects.invoke_subject(serving_agent.node, "dep-drain-busy")
-    texts = [" ".join(["the quick brown fox jumps over the lazy dog"] * 25)] * 16  # long batches to run
-    inbox = inbox_of(connection.client)
     # The invokes, then the drain job, go out on one connection in that order, so the agent has
     # every invoke delivered before its job consumer is handed the drain.
-    pending = [await inbox.send(subject, invoke_request("dep-drain-busy", texts), WAIT_S) for _ in range(8)]
-    await drain(connection, serving_agent, loaded)
+    pending = await long_invokes_sent(connection, serving_agent.node, "dep-drain-busy")
+    await drain(connection, serving_agent, "dep-drain-busy", loaded.accelerator_id)
     # The agent sent every reply before it recorded the drain, on one connection: they are all in.
-    assert all(answer.done() for answer in pending)
-    for answer in pending:
-        output = embeddings_of(msgspec.json.decode((await answer).data, type=InvokeReply))
-        assert len(output.embeddings) == len(texts)
+    assert all(reply.done() for reply in pending)
+    assert all(len(output.embeddings) == 16 for output in await answered(pending))
 
 
 async def test_a_probe_measures_the_envelope_and_unloads(
