@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -15,14 +16,26 @@ from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.store import EventStore
 from gateway.clients.service import ClientService, IssuedKey
+from gateway.serving.pipeline import RequestShape, Served, serve
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.processes import stop_pid
 from nodeagent.models.pull import pull_minilm
+from streams import subjects
+from streams.contracts import EmbeddingInput
 from streams.envelope import new_id
 from streams.events import control as c
+from streams.events import serving as s
+from streams.events.requests import RequestFailed
 from streams.subjects import Aggregate
 from tests.support.agents import MINILM, AgentProcess
-from tests.support.serving import InProcessGateway, probe, promote, register_artifacts, revise_policy
+from tests.support.serving import (
+    InProcessGateway,
+    events_until,
+    probe,
+    promote,
+    register_artifacts,
+    revise_policy,
+)
 
 
 class Stack(msgspec.Struct):
@@ -105,3 +118,65 @@ async def policy_while(stack: Stack, settings: dict[str, object]) -> AsyncIterat
         await revise_policy(
             stack.store, urls, c.SchedulerPolicyRevised(revision=len(revisions) + 2, settings={})
         )
+
+
+async def first_event(stack: Stack, stream: str, wanted: Callable[[object], bool]) -> object:
+    return (await events_until(stack.connection, stream, wanted))[-1]
+
+
+async def failure_of(stack: Stack, request_id: str) -> RequestFailed:
+    """How the request `request_id` was recorded failed."""
+    failed = await first_event(
+        stack, subjects.REQUESTS_STREAM, lambda e: isinstance(e, RequestFailed) and e.request_id == request_id
+    )
+    assert isinstance(failed, RequestFailed)
+    return failed
+
+
+async def release_of(stack: Stack, request_id: str) -> s.LeaseReleased:
+    """How the lease granted to `request_id` was given back."""
+    lease = await first_event(
+        stack,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == request_id,
+    )
+    released = await first_event(
+        stack,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,  # type: ignore[attr-defined]
+    )
+    assert isinstance(released, s.LeaseReleased)
+    return released
+
+
+async def _admitted() -> None:
+    return None
+
+
+async def serve_directly(
+    stack: Stack,
+    request_id: str,
+    texts: list[str],
+    render: Callable[[Served], object] | None = None,
+    admitted: Callable[[], Awaitable[None]] = _admitted,
+    model: str = "",
+    timeout_s: float = 60.0,
+) -> Served:
+    """The serving path of the stack's in-process gateway, called as the HTTP edge calls it, with
+    `timeout_s` to the request's deadline."""
+    assert stack.gateway.replica is not None
+    return await serve(
+        stack.gateway.replica.edge.ctx,
+        request_id=request_id,
+        client_id=stack.key.client_id,
+        capability="rag.embedding@1",
+        payload=msgspec.json.encode(EmbeddingInput(texts=texts)),
+        shape=RequestShape(items=len(texts), chars=sum(map(len, texts))),
+        deadline=time.time() + timeout_s,
+        started=time.perf_counter(),
+        validation_ms=0.0,
+        resolution_ms=0.0,
+        admitted=admitted,
+        render=render,
+        model=model,
+    )

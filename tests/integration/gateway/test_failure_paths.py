@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import httpx
@@ -14,49 +13,26 @@ import pytest
 
 from eventstore.store import ExpectedVersion
 from gateway.serving.appends import stage
-from gateway.serving.pipeline import RequestShape, Served, serve
+from gateway.serving.pipeline import Served
 from streams import subjects
 from streams.codes import ServingError
-from streams.contracts import EmbeddingInput
 from streams.envelope import new_id
 from streams.events import control as c
 from streams.events import serving as s
-from streams.events.requests import RequestFailed
 from streams.messages import QueueDepth
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack, another_deployment, policy_while
+from tests.integration.gateway.conftest import (
+    Stack,
+    another_deployment,
+    failure_of,
+    first_event,
+    policy_while,
+    release_of,
+    serve_directly,
+)
 from tests.support.agents import aggregate_events, next_event
 from tests.support.events import lease_granted
-from tests.support.serving import events_until, work_stream_refusing_jobs
-
-
-async def _first(stack: Stack, stream: str, wanted: Callable[[object], bool]) -> object:
-    return (await events_until(stack.connection, stream, wanted))[-1]
-
-
-async def _failure_of(stack: Stack, request_id: str) -> RequestFailed:
-    """How the request `request_id` was recorded failed."""
-    failed = await _first(
-        stack, subjects.REQUESTS_STREAM, lambda e: isinstance(e, RequestFailed) and e.request_id == request_id
-    )
-    assert isinstance(failed, RequestFailed)
-    return failed
-
-
-async def _release_of(stack: Stack, request_id: str) -> s.LeaseReleased:
-    """How the lease granted to `request_id` was given back."""
-    lease = await _first(
-        stack,
-        subjects.EVENTS_STREAM,
-        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == request_id,
-    )
-    released = await _first(
-        stack,
-        subjects.EVENTS_STREAM,
-        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,  # type: ignore[attr-defined]
-    )
-    assert isinstance(released, s.LeaseReleased)
-    return released
+from tests.support.serving import work_stream_refusing_jobs
 
 
 async def test_a_deployment_whose_node_changed_hardware_since_its_probe_is_refused_as_stale(
@@ -80,7 +56,7 @@ async def test_a_deployment_whose_node_changed_hardware_since_its_probe_is_refus
     error = response.json()["error"]
     assert error["code"] == "SCHEDULER_STATE_STALE"
     assert "hardware changed" in error["details"]["stale_reason"]
-    assert (await _failure_of(stack, error["request_id"])).code == "SCHEDULER_STATE_STALE"
+    assert (await failure_of(stack, error["request_id"])).code == "SCHEDULER_STATE_STALE"
 
 
 async def test_a_decision_whose_waiter_gave_up_does_not_stop_its_accelerators_writer(stack: Stack) -> None:
@@ -111,47 +87,16 @@ async def test_a_cold_load_whose_job_cannot_be_sent_is_refused_and_leaves_nothin
     assert refused.status_code == 503
     assert refused.json()["error"]["code"] == "CAPABILITY_UNAVAILABLE"
     assert "load job could not be sent" in refused.json()["error"]["message"]
-    ended = await _first(
+    ended = await first_event(
         stack,
         subjects.EVENTS_STREAM,
         lambda e: isinstance(e, s.ResidencyLoadFailed) and e.deployment_id == deployment,
     )
     assert ended.code == "CAPABILITY_UNAVAILABLE"  # type: ignore[attr-defined]
-    assert (await _release_of(stack, refused.headers["x-request-id"])).outcome == "failed"
+    assert (await release_of(stack, refused.headers["x-request-id"])).outcome == "failed"
     # Nothing was left LOADING: once jobs go through again, the next request loads the model.
     assert served.status_code == 200, served.text
     assert served.headers["x-mf-deployment"] == deployment
-
-
-async def _admitted() -> None:
-    return None
-
-
-async def _serve(
-    stack: Stack,
-    request_id: str,
-    texts: list[str],
-    render: Callable[[Served], object] | None = None,
-    admitted: Callable[[], Awaitable[None]] = _admitted,
-    model: str = "",
-) -> Served:
-    """The serving path of the stack's in-process gateway, called as the HTTP edge calls it."""
-    assert stack.gateway.replica is not None
-    return await serve(
-        stack.gateway.replica.edge.ctx,
-        request_id=request_id,
-        client_id=stack.key.client_id,
-        capability="rag.embedding@1",
-        payload=msgspec.json.encode(EmbeddingInput(texts=texts)),
-        shape=RequestShape(items=len(texts), chars=sum(map(len, texts))),
-        deadline=time.time() + 60,
-        started=time.perf_counter(),
-        validation_ms=0.0,
-        resolution_ms=0.0,
-        admitted=admitted,
-        render=render,
-        model=model,
-    )
 
 
 NO_PRESSURE = {"pressure_elevated_at": 2.0, "pressure_high_at": 2.0, "pressure_critical_at": 2.0}
@@ -189,7 +134,7 @@ async def test_a_request_its_client_limits_refuse_while_it_waits_for_capacity_le
         try:
             assert await ctx.live.wait_applied(seq, timeout=10)
             with pytest.raises(ServingError, match="over the rate"):
-                await _serve(stack, request_id, ["x"], admitted=refused_once_in_line)
+                await serve_directly(stack, request_id, ["x"], admitted=refused_once_in_line)
             async with asyncio.timeout(20):  # the line empties: the search stopped
                 while await depth():
                     pass
@@ -214,7 +159,7 @@ async def test_a_cold_load_whose_request_left_while_it_was_being_booked_still_lo
         raise ServingError("RATE_LIMITED", "over the rate")
 
     with pytest.raises(ServingError, match="over the rate"):
-        await _serve(stack, request_id, ["x"], admitted=refused_at_once, model="left")
+        await serve_directly(stack, request_id, ["x"], admitted=refused_at_once, model="left")
     accelerator = f"{stack.node}-cpu0"
     loaded = await next_event(
         stack.connection,
@@ -223,7 +168,7 @@ async def test_a_cold_load_whose_request_left_while_it_was_being_booked_still_lo
         lambda e: isinstance(e, s.ResidencyLoaded) and e.deployment_id == deployment,
     )
     assert loaded.measured_bytes > 0  # the load job went out although its request had gone
-    assert (await _release_of(stack, request_id)).outcome == "cancelled"
+    assert (await release_of(stack, request_id)).outcome == "cancelled"
 
 
 async def test_an_output_the_caller_cannot_render_fails_the_request_as_invalid_output(stack: Stack) -> None:
@@ -233,9 +178,9 @@ async def test_an_output_the_caller_cannot_render_fails_the_request_as_invalid_o
         raise IndexError("a rerank index past the documents, say")
 
     with pytest.raises(ServingError) as refused:
-        await _serve(stack, request_id, ["x"], render)
+        await serve_directly(stack, request_id, ["x"], render)
     assert refused.value.code == "INVALID_OUTPUT"
-    assert (await _failure_of(stack, request_id)).code == "INVALID_OUTPUT"
+    assert (await failure_of(stack, request_id)).code == "INVALID_OUTPUT"
 
 
 async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and_is_recorded(
@@ -243,8 +188,8 @@ async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and
 ) -> None:
     texts = [" ".join(["the quick brown fox jumps over the lazy dog"] * 25)] * 64  # a long batch to run
     request_id = f"cancelled-{new_id()[:8]}"
-    serving = asyncio.create_task(_serve(stack, request_id, texts))
-    await _first(  # its lease granted: the model is running it
+    serving = asyncio.create_task(serve_directly(stack, request_id, texts))
+    await first_event(  # its lease granted: the model is running it
         stack,
         subjects.EVENTS_STREAM,
         lambda e: isinstance(e, s.LeaseGranted) and e.request_id == request_id,
@@ -253,8 +198,8 @@ async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and
     serving.cancel()  # as a shutdown does
     with pytest.raises(asyncio.CancelledError):
         await serving
-    assert (await _release_of(stack, request_id)).outcome == "cancelled"
-    assert (await _failure_of(stack, request_id)).code == "REQUEST_CANCELLED"
+    assert (await release_of(stack, request_id)).outcome == "cancelled"
+    assert (await failure_of(stack, request_id)).code == "REQUEST_CANCELLED"
 
 
 async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_recorded_failed(
@@ -276,5 +221,5 @@ async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_reco
     assert (response.status_code, code) in {(503, "CAPABILITY_UNAVAILABLE"), (504, "REQUEST_TIMEOUT")}
     request_id = response.headers["x-request-id"]
 
-    assert (await _failure_of(stack, request_id)).code == code
-    assert (await _release_of(stack, request_id)).outcome == "failed"
+    assert (await failure_of(stack, request_id)).code == code
+    assert (await release_of(stack, request_id)).outcome == "failed"
