@@ -1,15 +1,23 @@
-"""A lease's appends when the event log is slow: a grant that lands after its request gave up is
-given back, with what it planned still carried out."""
+"""A lease's appends when the event log is slow or contended: a grant that lands after its request
+gave up is given back, with what it planned still carried out; a release that conflicts with
+another writer is appended again on the newer version, for a bounded time, then left to the TTL."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import signal
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
+from eventstore.store import ExpectedVersion
+from gateway.serving import capacity
+from gateway.serving.appends import append_to_accelerator
 from modelforge.devstack.nats_server import NatsServer
 from streams.codes import ServingError
 from streams.envelope import new_id
@@ -22,7 +30,8 @@ from tests.integration.gateway.conftest import (
     release_of,
     serve_directly,
 )
-from tests.support.agents import next_event
+from tests.support.agents import aggregate_events, next_event
+from tests.support.events import lease_granted
 
 
 @contextlib.contextmanager
@@ -62,3 +71,69 @@ async def test_a_grant_that_lands_after_its_request_timed_out_is_given_back_and_
         lambda e: isinstance(e, s.ResidencyLoaded) and e.deployment_id == deployment,
     )
     assert loaded.measured_bytes > 0
+
+
+async def _granted(stack: Stack, ttl_s: float) -> capacity.Grant:
+    """A small lease on the stack's accelerator, appended by its gateway as a decision's is."""
+    assert stack.gateway.replica is not None
+    accelerator = f"{stack.node}-cpu0"
+    expires = datetime.fromtimestamp(time.time() + ttl_s, UTC)
+    lease = lease_granted(f"held-{new_id()[:6]}", accelerator, expires, deployment_id=stack.deployment_id)
+    await append_to_accelerator(stack.gateway.replica.edge.ctx, accelerator, [lease])
+    return capacity.Grant(
+        lease_id=lease.lease_id,
+        accelerator_id=accelerator,
+        node_id=stack.node,
+        deployment_id=stack.deployment_id,
+        cold=False,
+        fingerprint=lease.decision_fingerprint,
+    )
+
+
+async def _released_behind_another_writer(stack: Stack, grant: capacity.Grant) -> int:
+    """Release `grant` just after another writer appended to its accelerator; that append's version.
+    Both go out on the gateway's own connection, the other writer's first, so the server stores it
+    before the release arrives — decided on the version before it, the release conflicts."""
+    assert stack.gateway.replica is not None
+    ctx = stack.gateway.replica.edge.ctx
+    await stack.gateway.settled()
+    normal = s.PressureChanged(
+        accelerator_id=grant.accelerator_id, previous="NORMAL", current="NORMAL", utilization=0.0
+    )
+    other = asyncio.ensure_future(
+        ctx.store.append(Aggregate.ACCELERATOR, grant.accelerator_id, [normal], ExpectedVersion.ANY)
+    )
+    releasing = asyncio.ensure_future(capacity.release(ctx, grant, "completed"))
+    async with asyncio.timeout(20):
+        await releasing
+        return await other
+
+
+async def test_a_release_that_conflicts_with_another_writer_is_appended_again_on_the_newer_version(
+    stack: Stack,
+) -> None:
+    grant = await _granted(stack, ttl_s=300)
+    other = await _released_behind_another_writer(stack, grant)
+    records, _ = await stack.store.load(Aggregate.ACCELERATOR, grant.accelerator_id, other)
+    released = [
+        r for r in records if isinstance(r.event, s.LeaseReleased) and r.event.lease_id == grant.lease_id
+    ]
+    assert [r.event.outcome for r in released] == ["completed"]  # type: ignore[attr-defined]
+
+
+async def test_a_release_still_conflicting_at_its_retry_bound_is_left_to_the_lease_ttl(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(capacity, "RELEASE_RETRY_S", 0.0)  # the first conflict already reaches it
+    grant = await _granted(stack, ttl_s=2)
+    with caplog.at_level(logging.WARNING, logger=capacity.log.name):
+        await _released_behind_another_writer(stack, grant)
+    assert f"lease {grant.lease_id} on {grant.accelerator_id} not released" in caplog.text
+    await next_event(  # the gateway's upkeep ends it at its TTL
+        stack.connection,
+        Aggregate.ACCELERATOR,
+        grant.accelerator_id,
+        lambda e: isinstance(e, s.LeaseExpired) and e.lease_id == grant.lease_id,
+    )
+    events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, grant.accelerator_id)
+    assert not [e for e in events if isinstance(e, s.LeaseReleased) and e.lease_id == grant.lease_id]
