@@ -38,6 +38,12 @@ class ServerTooOld(EventStoreError):
         self.found = found
 
 
+class JetStreamUnavailable(EventStoreError):
+    """JetStream did not answer in time (a new cluster that has not elected its meta leader)."""
+
+    code = "JETSTREAM_UNAVAILABLE"
+
+
 class PublishFailed(EventStoreError):
     """The server refused the publish for a reason other than a version conflict."""
 

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
 import re
+from collections.abc import Mapping
 
 from nats.aio.client import Client
-from nats.js.errors import NotFoundError
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import StreamConfig
+from nats.js.client import JetStreamContext
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 
-from eventstore.errors import ServerTooOld
+from eventstore.errors import JetStreamUnavailable, ServerTooOld
 from streams import configs
+
+REPLICAS_ENV = "MODELFORGE_STREAM_REPLICAS"
+JETSTREAM_READY_S = 60.0
+NOT_READY_PAUSE_S = 0.5
+log = logging.getLogger("modelforge.provision")
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -24,13 +37,34 @@ def check_server_version(text: str, required: tuple[int, int, int] = configs.MIN
         raise ServerTooOld(text, required)
 
 
-async def provision(client: Client, replicas: int = 1, request_max_age_days: float = 30.0) -> list[str]:
+def stream_replicas(environ: Mapping[str, str] = os.environ) -> int:
+    """How many servers keep each stream: `MODELFORGE_STREAM_REPLICAS` (1 by default; 3 in a
+    3-node cluster, so a stream survives losing a server)."""
+    text = environ.get(REPLICAS_ENV, "1").strip()
+    if not text.isdigit() or not 1 <= int(text) <= 5:
+        raise ValueError(
+            f"{REPLICAS_ENV} must be a whole number from 1 to 5 (JetStream's limit), not {text!r}"
+        )
+    return int(text)
+
+
+async def provision(
+    client: Client, replicas: int | None = None, request_max_age_days: float = 30.0
+) -> list[str]:
     """Create or update every stream; returns the names. Safe to call from every process."""
     found = client.connected_server_version
     check_server_version(f"{found.major}.{found.minor}.{found.patch}")
+    return await ensure_streams(
+        client, configs.all_streams(replicas or stream_replicas(), request_max_age_days)
+    )
+
+
+async def ensure_streams(client: Client, stream_configs: list[StreamConfig]) -> list[str]:
+    """Create each stream, or bring it to its configuration (replicas included); returns the names."""
     js = client.jetstream()
+    await _jetstream_ready(js)
     names = []
-    for config in configs.all_streams(replicas, request_max_age_days):
+    for config in stream_configs:
         assert config.name is not None
         try:
             await js.stream_info(config.name)
@@ -40,3 +74,22 @@ async def provision(client: Client, replicas: int = 1, request_max_age_days: flo
             await js.update_stream(config)
         names.append(config.name)
     return names
+
+
+async def _jetstream_ready(js: JetStreamContext, within_s: float = JETSTREAM_READY_S) -> None:
+    """A cluster answers JetStream requests only once it has elected its meta leader, seconds
+    after its servers start: until then a request goes unanswered (each try waits for a reply)."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + within_s
+    while True:
+        try:
+            await js.account_info()
+            return
+        except (NatsTimeoutError, NoRespondersError, ServiceUnavailableError) as exc:
+            if loop.time() >= give_up:
+                raise JetStreamUnavailable(
+                    f"JetStream did not answer within {within_s:.0f} s: {exc!r}"
+                ) from None
+            log.info("waiting for JetStream (%r)", exc)
+            if not isinstance(exc, NatsTimeoutError):  # refused at once: do not spin
+                await asyncio.sleep(NOT_READY_PAUSE_S)

@@ -4,11 +4,14 @@ An append is a JetStream publish whose headers make the server check the aggrega
 subject sequence, so two writers can never both win the same version. Several events from one
 command go as one atomic batch. An ambiguous publish (timeout, reconnect) is retried with the
 same `Nats-Msg-Id`s; if the server then reports a conflict whose last event is ours, the first
-attempt landed and the append succeeded.
+attempt landed and the append succeeded. A publish no stream answered (no responders: the stream's
+leader is being elected after a cluster node left) is resent after a short back-off. Either way
+for up to `retry_s`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Sequence
 
@@ -26,6 +29,7 @@ from streams.events import AGGREGATE_OF, REQUEST_EVENTS, Event
 
 WRONG_LAST_SEQUENCE = 10071
 DUPLICATE_IN_BATCH = 10201
+NO_LEADER_PAUSE_S, MAX_NO_LEADER_PAUSE_S = 0.05, 1.0  # back-off while a stream has no leader
 _AMBIGUOUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError, TimeoutError)
 
 
@@ -115,11 +119,11 @@ def prepare(
 class EventStore:
     """Append side of the event log. One per process; safe for concurrent use."""
 
-    def __init__(self, connection: Connection, publish_timeout: float = 5.0, attempts: int = 5) -> None:
+    def __init__(self, connection: Connection, publish_timeout: float = 5.0, retry_s: float = 30.0) -> None:
         self.connection = connection
         self.client = connection.client
-        self.publish_timeout = publish_timeout
-        self.attempts = attempts
+        self.publish_timeout = publish_timeout  # one attempt's wait for its acknowledgement
+        self.retry_s = retry_s  # how long an append whose outcome is unknown keeps being resent
         self.last_sequence = 0  # highest MF_EVENTS sequence this process has seen acked (read-your-writes)
 
     async def append(
@@ -207,21 +211,26 @@ class EventStore:
                 message.headers["Nats-Batch-Id"] = batch_id
                 message.headers["Nats-Batch-Sequence"] = str(index)
             outgoing[-1].headers["Nats-Batch-Commit"] = "1"
-        last_error: Exception | None = None
-        for _ in range(self.attempts):
+        loop = asyncio.get_running_loop()
+        give_up, pause = loop.time() + self.retry_s, NO_LEADER_PAUSE_S
+        while True:
             try:
                 seq = await self._publish_once(outgoing)
             except _AMBIGUOUS as exc:
-                # Unknown outcome: wait for the connection, then resend the same ids.
-                last_error = exc
-                await self.connection.wait_connected(self.publish_timeout)
+                remaining = give_up - loop.time()
+                if remaining <= 0:
+                    raise PublishFailed(outgoing[0].subject, 0, _unacknowledged(self.retry_s, exc)) from None
+                if isinstance(exc, NoRespondersError):
+                    # No stream took the message (nothing was stored): its leader is being elected
+                    # after a server left. No message tells a client when that is done: back off.
+                    await asyncio.sleep(min(pause, remaining))
+                    pause = min(2 * pause, MAX_NO_LEADER_PAUSE_S)
+                else:  # unknown outcome: wait for the connection, then resend the same ids
+                    await self.connection.wait_connected(min(self.publish_timeout, remaining))
                 continue
             if events_stream:
                 self.last_sequence = max(self.last_sequence, seq)
             return seq
-        raise PublishFailed(
-            outgoing[0].subject, 0, f"no acknowledgement after {self.attempts} attempts: {last_error!r}"
-        )
 
     async def _publish_once(self, outgoing: list[Outgoing]) -> int:
         inbox, timeout = replies.inbox_of(self.client), self.publish_timeout
@@ -257,6 +266,14 @@ def _check(subject: str, data: bytes) -> int:
     if ack.error is not None:
         raise PublishFailed(subject, ack.error.err_code, ack.error.description)
     return ack.seq
+
+
+def _unacknowledged(retry_s: float, last_error: Exception) -> str:
+    if isinstance(last_error, NoRespondersError):
+        return (
+            f"no stream took it for {retry_s:.0f} s (not provisioned, or no leader elected): {last_error!r}"
+        )
+    return f"no acknowledgement within {retry_s:.0f} s: {last_error!r}"
 
 
 def _actual_from(description: str) -> int:

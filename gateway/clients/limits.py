@@ -42,8 +42,8 @@ from typing import Final
 
 import msgspec
 from nats.aio.client import Client
-from nats.js.errors import NotFoundError
 
+from eventstore.provision import ensure_streams, stream_replicas
 from eventstore.replies import inbox_of
 from gateway.clients.model import ClientPrincipal
 from gateway.clients.permit import Permit
@@ -82,20 +82,9 @@ _ack = msgspec.json.Decoder(_Ack)
 _info = msgspec.json.Decoder(_Info)
 
 
-async def provision_limits(client: Client, replicas: int = 1) -> list[str]:
+async def provision_limits(client: Client, replicas: int | None = None) -> list[str]:
     """Create or update the limit streams; idempotent, safe from every replica."""
-    js = client.jetstream()
-    names = []
-    for config in configs.limit_streams(replicas):
-        assert config.name is not None
-        try:
-            await js.stream_info(config.name)
-        except NotFoundError:
-            await js.add_stream(config)
-        else:
-            await js.update_stream(config)
-        names.append(config.name)
-    return names
+    return await ensure_streams(client, configs.limit_streams(replicas or stream_replicas()))
 
 
 def _unavailable(exc: BaseException) -> ServingError:

@@ -124,7 +124,7 @@ async def test_an_ambiguous_publish_is_retried_without_duplicating(tmp_path: Pat
     conn = await connect(server.url, "ambiguous")
     try:
         await provision(conn.client)
-        store = EventStore(conn, publish_timeout=0.5, attempts=5)
+        store = EventStore(conn, publish_timeout=0.5, retry_s=5)
         cid = new_id()
         await store.append(Aggregate.CLIENT, cid, [created(cid)], ExpectedVersion.NO_STREAM)
         os.kill(server.pid, signal.SIGSTOP)
