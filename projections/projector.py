@@ -8,7 +8,9 @@ e.g. it dies), then follow the streams from their checkpoints + 1.
 Messages are queued as they arrive; the applier takes whatever is queued (up to `batch_max`) as
 one batch and commits rows, audit log and checkpoints in one transaction, so batches grow with
 load and shrink to one event when idle: no timers or sleeps are needed to batch. A lost stream
-connection or a moved checkpoint (replay swapped in) resumes from the stored checkpoint.
+connection or a moved checkpoint (replay swapped in) resumes from the stored checkpoint; so does a
+lost database session, once a new one (bounded back-off, see projections.reconnect) holds the
+locks again.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -25,6 +27,7 @@ from projections import source
 from projections.batch import Catalog, ProjectionHalted
 from projections.migrate import LIVE_SCHEMA, check_schema, lock_key, migrate
 from projections.pipeline import Chunk, Pipeline
+from projections.reconnect import lost, reconnect
 from projections.writer import CheckpointMoved, Writer
 from streams import subjects
 
@@ -59,34 +62,36 @@ async def run(
     stop = stop or asyncio.Event()
     conn = await connect(database_url)
     extras: list[asyncio.Task[None]] = []
+    names = ", ".join(streams)
     try:
         await migrate(conn, schema)
-        names = ", ".join(streams)
-        log.info("projector of %s for schema %s waiting for the projection lock", names, schema)
-        for stream in sorted(streams):  # one lock per stream, always taken in the same order
-            await conn.execute(
-                "SELECT pg_advisory_lock(hashtext(%s))", (lock_key(schema, f"projector.{stream}"),)
-            )
-        log.info("projector of %s for schema %s is the active instance", names, schema)
+        await _lock(conn, schema, streams)
         if telemetry:
             from projections.telemetry import follow_telemetry
 
             follower = asyncio.create_task(follow_telemetry(database_url, nats_urls, schema, stop))
             follower.add_done_callback(_report_telemetry_end)
             extras.append(follower)
-        writer = Writer(conn, schema, await Catalog.load(conn, schema))
+
+        async def follow(writer: Writer, checkpoints: dict[str, int]) -> None:
+            await _follow(writer, checkpoints, nats_urls, stop, batch_max, on_batch, streams)
+
         while not stop.is_set():
-            checkpoints = await writer.read_checkpoints(streams)
             try:
-                await _follow(writer, checkpoints, nats_urls, stop, batch_max, on_batch, streams)
-            except CheckpointMoved as exc:
-                log.warning("checkpoint moved (%s): resuming from the stored checkpoint", exc)
-                writer = Writer(conn, schema, await Catalog.load(conn, schema))
-            except source.SourceLost as exc:
-                log.warning("stream reader lost (%s): resuming in %.0f s", exc, RETRY_S)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(RETRY_S):
-                        await stop.wait()
+                await _project(conn, schema, streams, stop, follow)
+            except psycopg.Error as exc:
+                if not lost(exc):
+                    raise
+                # Nothing of the batch in flight committed without its checkpoint: a new session
+                # takes the locks again (another projector may have them by now) and resumes there.
+                log.warning("projector of %s lost its database session (%s)", names, exc)
+                await conn.close()
+                again = await reconnect(
+                    lambda: _session(database_url, schema, streams), f"projector of {names}", stop
+                )
+                if again is None:
+                    break
+                conn = again
     finally:
         for task in extras:
             task.cancel()
@@ -94,6 +99,49 @@ async def run(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await conn.close()
+
+
+async def _lock(conn: psycopg.AsyncConnection[Any], schema: str, streams: tuple[str, ...]) -> None:
+    names = ", ".join(streams)
+    log.info("projector of %s for schema %s waiting for the projection lock", names, schema)
+    for stream in sorted(streams):  # one lock per stream, always taken in the same order
+        await conn.execute(
+            "SELECT pg_advisory_lock(hashtext(%s))", (lock_key(schema, f"projector.{stream}"),)
+        )
+    log.info("projector of %s for schema %s is the active instance", names, schema)
+
+
+async def _session(database_url: str, schema: str, streams: tuple[str, ...]) -> psycopg.AsyncConnection[Any]:
+    conn = await connect(database_url)
+    try:
+        await _lock(conn, schema, streams)
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+async def _project(
+    conn: psycopg.AsyncConnection[Any],
+    schema: str,
+    streams: tuple[str, ...],
+    stop: asyncio.Event,
+    follow: Callable[[Writer, dict[str, int]], Awaitable[None]],
+) -> None:
+    """Follow the streams from the stored checkpoints on this session (its locks held) until `stop`."""
+    writer = Writer(conn, schema, await Catalog.load(conn, schema))
+    while not stop.is_set():
+        checkpoints = await writer.read_checkpoints(streams)
+        try:
+            await follow(writer, checkpoints)
+        except CheckpointMoved as exc:
+            log.warning("checkpoint moved (%s): resuming from the stored checkpoint", exc)
+            writer = Writer(conn, schema, await Catalog.load(conn, schema))
+        except source.SourceLost as exc:
+            log.warning("stream reader lost (%s): resuming in %.0f s", exc, RETRY_S)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(RETRY_S):
+                    await stop.wait()
 
 
 async def _follow(

@@ -3,7 +3,8 @@ audit log and checkpoints.
 
 The checkpoint rows are locked first and must match what the caller last applied (else
 `CheckpointMoved`: someone else wrote, or a replay was swapped in); they advance in the same
-transaction, and `pg_notify` tells waiters the new sequence when it commits.
+transaction, and `pg_notify` tells waiters the new sequence when it commits. A refused row halts
+the projection at its event; a lost session is raised as it is, for the caller to reconnect.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from psycopg import sql
 from projections.audit import AUDIT_COLUMNS
 from projections.batch import Catalog, Prepared, Preparer, ProjectionHalted
 from projections.facts import Fact
+from projections.reconnect import refused_data
 
 Conn = psycopg.AsyncConnection[Any]
 NOTIFY_CHANNEL = "modelforge_projection"
@@ -54,14 +56,18 @@ class Writer:
         """Apply a prepared batch atomically (then raise its halt, if any); returns the new checkpoints."""
         try:
             done = await self._transaction(batch, expected)
-        except psycopg.Error:
-            # The database refused something: find the event, one transaction each, so the error
+        except psycopg.Error as exc:
+            if not refused_data(exc):
+                raise  # the session, not an event (see projections.reconnect): nothing of it committed
+            # The database refused some row: find the event, one transaction each, so the error
             # names it and everything before it is applied (and nothing after it).
             done = dict(expected)
             for fact in batch.facts:
                 try:
                     done = await self._transaction(self.prepare([fact]), done)
                 except psycopg.Error as exc:
+                    if not refused_data(exc):
+                        raise
                     raise ProjectionHalted(
                         fact.stream,
                         fact.seq,

@@ -1,0 +1,109 @@
+"""A PostgreSQL session that ends under the read side (restart, failover, `pg_terminate_backend`)
+is a lost database, not a bad event: the projector and the read-your-writes waiter connect again
+and carry on from the stored checkpoints."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+
+from eventstore.store import EventStore
+from modelforge.devstack.nats_server import NatsServer
+from projections import projector
+from projections.wait import wait_for_sequence
+from streams.events import control as c
+from streams.events import requests as r
+from streams.subjects import Aggregate
+
+from .helpers import checkpoints, publish
+
+
+async def terminate_sessions(database_url: str) -> int:
+    """End every other session on this test's own database, as a database restart would."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def clients(prefix: str, count: int) -> list[tuple[Aggregate, str, c.ClientCreated]]:
+    return [
+        (
+            Aggregate.CLIENT,
+            f"{prefix}{i}",
+            c.ClientCreated(
+                client_id=f"{prefix}{i}",
+                name=f"{prefix}{i}",
+                scopes=("rag.embedding@1",),
+                requests_per_minute=60,
+                max_concurrency=2,
+            ),
+        )
+        for i in range(count)
+    ]
+
+
+async def projected(database_url: str, sequence: int, running: asyncio.Task[None]) -> bool:
+    """Whether MF_EVENTS gets applied through `sequence` (False when the projector ends first)."""
+    waiting = asyncio.create_task(wait_for_sequence(database_url, sequence, timeout=60))
+    await asyncio.wait({waiting, running}, return_when=asyncio.FIRST_COMPLETED)
+    if running.done():
+        waiting.cancel()
+        running.result()  # its error, if it failed
+        return False
+    return waiting.result()
+
+
+async def fetch_one(database_url: str, query: str) -> object:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        row = await (await conn.execute(query)).fetchone()
+        assert row is not None
+        return row[0]
+
+
+async def test_the_projector_connects_again_when_its_database_session_is_terminated(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str
+) -> None:
+    stop = asyncio.Event()
+    running = asyncio.create_task(projector.run(fresh_database, private_nats.url, stop=stop, telemetry=False))
+    try:
+        first = await publish(private_store, clients("a", 3))
+        assert await projected(fresh_database, first["MF_EVENTS"], running)
+        for outage in range(2):
+            assert await terminate_sessions(fresh_database) >= 1  # the projector's own session
+            more = await publish(private_store, clients(f"b{outage}-", 5))
+            assert await projected(fresh_database, more["MF_EVENTS"], running)
+        assert not running.done()
+    finally:
+        stop.set()
+        async with asyncio.timeout(10):
+            await running
+    # Every event once: one row and one audit line each, the checkpoint at the last one.
+    assert await fetch_one(fresh_database, "SELECT count(*) FROM mf.clients") == 13
+    assert await fetch_one(fresh_database, "SELECT count(*) FROM mf.audit_log") == 13
+    assert (await checkpoints(fresh_database))["MF_EVENTS"] == more["MF_EVENTS"]
+
+
+async def test_a_row_the_database_refuses_still_stops_the_projection_naming_its_event(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str
+) -> None:
+    too_many = r.RequestAccepted(
+        request_id="req-big",
+        client_id="c",
+        capability="rag.embedding@1",
+        input_sha256="0" * 64,
+        shape_bucket="items:1",
+        items=2**40,  # requests.items is an int: out of range (SQLSTATE 22003), on any connection
+    )
+    bad = await private_store.record_request("rag.embedding@1", "req-big", too_many)
+    with pytest.raises(
+        projector.ProjectionHalted, match=f"MF_REQUESTS sequence {bad} .*NumericValueOutOfRange"
+    ):
+        async with asyncio.timeout(30):
+            await projector.run(fresh_database, private_nats.url, telemetry=False)
