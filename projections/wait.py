@@ -2,56 +2,85 @@
 
 The projector `pg_notify`s `schema:stream:seq` when each batch commits. A waiter LISTENs first,
 then reads the checkpoint (so no commit can slip between the two), then wakes on notifications:
-no polling loop and no sleeps.
+no polling loop and no sleeps. A lost session is opened again the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from projections.migrate import LIVE_SCHEMA, check_schema
+from projections.reconnect import reconnect
 from projections.writer import NOTIFY_CHANNEL
 from streams import subjects
 
+log = logging.getLogger("modelforge.projections.wait")
+
 
 class ProjectionWaiter:
-    """One listening connection serving any number of concurrent waits."""
+    """One listening connection serving any number of concurrent waits.
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any], schema: str) -> None:
-        self.conn, self.schema = conn, schema
+    A session that ends (database restart, failover, `pg_terminate_backend`) is opened again with a
+    bounded back-off (see projections.reconnect): LISTEN, read the checkpoints, wake the waiters, so
+    a commit notified while no session listened is still seen."""
+
+    def __init__(self, database_url: str, schema: str) -> None:
+        self.url, self.schema = database_url, schema
+        self.conn: psycopg.AsyncConnection[Any] | None = None
         self.applied: dict[str, int] = {}
         self.changed = asyncio.Condition()
+        self._closing = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, database_url: str, schema: str = LIVE_SCHEMA) -> ProjectionWaiter:
-        conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
-        waiter = cls(conn, check_schema(schema))
-        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
-        try:
-            cur = await conn.execute(
-                sql.SQL("SELECT stream, last_seq FROM {}.checkpoints").format(sql.Identifier(schema))
-            )
-            waiter.applied = {stream: seq for stream, seq in await cur.fetchall()}
-        except psycopg.errors.UndefinedTable:
-            pass  # not migrated yet: nothing applied
+        waiter = cls(database_url, check_schema(schema))
+        waiter.conn = await waiter._listening()
         waiter._task = asyncio.create_task(waiter._listen())
         return waiter
 
+    async def _listening(self) -> psycopg.AsyncConnection[Any]:
+        """A new session that LISTENs, then reads the checkpoints (so no commit slips between the two)."""
+        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        try:
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
+            try:
+                cur = await conn.execute(
+                    sql.SQL("SELECT stream, last_seq FROM {}.checkpoints").format(sql.Identifier(self.schema))
+                )
+                applied = {stream: seq for stream, seq in await cur.fetchall()}
+            except psycopg.errors.UndefinedTable:
+                applied = {}  # not migrated yet: nothing applied
+        except BaseException:
+            await conn.close()
+            raise
+        await self._advance(applied)
+        return conn
+
+    async def _advance(self, applied: dict[str, int]) -> None:
+        async with self.changed:
+            for stream, seq in applied.items():
+                self.applied[stream] = max(self.applied.get(stream, 0), seq)
+            self.changed.notify_all()
+
     async def _listen(self) -> None:
-        async for note in self.conn.notifies():
-            schema, _, rest = note.payload.partition(":")
-            stream, _, seq = rest.rpartition(":")
-            if schema != self.schema or not seq.isdigit():
-                continue
-            async with self.changed:
-                self.applied[stream] = max(self.applied.get(stream, 0), int(seq))
-                self.changed.notify_all()
+        while self.conn is not None:
+            try:
+                async for note in self.conn.notifies():
+                    schema, _, rest = note.payload.partition(":")
+                    stream, _, seq = rest.rpartition(":")
+                    if schema == self.schema and seq.isdigit():
+                        await self._advance({stream: int(seq)})
+            except psycopg.Error as exc:
+                log.warning("read-your-writes waiter lost its database session (%s)", exc)
+            await self.conn.close()
+            self.conn = await reconnect(self._listening, "read-your-writes waiter", self._closing)
 
     async def wait(self, sequence: int, stream: str = subjects.EVENTS_STREAM, timeout: float = 5.0) -> bool:
         """True once `stream` is applied through `sequence`; False after `timeout` seconds."""
@@ -64,11 +93,13 @@ class ProjectionWaiter:
         return True
 
     async def close(self) -> None:
+        self._closing.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, psycopg.Error):
                 await self._task
-        await self.conn.close()
+        if self.conn is not None:
+            await self.conn.close()
 
 
 async def wait_for_sequence(

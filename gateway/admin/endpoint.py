@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -34,6 +34,7 @@ class Call:
     path: dict[str, str]
     query: dict[str, str]
     body: Any
+    headers: dict[str, str] = field(default_factory=dict)  # added to the response by the handler
 
 
 Handler = Callable[[Call], Awaitable[object]]
@@ -83,6 +84,6 @@ def _asgi(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
             result = await endpoint.handler(call)
         except ServingError as error:
             return error_response(error, request_id)
-        return json_response(msgspec.to_builtins(result), endpoint.status)
+        return json_response(msgspec.to_builtins(result), endpoint.status, call.headers)
 
     return handle

@@ -196,7 +196,7 @@ async def placements(call: Call) -> object:
         raise ServingError(
             "AUTH_BACKEND_UNAVAILABLE", "placement history needs the read model (DATABASE_URL)"
         )
-    await model.fresh(call.edge.ctx.store.last_sequence)
+    await model.fresh_for(call)
     return await model.query(PLACEMENTS_SQL, (int(call.query.get("limit", "100")),))
 
 
@@ -212,7 +212,7 @@ async def scheduler_metrics(call: Call) -> object:
     model = await read_model()
     counters: dict[str, Any] = {}
     if model is not None:
-        await model.fresh(call.edge.ctx.store.last_sequence)
+        await model.fresh_for(call)
         counters = (await model.query(METRICS_SQL))[0]
     return {"gauges": gauges, "counters": counters, "queued_requests": call.edge.ctx.queued}
 
@@ -223,7 +223,7 @@ async def request_history(call: Call) -> object:
     model = await read_model()
     if model is None:
         return await requests_from_log(call.edge.ctx.client, limit, client_id)
-    await model.fresh(call.edge.ctx.store.last_sequence)
+    await model.fresh_for(call)
     return await model.query(REQUESTS_SQL, (client_id, client_id, limit))
 
 

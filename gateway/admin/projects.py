@@ -135,7 +135,7 @@ async def integrations(call: Call) -> object:
     """Per project and bound client: volume, errors, p50/p95 latency and the VRAM it leased."""
     model = await read_model()
     if model is not None:
-        await model.fresh(call.edge.ctx.store.last_sequence)
+        await model.fresh_for(call)
         return await model.query(INTEGRATIONS_SQL)
     projects: dict[str, ProjectState] = await promotion(call).aggregates.all(A.PROJECT)
     history = await requests_from_log(call.edge.ctx.client, 1_000_000, None)

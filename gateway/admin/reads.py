@@ -1,5 +1,6 @@
 """Admin reads from the PostgreSQL read model (tables of projections/migrations), with
-read-your-writes: a read first waits until the projector has applied the caller's last append.
+read-your-writes: a read first waits until the projector has applied the caller's last append
+(at most 5 s; a read answered without it carries `x-read-model-stale: true`).
 
 Without DATABASE_URL the request history is folded from MF_REQUESTS instead (the same facts,
 read from the log), so the admin API works on a stack without a projector.
@@ -8,8 +9,9 @@ read from the log), so the admin API works on a stack without a projector.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import psycopg
@@ -22,6 +24,11 @@ from projections.wait import ProjectionWaiter
 from streams import subjects
 from streams.events import requests as r
 
+if TYPE_CHECKING:
+    from gateway.admin.endpoint import Call
+
+log = logging.getLogger("modelforge.gateway.admin")
+STALE_HEADER = "x-read-model-stale"  # on a read answered before the projector applied the caller's last write
 _models: dict[str, ReadModel] = {}
 _lock = asyncio.Lock()
 
@@ -36,18 +43,43 @@ async def read_model() -> ReadModel | None:
         return _models[url]
 
 
+async def close_read_models() -> None:
+    """Close every read model's waiting session (they live as long as the process otherwise)."""
+    async with _lock:
+        models = list(_models.values())
+        _models.clear()
+    for model in models:
+        if model.waiter is not None:
+            await model.waiter.close()
+
+
 class ReadModel:
     def __init__(self, database_url: str, schema: str = LIVE_SCHEMA) -> None:
         self.url, self.schema = database_url, schema
         self.waiter: ProjectionWaiter | None = None
 
-    async def fresh(self, events_seq: int, requests_seq: int = 0, timeout: float = 5.0) -> None:
+    async def fresh(self, events_seq: int, requests_seq: int = 0, timeout: float = 5.0) -> bool:
+        """Whether the projector applied these sequences within `timeout` (False is logged)."""
         if self.waiter is None:
             self.waiter = await ProjectionWaiter.open(self.url, self.schema)
-        if events_seq:
-            await self.waiter.wait(events_seq, subjects.EVENTS_STREAM, timeout)
-        if requests_seq:
-            await self.waiter.wait(requests_seq, subjects.REQUESTS_STREAM, timeout)
+        for stream, seq in ((subjects.EVENTS_STREAM, events_seq), (subjects.REQUESTS_STREAM, requests_seq)):
+            if seq and not await self.waiter.wait(seq, stream, timeout):
+                applied = self.waiter.applied.get(stream, 0)
+                log.warning(
+                    "read model has applied %s only through %d, not %d, after %.0f s: answering from it as it is",
+                    stream,
+                    applied,
+                    seq,
+                    timeout,
+                )
+                return False
+        return True
+
+    async def fresh_for(self, call: Call) -> None:
+        """Read-your-writes for an admin read: wait until this gateway's last append is applied; a
+        response read without it says so (STALE_HEADER)."""
+        if not await self.fresh(call.edge.ctx.store.last_sequence):
+            call.headers[STALE_HEADER] = "true"
 
     async def query(self, text: str, params: tuple[object, ...] = ()) -> list[dict[str, Any]]:
         async with await psycopg.AsyncConnection.connect(

@@ -10,6 +10,7 @@ import psycopg
 
 from eventstore.store import EventStore, ExpectedVersion, prepare
 from projections import projector
+from projections.migrate import migrate
 from projections.scenario import Item
 from streams.envelope import SYSTEM
 from streams.events import control as c
@@ -41,6 +42,12 @@ async def publish(store: EventStore, items: Iterable[Item], window: int = 200) -
     if batch:
         await flush()
     return last
+
+
+async def migrated(database_url: str, schema: str = "mf") -> None:
+    """Create the read model's tables before any projector runs (as a started one would)."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await migrate(conn, schema)
 
 
 async def checkpoints(database_url: str, schema: str = "mf") -> dict[str, int]:

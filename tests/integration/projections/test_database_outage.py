@@ -12,12 +12,12 @@ import pytest
 from eventstore.store import EventStore
 from modelforge.devstack.nats_server import NatsServer
 from projections import projector
-from projections.wait import wait_for_sequence
+from projections.wait import ProjectionWaiter, wait_for_sequence
 from streams.events import control as c
 from streams.events import requests as r
 from streams.subjects import Aggregate
 
-from .helpers import checkpoints, publish
+from .helpers import checkpoints, migrated, publish
 
 
 async def terminate_sessions(database_url: str) -> int:
@@ -107,3 +107,25 @@ async def test_a_row_the_database_refuses_still_stops_the_projection_naming_its_
     ):
         async with asyncio.timeout(30):
             await projector.run(fresh_database, private_nats.url, telemetry=False)
+
+
+async def test_a_waiter_whose_session_is_terminated_listens_again_and_wakes_for_later_commits(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str
+) -> None:
+    await migrated(fresh_database)
+    waiter = await ProjectionWaiter.open(fresh_database)
+    stop = asyncio.Event()
+    running: asyncio.Task[None] | None = None
+    try:
+        assert await terminate_sessions(fresh_database) == 1  # the waiter's: no projector runs yet
+        running = asyncio.create_task(
+            projector.run(fresh_database, private_nats.url, stop=stop, telemetry=False)
+        )
+        seq = (await publish(private_store, clients("w", 1)))["MF_EVENTS"]
+        assert await waiter.wait(seq, timeout=30)
+    finally:
+        stop.set()
+        if running is not None:
+            async with asyncio.timeout(10):
+                await running
+        await waiter.close()

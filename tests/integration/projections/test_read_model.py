@@ -23,7 +23,7 @@ from streams.events import serving as s
 from streams.subjects import Aggregate
 from tests.support.events import residency_loaded
 
-from .helpers import checkpoints, project_until, publish, publish_raw
+from .helpers import checkpoints, migrated, project_until, publish, publish_raw
 
 
 async def fetch(url: str, query: str, *params: object) -> list[tuple[object, ...]]:
@@ -292,8 +292,7 @@ async def test_scheduler_view_matches_the_scheduler_accounting_for_a_scripted_se
 async def test_read_your_writes_wakes_when_the_sequence_is_applied(
     private_nats: NatsServer, private_store: EventStore, fresh_database: str
 ) -> None:
-    async with await psycopg.AsyncConnection.connect(fresh_database, autocommit=True) as conn:
-        await migrate(conn, "mf")
+    await migrated(fresh_database)
     waiter = await ProjectionWaiter.open(fresh_database)
     stop = asyncio.Event()
     task = asyncio.create_task(projector.run(fresh_database, private_nats.url, stop=stop, telemetry=False))
