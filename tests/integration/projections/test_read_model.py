@@ -342,6 +342,7 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
             (2, "views"),
             (3, "agent_jobs"),
             (4, "lean_audit_log"),
+            (5, "request_history_indexes"),
         ]
-    assert first == [1, 2, 3, 4]
+    assert first == [1, 2, 3, 4, 5]
     assert again == []
