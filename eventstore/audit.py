@@ -5,7 +5,8 @@ It reads only headers to filter and format, so it works for events this build ca
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator
 from datetime import datetime
 
 import msgspec
@@ -28,11 +29,13 @@ async def tail(
     event_type: str | None = None,
     since_sequence: int = 1,
     since_time: datetime | None = None,
-) -> AsyncIterator[RecordedEvent]:
-    async for record in subscribe(
+) -> AsyncGenerator[RecordedEvent, None]:
+    records = subscribe(
         client, since_sequence, filter_subject=audit_filter(aggregate, event_type), since_time=since_time
-    ):
-        yield record
+    )
+    async with contextlib.aclosing(records):  # closed with this generator, before its connection
+        async for record in records:
+            yield record
 
 
 def format_line(record: RecordedEvent) -> str:

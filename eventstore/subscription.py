@@ -7,7 +7,7 @@ handed out, so a redelivery after a reset can never surface twice.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from datetime import datetime
 
 from nats.aio.client import Client
@@ -29,7 +29,7 @@ async def subscribe(
     filter_subject: str | None = None,
     since_time: datetime | None = None,
     folded: Callable[[int, str], bool] | None = None,
-) -> AsyncIterator[RecordedEvent]:
+) -> AsyncGenerator[RecordedEvent, None]:
     """Yield events with sequence >= from_sequence (or stored at/after since_time), forever.
 
     `folded(sequence, subject)`: true for an event the caller already holds (its own append,

@@ -159,7 +159,8 @@ class RawNats:
             pos = end + 2
         del self.buffer[:pos]
 
-    async def request(self, subject: str, payload: bytes, timeout: float = 5.0) -> dict[str, Any]:
+    async def request_raw(self, subject: str, payload: bytes, timeout: float = 5.0) -> tuple[bytes, bytes]:
+        """The reply's (header block, payload)."""
         token = uuid.uuid4().hex
         self.publish(subject, payload, f"{self.inbox}.{token}")
         await self.writer.drain()
@@ -168,8 +169,12 @@ class RawNats:
                 if _subject.endswith(token):
                     if headers and b" 503" in headers.split(_CRLF, 1)[0]:
                         raise SourceLost(f"no responders for {subject}: is JetStream enabled?")
-                    reply: dict[str, Any] = json.loads(data)
-                    return reply
+                    return headers, data
+
+    async def request(self, subject: str, payload: bytes, timeout: float = 5.0) -> dict[str, Any]:
+        _headers, data = await self.request_raw(subject, payload, timeout)
+        reply: dict[str, Any] = json.loads(data)
+        return reply
 
     async def close(self) -> None:
         self.writer.close()
@@ -191,16 +196,23 @@ async def last_sequence(stream: str, urls: str | None = None) -> tuple[int, int]
 
 
 async def stored_ns(stream: str, seq: int, urls: str | None = None) -> int:
-    """When the server stored message `seq` of `stream`, in ns since the epoch."""
+    """When the server stored message `seq` of `stream`, in ns since the epoch.
+
+    A direct get (both event streams allow it): the projector's NATS user may read messages
+    that way, not through `$JS.API.STREAM.MSG.GET` (deploy/nats/nats.conf)."""
     raw = await RawNats.open(urls)
     try:
-        reply = await raw.request(f"$JS.API.STREAM.MSG.GET.{stream}", json.dumps({"seq": seq}).encode())
+        headers, _data = await raw.request_raw(
+            f"$JS.API.DIRECT.GET.{stream}", json.dumps({"seq": seq}).encode()
+        )
     finally:
         await raw.close()
-    if "error" in reply:
-        raise SourceLost(f"{stream} sequence {seq} is not in the stream: {reply['error']}")
+    status = headers.split(_CRLF, 1)[0][9:].strip()  # "NATS/1.0 404 Message Not Found": after "NATS/1.0 "
+    if status or not headers:
+        reason = status.decode(errors="replace") or "no headers"
+        raise SourceLost(f"{stream} sequence {seq} is not in the stream: {reason}")
     # RFC 3339 with up to nanoseconds, in UTC: "2026-12-01T00:11:11.123456789Z"
-    whole, _, fraction = str(reply["message"]["time"]).rstrip("Z").partition(".")
+    whole, _, fraction = parse_headers(headers)["Nats-Time-Stamp"].rstrip("Z").partition(".")
     seconds = datetime.fromisoformat(whole).replace(tzinfo=UTC).timestamp()
     return int(seconds) * 1_000_000_000 + int((fraction + "000000000")[:9])
 

@@ -5,8 +5,10 @@ We never use a nats-server from PATH: machines may carry an old one (2.9) that l
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
@@ -41,13 +43,22 @@ def binary() -> Path:
     return candidate
 
 
-def start_nats(state_dir: Path, port: int | None = None, *, detach: bool = True) -> NatsServer:
+def start_nats(
+    state_dir: Path,
+    port: int | None = None,
+    *,
+    detach: bool = True,
+    config_text: str = CONFIG,
+    env: Mapping[str, str] | None = None,
+) -> NatsServer:
+    """`config_text` and `env` (added to this process's environment, for `$NAME` references in
+    the config) let tests run the deployment's own config; port and store come from the flags."""
     store = state_dir / "nats"
     store.mkdir(parents=True, exist_ok=True)
     log = state_dir / "nats.log"
     port = port or free_port()
     config = state_dir / "nats.conf"
-    config.write_text(CONFIG)
+    config.write_text(config_text)
     args = [str(binary()), "-c", str(config), "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port)]
     args += ["-l", str(log)]
     process = subprocess.Popen(
@@ -56,6 +67,7 @@ def start_nats(state_dir: Path, port: int | None = None, *, detach: bool = True)
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=detach,
+        env={**os.environ, **(env or {})},
     )
     wait_for_port(port, process, log)
     return NatsServer(process.pid, port, str(store), str(log))
