@@ -14,8 +14,9 @@ several connections, largest first, so the audit log hashes on one core while th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any, NamedTuple
 
 import psycopg
@@ -99,28 +100,51 @@ async def digest(conn: Conn, schema: str) -> str:
     return combine(await table_digests(conn, schema))
 
 
-async def row_differences(conn: Conn, left: str, right: str, table: str, limit: int = 10) -> list[str]:
-    """Primary keys of rows that differ between two schemas' copies of `table`, with which side has it."""
+async def _keyed_hashes(
+    conn: Conn, schema: str, table: str, catalog: Catalog
+) -> AsyncGenerator[tuple[str, str], None]:
+    """(primary key text, row hash) of every row of `schema.table`, in byte order of the key text."""
     await _pin_output(conn)
-    catalog = await Catalog.load(conn, left)
-    columns = digested_columns(catalog, table)
-    keys = catalog.keys[table]
     key_text = sql.SQL("ROW({})::text").format(
-        sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(k)) for k in keys)
+        sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(k)) for k in catalog.keys[table])
     )
-
-    def side(schema: str) -> sql.Composed:
-        return sql.SQL("SELECT {} AS k, {} AS h FROM {}.{} t").format(
-            key_text, _row_hash(schema, table, columns), sql.Identifier(schema), sql.Identifier(table)
-        )
-
     query = sql.SQL(
-        "SELECT coalesce(a.k, b.k), a.h IS NOT NULL, b.h IS NOT NULL FROM ({}) a FULL JOIN ({}) b ON a.k = b.k"
-        " WHERE a.h IS DISTINCT FROM b.h ORDER BY 1 LIMIT %s"
-    ).format(side(left), side(right))
-    cur = await conn.execute(query, (limit,))
-    out = []
-    for key, in_left, in_right in await cur.fetchall():
-        where = "differs" if in_left and in_right else (f"only in {left}" if in_left else f"only in {right}")
-        out.append(f"{table} {key}: {where}")
+        'SELECT k, h FROM (SELECT {} AS k, {} AS h FROM {}.{} t) s ORDER BY k COLLATE "C"'
+    ).format(
+        key_text,
+        _row_hash(schema, table, digested_columns(catalog, table)),
+        sql.Identifier(schema),
+        sql.Identifier(table),
+    )
+    async for key, row_hash in conn.cursor().stream(query):
+        yield str(key), str(row_hash)
+
+
+async def row_differences(
+    left: tuple[Conn, str], right: tuple[Conn, str], table: str, limit: int = 10
+) -> list[str]:
+    """Primary keys of rows that differ between two schemas' copies of `table`, with which side has it.
+
+    Each side, a (connection, schema), is read on its own connection (the live side may be a
+    snapshot that cannot see the other schema's rows), sorted by key, and the two are merged here."""
+    catalog = await Catalog.load(left[0], left[1])
+    out: list[str] = []
+    async with (
+        contextlib.aclosing(_keyed_hashes(*left, table, catalog)) as lefts,
+        contextlib.aclosing(_keyed_hashes(*right, table, catalog)) as rights,
+    ):
+        a, b = await anext(lefts, None), await anext(rights, None)
+        while (a is not None or b is not None) and len(out) < limit:
+            if a is not None and (b is None or a[0] < b[0]):
+                out.append(f"{table} {a[0]}: only in {left[1]}")
+                a = await anext(lefts, None)
+            elif b is not None and (a is None or b[0] < a[0]):
+                out.append(f"{table} {b[0]}: only in {right[1]}")
+                b = await anext(rights, None)
+            else:  # the same key on both sides
+                assert a is not None
+                assert b is not None
+                if a[1] != b[1]:
+                    out.append(f"{table} {a[0]}: differs")
+                a, b = await anext(lefts, None), await anext(rights, None)
     return out

@@ -2,8 +2,10 @@
 
 Optionally only "as of" a point: `until_seq` (MF_EVENTS sequence; MF_REQUESTS is then cut at the
 time that event was stored, unless `until_requests_seq` says otherwise) or `until_time` (both
-streams cut at the time the server stored each message). Prints a digest; `verify` compares with
-the live schema at the live checkpoints; `swap` renames the rebuilt schema into place atomically.
+streams cut at the time the server stored each message). Prints a digest; `verify` replays up to
+the live checkpoints and compares with the live schema, both read in one snapshot taken at the
+start (a running projector does not make them differ); `swap` renames the rebuilt schema into
+place atomically.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from projections.digest import TableDigest
 from projections.migrate import LIVE_SCHEMA, check_schema, migrate
 from projections.progress import Progress
 from projections.replay_worker import halted_from
+from projections.snapshot import LiveSnapshot
 from streams import subjects
 
 BATCH = 20_000
@@ -48,16 +51,6 @@ class Replayed:
     differences: list[str] = field(default_factory=list)
     live_digest: str | None = None
     swapped_out: str | None = None
-
-
-async def live_checkpoints(conn: Conn, schema: str = LIVE_SCHEMA) -> dict[str, int]:
-    try:
-        cur = await conn.execute(
-            sql.SQL("SELECT stream, last_seq FROM {}.checkpoints").format(sql.Identifier(schema))
-        )
-    except psycopg.errors.UndefinedTable:
-        return {}
-    return {stream: seq for stream, seq in await cur.fetchall()}
 
 
 async def _follow(stream: str, worker: asyncio.subprocess.Process, bar: Progress) -> tuple[str, int]:
@@ -152,15 +145,17 @@ async def replay(
 ) -> Replayed:
     schema = check_schema(schema or f"{live}_replay_{uuid.uuid4().hex[:8]}")
     started = time.perf_counter()
+    # verify: where the live schema stands and what it holds, read in one snapshot (see
+    # projections.snapshot), so a projector committing meanwhile changes neither
+    at_live = await LiveSnapshot.open(database_url, live) if verify else None
     conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True, prepare_threshold=None)
     try:
-        at_live = await live_checkpoints(conn, live) if verify else {}
         targets = {}
         for stream in (subjects.EVENTS_STREAM, subjects.REQUESTS_STREAM):
             _first, last = await source.last_sequence(stream, nats_urls)
             targets[stream] = last
-        if verify and until_seq is None and until_time is None:
-            targets = {s: at_live.get(s, 0) for s in targets}  # the same point as the live schema
+        if at_live is not None and until_seq is None and until_time is None:
+            targets = {s: at_live.checkpoints.get(s, 0) for s in targets}  # the live schema's point
         if until_seq is not None:
             targets[subjects.EVENTS_STREAM] = min(until_seq, targets[subjects.EVENTS_STREAM])
         if until_requests_seq is not None:
@@ -201,20 +196,25 @@ async def replay(
                 sum(expected.values()),
                 time.perf_counter() - started,
             )
-            live_tables = await digest.table_digests(conn, live, [helper]) if verify else {}
-        if verify:
+        if at_live is not None:
+            live_tables = await at_live.table_digests()
             result.live_digest = digest.combine(live_tables)
             for table in sorted(set(tables) | set(live_tables)):
                 if tables.get(table) != live_tables.get(table):
                     if table in tables and table in live_tables:
-                        result.differences += await digest.row_differences(conn, live, schema, table)
+                        result.differences += await digest.row_differences(
+                            (at_live.conn, live), (conn, schema), table
+                        )
                     else:
                         result.differences.append(f"{table}: table present on one side only")
+            await at_live.close()  # its reads hold locks on the live tables that a swap must take
         if swap:
             result.swapped_out = await swap_in(conn, schema, live)
         return result
     finally:
         await conn.close()
+        if at_live is not None:
+            await at_live.close()
 
 
 async def swap_in(conn: Conn, schema: str, live: str = LIVE_SCHEMA) -> str | None:
