@@ -16,6 +16,7 @@ from eventstore.records import RecordedEvent
 from eventstore.subscription import subscribe
 from streams import subjects
 from streams.codec import UnknownEvent
+from streams.redaction import redacted
 
 
 def audit_filter(aggregate: str | None, event_type: str | None) -> str:
@@ -44,7 +45,7 @@ def format_line(record: RecordedEvent) -> str:
         body = f"<unknown: {event.reason}> {len(event.data)} bytes"
         name = event.event_type
     else:
-        body = msgspec.json.encode(event).decode()
+        body = msgspec.json.encode(redacted(event)).decode()
         name = type(event).__name__
     if env is None:
         return f"{record.sequence:>8}  {record.subject}  {name}  {body}"
@@ -55,7 +56,9 @@ def format_line(record: RecordedEvent) -> str:
 def format_json(record: RecordedEvent) -> bytes:
     event = record.event
     payload: object = (
-        {"unknown": event.reason, "type": event.event_type} if isinstance(event, UnknownEvent) else event
+        {"unknown": event.reason, "type": event.event_type}
+        if isinstance(event, UnknownEvent)
+        else redacted(event)
     )
     return msgspec.json.encode(
         {

@@ -23,6 +23,7 @@ from streams.envelope import (
     H_MSG_ID,
     H_SCHEMA_VERSION,
 )
+from streams.redaction import REDACTED_TYPES, redacted
 
 AUDIT_COLUMNS = (
     "stream",
@@ -43,7 +44,6 @@ AUDIT_COLUMNS = (
     "decoded",
     "unknown_reason",
 )
-_REDACT = {"CredentialIssued", "CredentialRotated"}  # key hashes never reach the read model
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _json = msgspec.json.Encoder()
 _SECONDS: dict[int, str] = {}  # whole second -> its text; the events of a batch share a few
@@ -77,8 +77,8 @@ def _payload(fact: Fact) -> tuple[str | None, str, str, str | None]:
             payload = None
         return payload, event.event_type, "f", event.reason
     event_type = type(event).__name__
-    if event_type in _REDACT:
-        payload = _json.encode(msgspec.structs.replace(event, key_sha256="<redacted>")).decode()
+    if isinstance(event, REDACTED_TYPES):  # key hashes never reach the read model
+        payload = _json.encode(redacted(event)).decode()
     elif fact.payload is not None:
         payload = fact.payload.decode()  # as received: it decoded as the current schema, so it is JSON
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from streams.events import control as c
 from streams.events import serving as s
 
 
@@ -66,3 +67,15 @@ def residency_loaded(
         measured_bytes=measured_bytes,
         cold_load_ms=5,
     )
+
+
+KEY_HASH = "secret-hash"  # what must never reach the read model or an audit reader
+
+
+def credential_events() -> tuple[c.CredentialIssued, c.CredentialRotated]:
+    """The two events that carry a credential's key hash (KEY_HASH)."""
+    issued = c.CredentialIssued(client_id="c", credential_id="k1", key_sha256=KEY_HASH, key_prefix="mf_ab")
+    rotated = c.CredentialRotated(
+        client_id="c", old_credential_id="k1", new_credential_id="k2", key_sha256=KEY_HASH, key_prefix="mf_cd"
+    )
+    return issued, rotated
