@@ -107,6 +107,20 @@ async def _replay(args: argparse.Namespace) -> int:
     return code
 
 
+def aware_time(text: str) -> datetime:
+    """An ISO 8601 time with its UTC offset; one without is refused rather than read in the local
+    time zone of whoever runs the replay (which would move the cut by hours)."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no UTC offset: add one, e.g. {text}Z or {text}+00:00 for UTC"
+        )
+    return when
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         return asyncio.run(_replay(args))
@@ -134,7 +148,11 @@ def register(subparsers: Any) -> None:
     )
     replay.add_argument("--until-seq", type=int, help="state as of this MF_EVENTS sequence")
     replay.add_argument("--until-requests-seq", type=int, help="cut MF_REQUESTS at this sequence")
-    replay.add_argument("--until-time", type=datetime.fromisoformat, help="state as of this ISO time")
+    replay.add_argument(
+        "--until-time",
+        type=aware_time,
+        help="state as of this ISO 8601 time, with its UTC offset (2026-11-30T10:00:00Z or +01:00)",
+    )
     replay.add_argument("--into", help="schema to build (default: mf_replay_<random>)")
     replay.add_argument("--schema", default=LIVE_SCHEMA, help="the live schema (default: mf)")
     replay.add_argument("--verify", action="store_true", help="compare with the live schema's digest")

@@ -143,6 +143,8 @@ async def replay(
     progress: bool = True,
     batch: int = BATCH,
 ) -> Replayed:
+    if until_time is not None and until_time.tzinfo is None:
+        raise ValueError("until_time needs a UTC offset: a naive time would be read as local time")
     schema = check_schema(schema or f"{live}_replay_{uuid.uuid4().hex[:8]}")
     started = time.perf_counter()
     # verify: where the live schema stands and what it holds, read in one snapshot (see
