@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import weakref
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -23,6 +25,8 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
 _NO_RESPONDERS = "503"
+NO_LEADER_PAUSE_S, MAX_NO_LEADER_PAUSE_S = 0.05, 1.0
+T = TypeVar("T")
 
 
 class ReplyInbox:
@@ -103,3 +107,23 @@ def inbox_of(client: Client) -> ReplyInbox:
     if inbox is None:
         inbox = _inboxes[client] = ReplyInbox(client)
     return inbox
+
+
+async def resend_while_leaderless(send: Callable[[], Awaitable[T]], within_s: float) -> T:
+    """`send()`, again while nothing answers it (`NoRespondersError`), for up to `within_s`.
+
+    A publish to a stream that no server answers was not stored: in a cluster, the stream is
+    electing a new leader after the server that led it left, which takes a few seconds. Nothing
+    tells a client when that is done, so the resends back off from 50 ms, doubling to 1 s. Past
+    `within_s` the last `NoRespondersError` is raised."""
+    loop = asyncio.get_running_loop()
+    give_up, pause = loop.time() + within_s, NO_LEADER_PAUSE_S
+    while True:
+        try:
+            return await send()
+        except NoRespondersError:
+            remaining = give_up - loop.time()
+            if remaining <= 0:
+                raise
+            await asyncio.sleep(min(pause, remaining))
+            pause = min(2 * pause, MAX_NO_LEADER_PAUSE_S)

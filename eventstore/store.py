@@ -29,7 +29,6 @@ from streams.events import AGGREGATE_OF, REQUEST_EVENTS, Event
 
 WRONG_LAST_SEQUENCE = 10071
 DUPLICATE_IN_BATCH = 10201
-NO_LEADER_PAUSE_S, MAX_NO_LEADER_PAUSE_S = 0.05, 1.0  # back-off while a stream has no leader
 _AMBIGUOUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError, TimeoutError)
 
 
@@ -212,21 +211,18 @@ class EventStore:
                 message.headers["Nats-Batch-Sequence"] = str(index)
             outgoing[-1].headers["Nats-Batch-Commit"] = "1"
         loop = asyncio.get_running_loop()
-        give_up, pause = loop.time() + self.retry_s, NO_LEADER_PAUSE_S
+        give_up = loop.time() + self.retry_s
         while True:
             try:
-                seq = await self._publish_once(outgoing)
+                seq = await replies.resend_while_leaderless(
+                    lambda: self._publish_once(outgoing), give_up - loop.time()
+                )
             except _AMBIGUOUS as exc:
                 remaining = give_up - loop.time()
                 if remaining <= 0:
                     raise PublishFailed(outgoing[0].subject, 0, _unacknowledged(self.retry_s, exc)) from None
-                if isinstance(exc, NoRespondersError):
-                    # No stream took the message (nothing was stored): its leader is being elected
-                    # after a server left. No message tells a client when that is done: back off.
-                    await asyncio.sleep(min(pause, remaining))
-                    pause = min(2 * pause, MAX_NO_LEADER_PAUSE_S)
-                else:  # unknown outcome: wait for the connection, then resend the same ids
-                    await self.connection.wait_connected(min(self.publish_timeout, remaining))
+                # Unknown outcome: wait for the connection, then resend the same ids.
+                await self.connection.wait_connected(min(self.publish_timeout, remaining))
                 continue
             if events_stream:
                 self.last_sequence = max(self.last_sequence, seq)

@@ -27,6 +27,10 @@ messages); a refused one pays one more to give back what it took. Release is one
 holds, any recent refusal or slot conflict) whether a client is far from both limits: the serving
 path then runs the check alongside the capacity search instead of before it
 (`gateway.clients.admission`).
+
+On a cluster, a limit stream whose leader's server left answers nothing until the others elect a
+new one (seconds): its publishes were not stored, so they are sent again, backing off, for up to
+`LEADERLESS_WAIT_S` (`eventstore.replies.resend_while_leaderless`, as the event store does).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import msgspec
 from nats.aio.client import Client
 
 from eventstore.provision import ensure_streams, stream_replicas
-from eventstore.replies import inbox_of
+from eventstore.replies import inbox_of, resend_while_leaderless
 from gateway.clients.model import ClientPrincipal
 from gateway.clients.permit import Permit
 from streams import configs, subjects
@@ -55,6 +59,9 @@ log = logging.getLogger("modelforge.gateway.limits")
 WINDOW_S: Final = 60
 WRONG_LAST_SEQUENCE: Final = 10071
 SLOT_ROUNDS: Final = 3  # stream-info rounds before a contended client is told QUEUE_FULL
+# A limit stream without a leader (an election on a cluster, seconds) holds a request this long
+# before it is refused AUTH_BACKEND_UNAVAILABLE.
+LEADERLESS_WAIT_S: Final = 10.0
 
 
 class _ApiError(msgspec.Struct):
@@ -287,7 +294,10 @@ class RequestLimiter:
     # ---- plumbing -------------------------------------------------------------------------------
 
     async def _publish(self, subject: str, headers: dict[str, str]) -> _Ack:
-        reply = await inbox_of(self._nats).request(subject, b"", self._timeout, headers)
+        inbox = inbox_of(self._nats)
+        reply = await resend_while_leaderless(
+            lambda: inbox.request(subject, b"", self._timeout, headers), LEADERLESS_WAIT_S
+        )
         return _ack.decode(reply.data)
 
     def _ttl(self) -> str:

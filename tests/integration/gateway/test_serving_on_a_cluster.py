@@ -1,0 +1,81 @@
+"""Serving on a three-server NATS cluster with every stream on three servers (compose.yaml's shape):
+requests go on being answered when the server leading every stream dies."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import httpx
+import msgspec
+import pytest
+
+from eventstore.provision import REPLICAS_ENV
+from streams import subjects
+from tests.integration.gateway.conftest import Stack
+from tests.support.cluster import Cluster, start_cluster
+
+STREAMS = (
+    subjects.EVENTS_STREAM,
+    subjects.REQUESTS_STREAM,
+    subjects.WORK_STREAM,
+    subjects.LIMITS_RATE_STREAM,
+    subjects.LIMITS_CONCURRENCY_STREAM,
+)
+
+
+class ClusterUrl(msgspec.Struct):
+    """What the module's `stack` needs of its NATS: where to connect."""
+
+    url: str
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(REPLICAS_ENV, "3")  # the stack provisions, and its agent process inherits it
+        started = start_cluster(tmp_path_factory.mktemp("cluster"))
+        yield started
+        started.stop()
+
+
+@pytest.fixture(scope="module")
+def module_nats(cluster: Cluster) -> ClusterUrl:
+    return ClusterUrl(cluster.urls)
+
+
+async def _embed(http: httpx.AsyncClient, stack: Stack, text: str) -> httpx.Response:
+    return await http.post(
+        f"{stack.gateway.url}/v1/embeddings",
+        json={"model": "rag.embedding@1", "input": text},
+        headers={"authorization": f"Bearer {stack.key.key}", "x-request-timeout-ms": "20000"},
+    )
+
+
+async def _lead_every_stream_from(stack: Stack, server: str) -> None:
+    """Moves each stream's leadership to `server`, so losing it leaves every stream leaderless."""
+    js = stack.connection.client.jetstream()
+    for stream in STREAMS:
+        info = await js.stream_info(stream)
+        assert info.config.num_replicas == 3, stream
+        assert info.cluster is not None
+        if info.cluster.leader != server:
+            request = msgspec.json.encode({"placement": {"preferred": server}})
+            reply = await stack.connection.client.request(
+                f"$JS.API.STREAM.LEADER.STEPDOWN.{stream}", request, timeout=10
+            )
+            assert b'"success":true' in reply.data, reply.data
+
+
+async def test_requests_are_answered_through_the_loss_of_the_server_leading_every_stream(
+    stack: Stack, cluster: Cluster
+) -> None:
+    await _lead_every_stream_from(stack, "n0")
+    async with httpx.AsyncClient(timeout=60) as http:
+        assert (await _embed(http, stack, "before")).status_code == 200
+        cluster.node("n0").process.kill()
+        during = await asyncio.gather(*(_embed(http, stack, f"during {i}") for i in range(8)))
+        after = [await _embed(http, stack, f"after {i}") for i in range(5)]
+    # The election takes seconds; the requests wait for it inside their deadline.
+    assert [r.status_code for r in during] == [200] * 8, [r.text for r in during if r.status_code != 200]
+    assert [r.status_code for r in after] == [200] * 5
