@@ -23,6 +23,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import NoStreamResponseError
 
 _NO_RESPONDERS = "503"
 NO_LEADER_PAUSE_S, MAX_NO_LEADER_PAUSE_S = 0.05, 1.0
@@ -115,13 +116,13 @@ async def resend_while_leaderless(send: Callable[[], Awaitable[T]], within_s: fl
     A publish to a stream that no server answers was not stored: in a cluster, the stream is
     electing a new leader after the server that led it left, which takes a few seconds. Nothing
     tells a client when that is done, so the resends back off from 50 ms, doubling to 1 s. Past
-    `within_s` the last `NoRespondersError` is raised."""
+    `within_s` the last such error is raised."""
     loop = asyncio.get_running_loop()
     give_up, pause = loop.time() + within_s, NO_LEADER_PAUSE_S
     while True:
         try:
             return await send()
-        except NoRespondersError:
+        except (NoRespondersError, NoStreamResponseError):  # the second: nats-py's JetStream publish
             remaining = give_up - loop.time()
             if remaining <= 0:
                 raise

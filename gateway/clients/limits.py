@@ -29,8 +29,9 @@ path then runs the check alongside the capacity search instead of before it
 (`gateway.clients.admission`).
 
 On a cluster, a limit stream whose leader's server left answers nothing until the others elect a
-new one (seconds): its publishes were not stored, so they are sent again, backing off, for up to
-`LEADERLESS_WAIT_S` (`eventstore.replies.resend_while_leaderless`, as the event store does).
+new one (seconds): its publishes are sent again, backing off, for up to `LEADERLESS_WAIT_S`
+(`eventstore.replies.resend_while_leaderless`, as the event store does; see `_publish` for why a
+resend never admits more than the limits).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from typing import Final
 
 import msgspec
 from nats.aio.client import Client
+from nats.errors import TimeoutError as NatsTimeoutError
 
 from eventstore.provision import ensure_streams, stream_replicas
 from eventstore.replies import inbox_of, resend_while_leaderless
@@ -294,11 +296,22 @@ class RequestLimiter:
     # ---- plumbing -------------------------------------------------------------------------------
 
     async def _publish(self, subject: str, headers: dict[str, str]) -> _Ack:
-        inbox = inbox_of(self._nats)
-        reply = await resend_while_leaderless(
-            lambda: inbox.request(subject, b"", self._timeout, headers), LEADERLESS_WAIT_S
-        )
-        return _ack.decode(reply.data)
+        """One limit message, sent again for up to LEADERLESS_WAIT_S while its stream has no leader
+        or leaves it unanswered (a leader lost mid-way). A resent count or slot whose first copy
+        did land errs on the safe side: the count is one too high for this window, or the slot
+        stays taken until its TTL; neither admits more than the limits."""
+        inbox, loop = inbox_of(self._nats), asyncio.get_running_loop()
+        give_up = loop.time() + LEADERLESS_WAIT_S
+        while True:
+            try:
+                reply = await resend_while_leaderless(
+                    lambda: inbox.request(subject, b"", self._timeout, headers), give_up - loop.time()
+                )
+            except NatsTimeoutError:
+                if loop.time() >= give_up:
+                    raise
+                continue
+            return _ack.decode(reply.data)
 
     def _ttl(self) -> str:
         return f"{math.ceil(self.slot_ttl_s)}s"

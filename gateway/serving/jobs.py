@@ -1,9 +1,11 @@
-"""Control jobs for node agents, published to MF_WORK (deduplicated by job id)."""
+"""Control jobs for node agents, published to MF_WORK (deduplicated by job id; sent again while the
+stream elects a leader)."""
 
 from __future__ import annotations
 
 import msgspec
 
+from eventstore.replies import resend_while_leaderless
 from gateway.promotion.model import DeploymentState
 from gateway.serving.context import ServingContext
 from streams import subjects
@@ -12,11 +14,15 @@ from streams.envelope import new_id
 from streams.events import serving as s
 from streams.messages import AnyJob, LoadJob, UnloadJob
 
+# MF_WORK without a leader (an election on a cluster, seconds): a job waits this long to be sent.
+JOB_LEADERLESS_WAIT_S = 10.0
+
 
 async def publish_job(ctx: ServingContext, job: AnyJob, op: str) -> None:
-    subject = subjects.job_subject(job.node_id, job.deployment_id, op)
-    await ctx.client.jetstream().publish(
-        subject, msgspec.json.encode(job), headers={"Nats-Msg-Id": job.job_id}
+    subject, js = subjects.job_subject(job.node_id, job.deployment_id, op), ctx.client.jetstream()
+    await resend_while_leaderless(
+        lambda: js.publish(subject, msgspec.json.encode(job), headers={"Nats-Msg-Id": job.job_id}),
+        JOB_LEADERLESS_WAIT_S,
     )
 
 

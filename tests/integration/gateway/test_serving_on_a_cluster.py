@@ -12,7 +12,7 @@ import pytest
 
 from eventstore.provision import REPLICAS_ENV
 from streams import subjects
-from tests.integration.gateway.conftest import Stack
+from tests.integration.gateway.conftest import Stack, another_deployment
 from tests.support.cluster import Cluster, start_cluster
 
 STREAMS = (
@@ -44,10 +44,12 @@ def module_nats(cluster: Cluster) -> ClusterUrl:
     return ClusterUrl(cluster.urls)
 
 
-async def _embed(http: httpx.AsyncClient, stack: Stack, text: str) -> httpx.Response:
+async def _embed(
+    http: httpx.AsyncClient, stack: Stack, text: str, model: str = "rag.embedding@1"
+) -> httpx.Response:
     return await http.post(
         f"{stack.gateway.url}/v1/embeddings",
-        json={"model": "rag.embedding@1", "input": text},
+        json={"model": model, "input": text},
         headers={"authorization": f"Bearer {stack.key.key}", "x-request-timeout-ms": "20000"},
     )
 
@@ -70,12 +72,16 @@ async def _lead_every_stream_from(stack: Stack, server: str) -> None:
 async def test_requests_are_answered_through_the_loss_of_the_server_leading_every_stream(
     stack: Stack, cluster: Cluster
 ) -> None:
+    await another_deployment(stack, "minilm-cold", "cold")  # not resident: its first request loads it
     await _lead_every_stream_from(stack, "n0")
     async with httpx.AsyncClient(timeout=60) as http:
         assert (await _embed(http, stack, "before")).status_code == 200
         cluster.node("n0").process.kill()
-        during = await asyncio.gather(*(_embed(http, stack, f"during {i}") for i in range(8)))
+        during = await asyncio.gather(
+            _embed(http, stack, "cold", model="cold"), *(_embed(http, stack, f"warm {i}") for i in range(8))
+        )
         after = [await _embed(http, stack, f"after {i}") for i in range(5)]
-    # The election takes seconds; the requests wait for it inside their deadline.
-    assert [r.status_code for r in during] == [200] * 8, [r.text for r in during if r.status_code != 200]
-    assert [r.status_code for r in after] == [200] * 5
+    # The elections take seconds; the requests, the cold one's load job and the agent's report of
+    # the load wait for them inside the requests' deadline.
+    assert [r.status_code for r in during] == [200] * 9, [r.text for r in during if r.status_code != 200]
+    assert [r.status_code for r in after] == [200] * 5, [r.text for r in after if r.status_code != 200]
