@@ -76,19 +76,20 @@ def _cmd_provision(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_since(text: str | None) -> tuple[int, datetime | None]:
-    if not text:
-        return 1, None
+def since_point(text: str) -> tuple[int, datetime | None]:
+    """`audit tail --since`: a stream sequence, or an ISO time with its UTC offset."""
+    from projections.cli import aware_time
+
     if text.isdigit():
         return int(text), None
-    return 1, datetime.fromisoformat(text)
+    return 1, aware_time(text)
 
 
 async def _audit_tail(args: argparse.Namespace) -> None:
     from eventstore import audit
     from eventstore.connection import CLI_CONNECT_S, connect
 
-    since_seq, since_time = _parse_since(args.since)
+    since_seq, since_time = args.since
     connection = await connect(None, "modelforge-audit", first_connect_s=CLI_CONNECT_S)
     try:
         async for record in audit.tail(connection.client, args.aggregate, args.type, since_seq, since_time):
@@ -127,7 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
     tail = audit.add_parser("tail", help="print events as they happen")
     tail.add_argument("--aggregate", help="aggregate type, e.g. client, accelerator")
     tail.add_argument("--type", help="event type, e.g. LeaseGranted")
-    tail.add_argument("--since", help="stream sequence or ISO time to start from (default: the beginning)")
+    tail.add_argument(
+        "--since",
+        type=since_point,
+        default=(1, None),
+        help="stream sequence, or ISO time with a UTC offset (e.g. 2026-12-01T09:00Z), to start from "
+        "(default: the beginning)",
+    )
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     tail.set_defaults(handler=_cmd_audit_tail)
 
