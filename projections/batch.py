@@ -7,7 +7,7 @@ the audit log gets every fact as a line of COPY text. `projections.writer` commi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from psycopg import sql
 
 from projections.audit import audit_line
 from projections.facts import Fact, tolerated
+from projections.gaps import AGED_STREAMS, Gap, lost_events, missing
 from projections.handlers import Op, Pending, ops_for
 from streams.codec import UnknownEvent
 
@@ -64,52 +65,64 @@ class Catalog:
         return cls(columns, keys)
 
 
-def plan(facts: Sequence[Fact]) -> tuple[Pending, list[str], int]:
-    """Fold the batch's rows; returns (rows, audit lines, how many facts were usable).
+def plan(
+    facts: Sequence[Fact], after: Mapping[str, int]
+) -> tuple[Pending, list[str], int, list[Gap], ProjectionHalted | None]:
+    """Fold the batch's rows; returns (rows, audit lines, how many facts were usable, the stretches
+    of an aged stream skipped before them, the halt at the first fact that cannot be applied).
 
-    Stops at the first fact that cannot be applied; the caller applies the prefix, then halts.
+    `after` is the last sequence applied (or prepared) of each stream before these facts. The caller
+    applies the usable prefix, then halts.
     """
     pending = Pending()
     lines: list[str] = []
+    gaps: list[Gap] = []
+    last = dict(after)
     fold = pending.fold
     for index, fact in enumerate(facts):
         event = fact.event
-        if isinstance(event, UnknownEvent):
+        halt: ProjectionHalted | None = None
+        gap = missing(fact.stream, last.get(fact.stream, 0), fact.seq)
+        if gap is not None and fact.stream not in AGED_STREAMS:
+            halt = ProjectionHalted(fact.stream, fact.seq, _type(fact), lost_events(gap))
+        elif isinstance(event, UnknownEvent):
             if not tolerated(event):
-                return pending, lines, index
+                halt = ProjectionHalted(fact.stream, fact.seq, event.event_type, event.reason)
         else:
             try:
                 rows: list[Op] = ops_for(event, fact.seq, fact.occurred_at)
-            except Exception:
-                return pending, lines, index
-            for op in rows:
-                fold(op)
+            except Exception as exc:
+                halt = ProjectionHalted(fact.stream, fact.seq, _type(fact), f"{type(exc).__name__}: {exc}")
+            else:
+                for op in rows:
+                    fold(op)
+        if halt is not None:
+            return pending, lines, index, gaps, halt
+        if gap is not None:
+            gaps.append(gap)
+        last[fact.stream] = fact.seq
         lines.append(audit_line(fact))
-    return pending, lines, len(facts)
+    return pending, lines, len(facts), gaps, None
 
 
-def halt_reason(fact: Fact) -> ProjectionHalted:
+def _type(fact: Fact) -> str:
     event = fact.event
-    if isinstance(event, UnknownEvent):
-        return ProjectionHalted(fact.stream, fact.seq, event.event_type, event.reason)
-    try:
-        ops_for(event, fact.seq, fact.occurred_at)
-    except Exception as exc:
-        return ProjectionHalted(fact.stream, fact.seq, type(event).__name__, f"{type(exc).__name__}: {exc}")
-    return ProjectionHalted(fact.stream, fact.seq, type(event).__name__, "cannot be applied")
+    return event.event_type if isinstance(event, UnknownEvent) else type(event).__name__
 
 
 @dataclass
 class Prepared:
     """A batch made ready for the database (pure CPU work, see `Preparer.prepare`): the usable
     facts, the checkpoint each stream reaches with them, their audit rows as COPY text, one
-    (statement, [rows as JSON]) per upsert, and the halt to raise once the usable prefix is applied."""
+    (statement, [rows as JSON]) per upsert, the halt to raise once the usable prefix is applied,
+    and the stretches of an aged stream the usable facts skip (see `projections.gaps`)."""
 
     facts: Sequence[Fact]
     positions: dict[str, int]
     copy_text: str
     upserts: list[tuple[sql.Composed, list[Any]]] = field(default_factory=list)
     halt: ProjectionHalted | None = None
+    gaps: list[Gap] = field(default_factory=list)
 
 
 class Preparer:
@@ -119,13 +132,13 @@ class Preparer:
         self.schema, self.catalog = schema, catalog
         self._statements: dict[tuple[str, tuple[str, ...], tuple[str, ...]], sql.Composed] = {}
 
-    def prepare(self, facts: Sequence[Fact]) -> Prepared:
-        pending, lines, usable = plan(facts)
+    def prepare(self, facts: Sequence[Fact], after: Mapping[str, int]) -> Prepared:
+        """`after`: the last sequence of each stream applied (or prepared) before `facts`."""
+        pending, lines, usable, gaps, halt = plan(facts, after)
         upserts = [item for table, rows in pending.tables.items() for item in self._upserts(table, rows)]
-        halt = halt_reason(facts[usable]) if usable < len(facts) else None
         copy_text = "\n".join(lines) + "\n" if lines else ""
         positions = {fact.stream: fact.seq for fact in facts[:usable]}
-        return Prepared(facts[:usable], positions, copy_text, upserts, halt)
+        return Prepared(facts[:usable], positions, copy_text, upserts, halt, gaps)
 
     def _upserts(
         self, table: str, rows: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, int]]]

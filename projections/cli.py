@@ -92,6 +92,11 @@ async def _replay(args: argparse.Namespace) -> int:
     print("checkpoints " + ", ".join(f"{s}={q}" for s, q in sorted(result.checkpoints.items())))
     print(f"events      {result.events} in {result.seconds:.1f} s ({rate:,.0f}/s)")
     print(f"digest      {result.digest}")
+    if result.requests_from > 1:
+        print(
+            f"requests    MF_REQUESTS before sequence {result.requests_from} aged out of the stream:"
+            " not rebuilt" + (f"; compared from sequence {result.requests_from} on" if args.verify else "")
+        )
     code = 0
     if args.verify:
         same = result.live_digest == result.digest

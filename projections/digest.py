@@ -3,8 +3,10 @@
 Each row hashes to md5 of its canonical text (every column but `projected_at`, the wall-clock
 time a batch was written, in a session pinned to UTC/ISO output); a table's digest is md5 over
 its sorted row hashes; the schema's digest is sha256 over `table rows digest` lines. Batch sizes,
-restarts and the order rows were written in therefore cannot change it. `schema_migrations` and
-`telemetry` (a live feed, not events) are left out.
+restarts and the order rows were written in therefore cannot change it. `schema_migrations`,
+`telemetry` (a live feed, not events) and `projection_gaps` (what one projection happened to
+miss, see projections.gaps) are left out. A `scope` (a row filter per table, alias `t`) digests and
+compares part of a table only (see projections.horizon).
 
 Cost: a row's hash is computed once (`OFFSET 0` keeps PostgreSQL from inlining it into both the
 sort key and the aggregated value, which doubled the work), and the tables can be shared out over
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import psycopg
@@ -24,9 +26,10 @@ from psycopg import sql
 
 from projections.batch import Catalog
 
-EXCLUDED_TABLES = frozenset({"schema_migrations", "telemetry"})
+EXCLUDED_TABLES = frozenset({"schema_migrations", "telemetry", "projection_gaps"})
 EXCLUDED_COLUMNS = frozenset({"projected_at"})
 Conn = psycopg.AsyncConnection[Any]
+Scope = Mapping[str, sql.Composable]  # table -> row filter (alias t): the rows a digest covers
 
 
 class TableDigest(NamedTuple):
@@ -50,8 +53,16 @@ def digested_columns(catalog: Catalog, table: str) -> list[str]:
     return [c for c in catalog.columns[table] if c not in EXCLUDED_COLUMNS]
 
 
-async def table_digests(conn: Conn, schema: str, helpers: Sequence[Conn] = ()) -> dict[str, TableDigest]:
-    """Every table's digest; `helpers` (other connections to the same database) share the work."""
+def _where(scope: Scope, table: str) -> sql.Composable:
+    found = scope.get(table)
+    return sql.SQL("") if found is None else sql.SQL(" WHERE ") + found
+
+
+async def table_digests(
+    conn: Conn, schema: str, helpers: Sequence[Conn] = (), scope: Scope | None = None
+) -> dict[str, TableDigest]:
+    """Every table's digest (of its rows in `scope`); `helpers` (other connections to the same
+    database) share the work."""
     catalog = await Catalog.load(conn, schema)
     cur = await conn.execute(
         "SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -74,11 +85,12 @@ async def table_digests(conn: Conn, schema: str, helpers: Sequence[Conn] = ()) -
         for table in share:
             query = sql.SQL(
                 "SELECT count(*), coalesce(md5(string_agg(h, '' ORDER BY h COLLATE \"C\")), md5(''))"
-                " FROM (SELECT {} AS h FROM {}.{} t OFFSET 0) s"
+                " FROM (SELECT {} AS h FROM {}.{} t{} OFFSET 0) s"
             ).format(
                 _row_hash(schema, table, digested_columns(catalog, table)),
                 sql.Identifier(schema),
                 sql.Identifier(table),
+                _where(scope or {}, table),
             )
             cur = await conn.execute(query)
             rows, digest = await cur.fetchone()  # type: ignore[misc]
@@ -101,37 +113,40 @@ async def digest(conn: Conn, schema: str) -> str:
 
 
 async def _keyed_hashes(
-    conn: Conn, schema: str, table: str, catalog: Catalog
+    conn: Conn, schema: str, table: str, catalog: Catalog, scope: Scope
 ) -> AsyncGenerator[tuple[str, str], None]:
-    """(primary key text, row hash) of every row of `schema.table`, in byte order of the key text."""
+    """(primary key text, row hash) of every row of `schema.table` in `scope`, in byte order of the
+    key text."""
     await _pin_output(conn)
     key_text = sql.SQL("ROW({})::text").format(
         sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(k)) for k in catalog.keys[table])
     )
     query = sql.SQL(
-        'SELECT k, h FROM (SELECT {} AS k, {} AS h FROM {}.{} t) s ORDER BY k COLLATE "C"'
+        'SELECT k, h FROM (SELECT {} AS k, {} AS h FROM {}.{} t{}) s ORDER BY k COLLATE "C"'
     ).format(
         key_text,
         _row_hash(schema, table, digested_columns(catalog, table)),
         sql.Identifier(schema),
         sql.Identifier(table),
+        _where(scope, table),
     )
     async for key, row_hash in conn.cursor().stream(query):
         yield str(key), str(row_hash)
 
 
 async def row_differences(
-    left: tuple[Conn, str], right: tuple[Conn, str], table: str, limit: int = 10
+    left: tuple[Conn, str], right: tuple[Conn, str], table: str, limit: int = 10, scope: Scope | None = None
 ) -> list[str]:
-    """Primary keys of rows that differ between two schemas' copies of `table`, with which side has it.
+    """Primary keys of rows (in `scope`) that differ between two schemas' copies of `table`, with
+    which side has it.
 
     Each side, a (connection, schema), is read on its own connection (the live side may be a
     snapshot that cannot see the other schema's rows), sorted by key, and the two are merged here."""
     catalog = await Catalog.load(left[0], left[1])
     out: list[str] = []
     async with (
-        contextlib.aclosing(_keyed_hashes(*left, table, catalog)) as lefts,
-        contextlib.aclosing(_keyed_hashes(*right, table, catalog)) as rights,
+        contextlib.aclosing(_keyed_hashes(*left, table, catalog, scope or {})) as lefts,
+        contextlib.aclosing(_keyed_hashes(*right, table, catalog, scope or {})) as rights,
     ):
         a, b = await anext(lefts, None), await anext(rights, None)
         while (a is not None or b is not None) and len(out) < limit:

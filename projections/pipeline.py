@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from projections.batch import Prepared
 from projections.facts import fact_from
@@ -29,8 +29,9 @@ LOOP_SWITCH_S = 0.0005
 Chunk = tuple[str, Sequence[Delivery]]
 
 
-def prepare(writer: Writer, chunks: Sequence[Chunk]) -> Prepared:
-    return writer.prepare([fact_from(stream, delivery) for stream, chunk in chunks for delivery in chunk])
+def prepare(writer: Writer, chunks: Sequence[Chunk], after: Mapping[str, int]) -> Prepared:
+    facts = [fact_from(stream, delivery) for stream, chunk in chunks for delivery in chunk]
+    return writer.prepare(facts, after)
 
 
 class Pipeline:
@@ -39,6 +40,7 @@ class Pipeline:
             sys.setswitchinterval(LOOP_SWITCH_S)
         self.writer = writer
         self.expected = dict(expected)  # checkpoints after the last commit that finished
+        self.prepared = dict(expected)  # checkpoints once every submitted batch commits: the next follows on
         self.committing: asyncio.Task[dict[str, int]] | None = None
         self.pending = 0  # events in the commit in flight
 
@@ -48,9 +50,10 @@ class Pipeline:
         Returns how many events the previous commit applied (0 when none was in flight)."""
         count = sum(len(chunk) for _, chunk in chunks)
         if count <= INLINE_MAX:
-            batch = prepare(self.writer, chunks)
+            batch = prepare(self.writer, chunks, self.prepared)
         else:
-            batch = await asyncio.to_thread(prepare, self.writer, chunks)
+            batch = await asyncio.to_thread(prepare, self.writer, chunks, dict(self.prepared))
+        self.prepared.update(batch.positions)
         done = await self.finish()
         self.committing = asyncio.create_task(self.writer.commit(batch, self.expected))
         self.pending = count

@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections import digest, source
+from projections import digest, horizon, source
 from projections.batch import ProjectionHalted
 from projections.digest import TableDigest
 from projections.migrate import LIVE_SCHEMA, check_schema, migrate
@@ -40,6 +40,10 @@ class ReplayFailed(Exception):
     """A replay worker ended without applying its stream (its own error is on stderr)."""
 
 
+class SwapRefused(ReplayFailed):
+    """The rebuilt schema lacks request history the live one holds (aged out of MF_REQUESTS)."""
+
+
 @dataclass
 class Replayed:
     schema: str
@@ -51,6 +55,7 @@ class Replayed:
     differences: list[str] = field(default_factory=list)
     live_digest: str | None = None
     swapped_out: str | None = None
+    requests_from: int = 1  # the first MF_REQUESTS sequence rebuilt: later when older ones aged out
 
 
 async def _follow(stream: str, worker: asyncio.subprocess.Process, bar: Progress) -> tuple[str, int]:
@@ -189,7 +194,9 @@ async def replay(
         # a second connection shares out the digests' hashing (PostgreSQL runs one core per query)
         helper = await psycopg.AsyncConnection.connect(database_url, autocommit=True, prepare_threshold=None)
         async with helper:
-            tables = await digest.table_digests(conn, schema, [helper])
+            first_request = await horizon.requests_from(conn, schema)
+            scope = horizon.comparable(live, first_request) if verify else {}
+            tables = await digest.table_digests(conn, schema, [helper], scope)
             result = Replayed(
                 schema,
                 expected,
@@ -197,15 +204,16 @@ async def replay(
                 tables,
                 sum(expected.values()),
                 time.perf_counter() - started,
+                requests_from=first_request,
             )
         if at_live is not None:
-            live_tables = await at_live.table_digests()
+            live_tables = await at_live.table_digests(scope)
             result.live_digest = digest.combine(live_tables)
             for table in sorted(set(tables) | set(live_tables)):
                 if tables.get(table) != live_tables.get(table):
                     if table in tables and table in live_tables:
                         result.differences += await digest.row_differences(
-                            (at_live.conn, live), (conn, schema), table
+                            (at_live.conn, live), (conn, schema), table, scope=scope
                         )
                     else:
                         result.differences.append(f"{table}: table present on one side only")
@@ -224,6 +232,8 @@ async def swap_in(conn: Conn, schema: str, live: str = LIVE_SCHEMA) -> str | Non
 
     The exclusive lock on the live checkpoints waits for a running projector's batch to commit;
     that projector then finds the checkpoint moved and resumes from the swapped-in schema's.
+    Refused (SwapRefused) while the live schema holds MF_REQUESTS history `schema` lacks because it
+    aged out of the stream (see projections.horizon): the swap would drop it.
     """
     old = f"{live}_old_{time.strftime('%Y%m%d%H%M%S')}_{uuid.uuid4().hex[:4]}"
     async with conn.transaction():
@@ -233,6 +243,13 @@ async def swap_in(conn: Conn, schema: str, live: str = LIVE_SCHEMA) -> str | Non
             await conn.execute(
                 sql.SQL("LOCK TABLE {}.checkpoints IN ACCESS EXCLUSIVE MODE").format(sql.Identifier(live))
             )
+            first = await horizon.requests_from(conn, schema)
+            if older := await horizon.older_requests(conn, live, first):
+                raise SwapRefused(
+                    f"not swapped: {live} holds {older} MF_REQUESTS message(s) before sequence {first},"
+                    f" which aged out of the stream and are not in {schema}; swapping would drop their"
+                    f" request history ({schema} is kept: drop it, or rename it by hand to accept the loss)"
+                )
             await conn.execute(
                 sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(sql.Identifier(live), sql.Identifier(old))
             )

@@ -55,14 +55,15 @@ class LiveSnapshot:
             raise
         return cls(conn, database_url, schema, checkpoints)
 
-    async def table_digests(self) -> dict[str, TableDigest]:
-        """Every live table's digest as of the snapshot, hashed on two connections."""
+    async def table_digests(self, scope: digest.Scope | None = None) -> dict[str, TableDigest]:
+        """Every live table's digest (of its rows in `scope`) as of the snapshot, hashed on two
+        connections."""
         cur = await self.conn.execute("SELECT pg_export_snapshot()")
         (snapshot,) = await cur.fetchone()  # type: ignore[misc]
         helper = await _repeatable_read(self.database_url)
         async with helper:
             await helper.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
-            return await digest.table_digests(self.conn, self.schema, [helper])
+            return await digest.table_digests(self.conn, self.schema, [helper], scope)
 
     async def close(self) -> None:
         await self.conn.close()  # ends the read-only transaction: nothing to commit

@@ -3,7 +3,8 @@ audit log and checkpoints.
 
 The checkpoint rows are locked first and must match what the caller last applied (else
 `CheckpointMoved`: someone else wrote, or a replay was swapped in); they advance in the same
-transaction, and `pg_notify` tells waiters the new sequence when it commits. A refused row halts
+transaction, and `pg_notify` tells waiters the new sequence when it commits; so does the record of
+a stretch of MF_REQUESTS that aged out unread (`projections.gaps`). A refused row halts
 the projection at its event; a lost session is raised as it is, for the caller to reconnect.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from projections import gaps
 from projections.audit import AUDIT_COLUMNS
 from projections.batch import Catalog, Prepared, Preparer, ProjectionHalted
 from projections.facts import Fact
@@ -50,7 +52,7 @@ class Writer:
 
     async def write(self, facts: Sequence[Fact], expected: dict[str, int]) -> dict[str, int]:
         """Apply `facts` (in stream order) atomically; returns the new checkpoints."""
-        return await self.commit(self.prepare(facts), expected)
+        return await self.commit(self.prepare(facts, expected), expected)
 
     async def commit(self, batch: Prepared, expected: dict[str, int]) -> dict[str, int]:
         """Apply a prepared batch atomically (then raise its halt, if any); returns the new checkpoints."""
@@ -64,7 +66,7 @@ class Writer:
             done = dict(expected)
             for fact in batch.facts:
                 try:
-                    done = await self._transaction(self.prepare([fact]), done)
+                    done = await self._transaction(self.prepare([fact], done), done)
                 except psycopg.Error as exc:
                     if not refused_data(exc):
                         raise
@@ -104,6 +106,7 @@ class Writer:
                     await copy.write(batch.copy_text)
             for statement, arrays in batch.upserts:
                 await self.conn.execute(statement, arrays)
+            await gaps.record(self.conn, self.schema, batch.gaps)
             for stream, seq in new.items():
                 if seq != expected.get(stream, 0):
                     await self.conn.execute(
@@ -117,4 +120,5 @@ class Writer:
                         await self.conn.execute(
                             "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{self.schema}:{stream}:{seq}")
                         )
+        gaps.warn(self.schema, batch.gaps)
         return new

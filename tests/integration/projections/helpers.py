@@ -14,6 +14,7 @@ from projections.migrate import migrate
 from projections.scenario import Item
 from streams.envelope import SYSTEM
 from streams.events import control as c
+from streams.events import requests as r
 from streams.subjects import Aggregate
 
 
@@ -97,3 +98,14 @@ async def publish_raw(store: EventStore, subject: str, event_type: str, data: by
     headers = {**out.headers, "Mf-Event-Type": event_type}
     ack = await store.client.jetstream().publish(subject, data, headers=headers)
     return ack.seq
+
+
+def accepted(rid: str) -> r.RequestAccepted:
+    return r.RequestAccepted(
+        request_id=rid,
+        client_id="c",
+        capability="rag.embedding@1",
+        input_sha256="0" * 64,
+        shape_bucket="items:1",
+        items=1,
+    )

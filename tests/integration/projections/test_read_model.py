@@ -18,12 +18,11 @@ from projections.migrate import migrate
 from projections.replay import replay
 from projections.wait import ProjectionWaiter, wait_for_sequence
 from streams.events import control as c
-from streams.events import requests as r
 from streams.events import serving as s
 from streams.subjects import Aggregate
 from tests.support.events import residency_loaded
 
-from .helpers import checkpoints, migrated, project_until, publish, publish_raw
+from .helpers import accepted, checkpoints, migrated, project_until, publish, publish_raw
 
 
 async def fetch(url: str, query: str, *params: object) -> list[tuple[object, ...]]:
@@ -35,17 +34,6 @@ async def fetch(url: str, query: str, *params: object) -> list[tuple[object, ...
 def client(cid: str) -> c.ClientCreated:
     return c.ClientCreated(
         client_id=cid, name=cid, scopes=("rag.embedding@1",), requests_per_minute=60, max_concurrency=2
-    )
-
-
-def accepted(rid: str) -> r.RequestAccepted:
-    return r.RequestAccepted(
-        request_id=rid,
-        client_id="c",
-        capability="rag.embedding@1",
-        input_sha256="0" * 64,
-        shape_bucket="items:1",
-        items=1,
     )
 
 
@@ -343,6 +331,7 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
             (3, "agent_jobs"),
             (4, "lean_audit_log"),
             (5, "request_history_indexes"),
+            (6, "projection_gaps"),
         ]
-    assert first == [1, 2, 3, 4, 5]
+    assert first == [1, 2, 3, 4, 5, 6]
     assert again == []
