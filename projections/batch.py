@@ -16,7 +16,7 @@ import psycopg
 from psycopg import sql
 
 from projections.audit import audit_line
-from projections.facts import Fact, tolerated
+from projections.facts import Fact, tolerated, why
 from projections.gaps import AGED_STREAMS, Gap, lost_events, missing
 from projections.handlers import Op, Pending, ops_for
 from streams.codec import UnknownEvent
@@ -87,7 +87,7 @@ def plan(
             halt = ProjectionHalted(fact.stream, fact.seq, _type(fact), lost_events(gap))
         elif isinstance(event, UnknownEvent):
             if not tolerated(event):
-                halt = ProjectionHalted(fact.stream, fact.seq, event.event_type, event.reason)
+                halt = ProjectionHalted(fact.stream, fact.seq, event.event_type, why(event))
         else:
             try:
                 rows: list[Op] = ops_for(event, fact.seq, fact.occurred_at)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import msgspec
 
 from projections.source import Delivery, parse_headers
-from streams.codec import UnknownEvent, decode
+from streams.codec import NEWER_SCHEMA, UNKNOWN_TYPE, UnknownEvent, decode
 from streams.envelope import H_EVENT_TYPE, H_OCCURRED_AT, H_SCHEMA_VERSION
 from streams.events import CATALOGUE, Event
 
 FOREIGN = "missing or malformed envelope headers"
-UNKNOWN_TYPE = "unknown event type"
 
 
 class Fact(msgspec.Struct, gc=False):  # a Struct: built per event, 3x cheaper than a NamedTuple
@@ -59,6 +58,18 @@ def fact_from(stream: str, delivery: Delivery) -> Fact:
 
 
 def tolerated(event: UnknownEvent) -> bool:
-    """Unknown types and foreign messages are recorded and skipped; a known type that does not
-    decode (corrupt payload, newer schema, missing upcaster) cannot be applied safely."""
-    return event.reason in (UNKNOWN_TYPE, FOREIGN)
+    """Only a foreign message (no ModelForge envelope) is recorded and skipped. Anything with our
+    envelope that does not decode halts the projection: an unknown type or a newer schema comes from
+    a newer writer (a gateway upgraded first), and skipping it would lose its rows for good, since
+    the checkpoint moves past it; a corrupt payload or missing upcaster cannot be applied safely."""
+    return event.reason == FOREIGN
+
+
+def why(event: UnknownEvent) -> str:
+    """Why an enveloped event cannot be applied, and what to do about it."""
+    if event.reason == UNKNOWN_TYPE or event.reason.startswith(NEWER_SCHEMA):
+        return (
+            f"{event.reason}: written by a newer ModelForge; upgrade the projector, which then resumes"
+            " here and applies it (nothing after it is applied meanwhile)"
+        )
+    return event.reason

@@ -24,6 +24,8 @@ class UnknownEvent(msgspec.Struct, frozen=True):
     reason: str
 
 
+UNKNOWN_TYPE = "unknown event type"
+NEWER_SCHEMA = "written by a newer schema"
 _encoder = msgspec.json.Encoder()
 
 
@@ -39,10 +41,10 @@ def _decoder(cls: type[Event]) -> msgspec.json.Decoder[Event]:
 def decode(event_type: str, schema_version: int, data: bytes) -> Event | UnknownEvent:
     cls = CATALOGUE.get(event_type)
     if cls is None:
-        return UnknownEvent(event_type, schema_version, data, "unknown event type")
+        return UnknownEvent(event_type, schema_version, data, UNKNOWN_TYPE)
     current = cls.schema_version
     if schema_version > current:
-        return UnknownEvent(event_type, schema_version, data, f"written by a newer schema (v{current} here)")
+        return UnknownEvent(event_type, schema_version, data, f"{NEWER_SCHEMA} (v{current} here)")
     try:
         if schema_version == current:
             return _decoder(cls).decode(data)

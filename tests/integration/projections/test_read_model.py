@@ -1,4 +1,4 @@
-"""As-of replays, unknown and unappliable events, the scheduler view, read-your-writes, swap."""
+"""As-of replays, unknown, foreign and unappliable events, the scheduler view, read-your-writes, swap."""
 
 from __future__ import annotations
 
@@ -81,23 +81,41 @@ async def test_replay_until_a_sequence_or_a_time_gives_the_state_as_of_that_poin
     assert rows == [("alice", False), ("bob", True)]
 
 
-async def test_an_unknown_event_type_is_recorded_and_the_projection_continues(
+async def test_an_unknown_event_type_halts_the_projection_until_the_projector_is_upgraded(
     private_nats: NatsServer, private_store: EventStore, fresh_database: str
 ) -> None:
+    # A gateway upgraded before the projector writes a type this projector does not know: skipping
+    # it would move the checkpoint past it for good, so the upgraded projector could not apply it.
+    before = await private_store.append(Aggregate.CLIENT, "bea", [client("bea")], ExpectedVersion.NO_STREAM)
     unknown = await publish_raw(
         private_store, "mf.evt.client.x.ClientTeleported", "ClientTeleported", b'{"to":"mars"}'
     )
-    after = await private_store.append(
-        Aggregate.CLIENT, "carol", [client("carol")], ExpectedVersion.NO_STREAM
-    )
+    await private_store.append(Aggregate.CLIENT, "carol", [client("carol")], ExpectedVersion.NO_STREAM)
+    with pytest.raises(
+        projector.ProjectionHalted,
+        match=f"MF_EVENTS sequence {unknown} \\(ClientTeleported\\): unknown event type: .*upgrade the projector",
+    ):
+        async with asyncio.timeout(30):
+            await projector.run(fresh_database, private_nats.url, telemetry=False)
+    assert (await checkpoints(fresh_database))["MF_EVENTS"] == before
+    assert await fetch(fresh_database, "SELECT client_id FROM mf.clients") == [("bea",)]
+
+
+async def test_a_message_without_an_envelope_is_recorded_and_the_projection_continues(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str
+) -> None:
+    foreign = (
+        await private_store.client.jetstream().publish("mf.evt.client.x.Graffiti", b'{"to":"mars"}')
+    ).seq
+    after = await private_store.append(Aggregate.CLIENT, "dora", [client("dora")], ExpectedVersion.NO_STREAM)
     await project_until(fresh_database, private_nats.url, {"MF_EVENTS": after})
     rows = await fetch(
         fresh_database,
         "SELECT seq, u.event_type, u.unknown_reason, a.payload FROM mf.unknown_events u"
         " JOIN mf.audit_log a USING (stream, seq)",
     )
-    assert rows == [(unknown, "ClientTeleported", "unknown event type", {"to": "mars"})]
-    assert await fetch(fresh_database, "SELECT client_id FROM mf.clients") == [("carol",)]
+    assert rows == [(foreign, "Graffiti", "missing or malformed envelope headers", {"to": "mars"})]
+    assert await fetch(fresh_database, "SELECT client_id FROM mf.clients") == [("dora",)]
 
 
 async def test_an_event_that_cannot_be_applied_stops_the_projection_naming_its_sequence(
