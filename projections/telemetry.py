@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 import psycopg
@@ -16,9 +17,11 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from psycopg import sql
 
 from eventstore.connection import connect
+from projections.reconnect import lost, reconnect
 from streams import subjects
 
 log = logging.getLogger("modelforge.projector.telemetry")
+Conn = psycopg.AsyncConnection[Any]
 
 
 class Observation(msgspec.Struct):
@@ -35,8 +38,10 @@ _decoder = msgspec.json.Decoder(Observation)
 async def follow_telemetry(
     database_url: str, nats_urls: str | None, schema: str, stop: asyncio.Event
 ) -> None:
+    """Follow MF_TELEMETRY into `schema.telemetry` until `stop`; a lost database session is
+    connected again (see projections.reconnect) and the observation in hand written on the new one."""
     nats = await connect(nats_urls, "modelforge-projector-telemetry")
-    db = await psycopg.AsyncConnection.connect(database_url, autocommit=True, prepare_threshold=None)
+    db = await _connect(database_url)
     statement = sql.SQL(
         "INSERT INTO {}.telemetry (node_id, accelerator_id, total_bytes, used_bytes, observed_at)"
         " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (node_id, accelerator_id) DO UPDATE SET"
@@ -58,11 +63,37 @@ async def follow_telemetry(
                 log.warning("ignoring telemetry on %s: %s", msg.subject, exc)
                 continue
             observed = datetime.fromtimestamp(seen.observed_at_unix_ms / 1000, UTC)
-            await db.execute(
-                statement, (seen.node_id, seen.accelerator_id, seen.total_bytes, seen.used_bytes, observed)
-            )
+            row = (seen.node_id, seen.accelerator_id, seen.total_bytes, seen.used_bytes, observed)
+            written_on = await _write(db, database_url, statement, row, stop)
+            if written_on is None:  # stopped while reconnecting: the lost session is closed
+                break
+            db = written_on
             if stop.is_set():
                 break
     finally:
         await db.close()
         await nats.close()
+
+
+async def _connect(database_url: str) -> Conn:
+    return await psycopg.AsyncConnection.connect(database_url, autocommit=True, prepare_threshold=None)
+
+
+async def _write(
+    db: Conn, database_url: str, statement: sql.Composed, row: tuple[object, ...], stop: asyncio.Event
+) -> Conn | None:
+    """Write `row`, on a new session while the current one is lost; the session it was written
+    on, or None when `stop` was set first."""
+    while True:
+        try:
+            await db.execute(statement, row)
+            return db
+        except psycopg.Error as exc:
+            if not lost(exc):
+                raise
+            log.warning("telemetry follower lost its database session (%s)", exc)
+            await db.close()
+            again = await reconnect(lambda: _connect(database_url), "telemetry follower", stop)
+            if again is None:
+                return None
+            db = again

@@ -1,10 +1,12 @@
 """A PostgreSQL session that ends under the read side (restart, failover, `pg_terminate_backend`)
-is a lost database, not a bad event: the projector and the read-your-writes waiter connect again
-and carry on from the stored checkpoints."""
+is a lost database, not a bad event: the projector, its telemetry follower and the read-your-writes
+waiter connect again and carry on (the first from the stored checkpoints)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 
 import psycopg
 import pytest
@@ -13,6 +15,7 @@ from eventstore.store import EventStore
 from modelforge.devstack.nats_server import NatsServer
 from projections import projector
 from projections.wait import ProjectionWaiter, wait_for_sequence
+from streams import subjects
 from streams.events import control as c
 from streams.events import requests as r
 from streams.subjects import Aggregate
@@ -129,3 +132,52 @@ async def test_a_waiter_whose_session_is_terminated_listens_again_and_wakes_for_
             async with asyncio.timeout(10):
                 await running
         await waiter.close()
+
+
+async def observe(store: EventStore, used_bytes: int) -> None:
+    observation = {
+        "node_id": "node-1",
+        "accelerator_id": "gpu-0",
+        "total_bytes": 80 * 2**30,
+        "used_bytes": used_bytes,
+        "observed_at_unix_ms": int(time.time() * 1000),
+    }
+    await store.client.jetstream().publish(
+        f"{subjects.TELEMETRY_PREFIX}.node-1.gpu-0", json.dumps(observation).encode()
+    )
+
+
+async def telemetry_shows(database_url: str, used_bytes: int, running: asyncio.Task[None]) -> bool:
+    """Whether the telemetry row reaches `used_bytes` (it has no checkpoint to wait on: look at it)."""
+    for _ in range(300):
+        if running.done():
+            running.result()
+            return False
+        rows = await fetch_all(database_url, "SELECT used_bytes FROM mf.telemetry")
+        if rows == [(used_bytes,)]:
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+async def fetch_all(database_url: str, query: str) -> list[tuple[object, ...]]:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        return await (await conn.execute(query)).fetchall()
+
+
+async def test_the_telemetry_follower_connects_again_when_its_database_session_is_terminated(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str
+) -> None:
+    await migrated(fresh_database)
+    stop = asyncio.Event()
+    running = asyncio.create_task(projector.run(fresh_database, private_nats.url, stop=stop, telemetry=True))
+    try:
+        await observe(private_store, 1 * 2**30)
+        assert await telemetry_shows(fresh_database, 1 * 2**30, running)
+        assert await terminate_sessions(fresh_database) >= 2  # the projector's and the follower's
+        await observe(private_store, 2 * 2**30)
+        assert await telemetry_shows(fresh_database, 2 * 2**30, running)
+    finally:
+        stop.set()
+        async with asyncio.timeout(10):
+            await running
