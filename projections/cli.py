@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from eventstore.connection import nats_url
-from projections.migrate import LIVE_SCHEMA
+from projections.migrate import LIVE_SCHEMA, MigrationChanged
 from streams.subjects import EVENTS_STREAM, PROJECTED_STREAMS
 
 log = logging.getLogger("modelforge.projector")
@@ -52,7 +52,7 @@ async def _projector(args: argparse.Namespace) -> int:
             telemetry=not args.no_telemetry and EVENTS_STREAM in streams,
             streams=streams,
         )
-    except projector.ProjectionHalted as exc:
+    except (projector.ProjectionHalted, MigrationChanged) as exc:
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -84,7 +84,7 @@ async def _replay(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             batch=args.batch,
         )
-    except (ProjectionHalted, ReplayFailed) as exc:
+    except (ProjectionHalted, ReplayFailed, MigrationChanged) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     rate = result.events / result.seconds if result.seconds > 0 else 0.0

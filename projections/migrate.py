@@ -3,11 +3,14 @@
 Files are `migrations/NNN_name.sql`, applied in number order with the target schema as the only
 entry on `search_path`, so the same files build the live schema and any replay schema. Applying is
 idempotent and serialised by a transaction-level advisory lock (two processes starting together
-both succeed; the second finds nothing to do).
+both succeed; the second finds nothing to do). Each applied file's sha256 is recorded (since 007;
+rows from before get the files' sums then): a file edited since a schema applied it is refused
+(`MigrationChanged`), as its change would never run on that schema.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from importlib import resources
 
@@ -23,19 +26,24 @@ class InvalidSchemaName(ValueError):
     pass
 
 
+class MigrationChanged(Exception):
+    """A migration file differs from the one a schema applied."""
+
+
 def check_schema(name: str) -> str:
     if not _SCHEMA_NAME.match(name):
         raise InvalidSchemaName(f"schema name {name!r}: use lower-case letters, digits and '_' (max 63)")
     return name
 
 
-def migrations() -> list[tuple[int, str, str]]:
-    """(version, name, sql) of every migration file, in order."""
+def migrations() -> list[tuple[int, str, str, str]]:
+    """(version, name, sql, sha256 of the file) of every migration file, in order."""
     found = []
     for entry in resources.files("projections.migrations").iterdir():
         match = _FILE.match(entry.name)
         if match:
-            found.append((int(match.group(1)), match.group(2), entry.read_text()))
+            raw = entry.read_bytes()
+            found.append((int(match.group(1)), match.group(2), raw.decode(), hashlib.sha256(raw).hexdigest()))
     return sorted(found)
 
 
@@ -55,9 +63,17 @@ async def migrate(conn: psycopg.AsyncConnection[object], schema: str) -> list[in
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
         )
-        cur = await conn.execute("SELECT version FROM schema_migrations")
-        done = {row[0] for row in await cur.fetchall()}  # type: ignore[index]
-        for version, name, text in migrations():
+        # to_jsonb(m): the sha256 column exists only once 007 is applied
+        cur = await conn.execute("SELECT version, to_jsonb(m)->>'sha256' FROM schema_migrations m")
+        done: dict[int, str | None] = {row[0]: row[1] for row in await cur.fetchall()}  # type: ignore[index]
+        files = migrations()
+        for version, name, text, sha256 in files:
+            if done.get(version) not in (None, sha256):
+                raise MigrationChanged(
+                    f"migration {version:03d}_{name}.sql changed after schema {schema} applied it"
+                    f" (sha256 {done[version]} then, {sha256} now): its change would never run there."
+                    " Restore the file as it was and put the change in a new migration"
+                )
             if version in done:
                 continue
             await conn.execute(text.encode())
@@ -65,4 +81,9 @@ async def migrate(conn: psycopg.AsyncConnection[object], schema: str) -> list[in
                 "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
             )
             applied_now.append(version)
+        for version, _name, _text, sha256 in files:
+            await conn.execute(
+                "UPDATE schema_migrations SET sha256 = %s WHERE version = %s AND sha256 IS NULL",
+                (sha256, version),
+            )
     return applied_now

@@ -92,7 +92,7 @@ def test_folding_gives_the_same_rows_wherever_batches_are_cut() -> None:
 
 
 def test_seeded_policy_defaults_equal_the_scheduler_defaults() -> None:
-    text = "".join(sql for _, _, sql in migrations())
+    text = "".join(sql for _, _, sql, _ in migrations())
     assert (
         f"VALUES (1, 0, {DEFAULT_POLICY.safety_reserve_min_bytes}, {DEFAULT_POLICY.safety_reserve_fraction}, "
         f"{DEFAULT_POLICY.telemetry_fresh_seconds})" in text
