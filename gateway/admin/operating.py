@@ -13,7 +13,14 @@ from eventstore.store import ExpectedVersion
 from gateway.admin import views
 from gateway.admin.endpoint import Call, Endpoint
 from gateway.admin.pipeline import Reason, promotion
-from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, read_model, requests_from_log
+from gateway.admin.reads import (
+    METRICS_SQL,
+    PLACEMENTS_SQL,
+    REQUESTS_SQL,
+    read_model,
+    requests_from_log,
+    required_read_model,
+)
 from gateway.admin.scheduler import co_residency, dry_run, overview
 from gateway.promotion import commands as cmd
 from gateway.promotion.operations import Operations
@@ -191,11 +198,7 @@ async def prove_co_residency(call: Call) -> object:
 
 
 async def placements(call: Call) -> object:
-    model = await read_model()
-    if model is None:
-        raise ServingError(
-            "AUTH_BACKEND_UNAVAILABLE", "placement history needs the read model (DATABASE_URL)"
-        )
+    model = await required_read_model("placement history")
     await model.fresh_for(call)
     return await model.query(PLACEMENTS_SQL, (int(call.query.get("limit", "100")),))
 

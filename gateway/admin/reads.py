@@ -22,6 +22,7 @@ from eventstore import reading
 from projections.migrate import LIVE_SCHEMA
 from projections.wait import ProjectionWaiter
 from streams import subjects
+from streams.codes import ServingError
 from streams.events import requests as r
 
 if TYPE_CHECKING:
@@ -41,6 +42,15 @@ async def read_model() -> ReadModel | None:
         if url not in _models:
             _models[url] = ReadModel(url)
         return _models[url]
+
+
+async def required_read_model(what: str) -> ReadModel:
+    """The read model, for a read that has no other source: without DATABASE_URL (a stack without a
+    projector) it is refused AUTH_BACKEND_UNAVAILABLE, naming `what` needs it."""
+    model = await read_model()
+    if model is None:
+        raise ServingError("AUTH_BACKEND_UNAVAILABLE", f"{what} needs the read model (DATABASE_URL)")
+    return model
 
 
 async def close_read_models() -> None:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from gateway.admin import operating, pipeline, projects
+from gateway.admin import operating, pipeline, projection, projects
 from gateway.admin.endpoint import Endpoint
 from gateway.admin.openapi import routes_for_docs
 
-ENDPOINTS: list[Endpoint] = [*pipeline.ENDPOINTS, *operating.ENDPOINTS, *projects.ENDPOINTS]
+ENDPOINTS: list[Endpoint] = [
+    *pipeline.ENDPOINTS,
+    *operating.ENDPOINTS,
+    *projects.ENDPOINTS,
+    *projection.ENDPOINTS,
+]
 
 
 def admin_routes() -> list[Route]:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Iterable
 
 import psycopg
+from nats.js.api import StreamConfig
 
 from eventstore.store import EventStore, ExpectedVersion, prepare
 from projections import projector
 from projections.migrate import migrate
 from projections.scenario import Item
+from streams import configs, subjects
 from streams.envelope import SYSTEM
 from streams.events import control as c
 from streams.events import requests as r
@@ -109,3 +112,50 @@ def accepted(rid: str) -> r.RequestAccepted:
         shape_bucket="items:1",
         items=1,
     )
+
+
+async def record_requests(store: EventStore, ids: Iterable[str]) -> int:
+    """Record one RequestAccepted per id; returns the last MF_REQUESTS sequence."""
+    last = 0
+    for rid in ids:
+        last = await store.record_request("rag.embedding@1", rid, accepted(rid))
+    return last
+
+
+EXPIRY_S = 1.0
+
+
+async def aged_out(store: EventStore, config: StreamConfig, name: str, publish: asyncio.Task[int]) -> int:
+    """Run `publish` while `config`'s stream keeps messages EXPIRY_S only, wait until the server
+    has expired every one, then give the stream its own config back; returns `publish`'s result."""
+    js = store.client.jetstream()
+    short = dataclasses.replace(config, max_age=EXPIRY_S, duplicate_window=EXPIRY_S)
+    await js.update_stream(short)
+    try:
+        last = await publish
+        # The server expires them on its own timer, which nothing announces: look at the stream.
+        for _ in range(120):
+            if not (await js.stream_info(name)).state.messages:
+                break
+            await asyncio.sleep(EXPIRY_S / 4)
+        else:
+            raise AssertionError(f"{name} still holds messages {120 * EXPIRY_S / 4:.0f} s past their max age")
+    finally:
+        await js.update_stream(config)
+    return last
+
+
+async def requests_aged_out_unread(
+    store: EventStore, database_url: str, nats_url: str
+) -> tuple[int, int, int]:
+    """req-1 projected; then, the projector down, five requests arrive and age out of MF_REQUESTS
+    unread, and req-7 and req-8 arrive. Returns the sequences of req-1, the last lost one and req-8."""
+    first = await record_requests(store, ["req-1"])
+    await project_until(database_url, nats_url, {subjects.REQUESTS_STREAM: first})
+    lost = await aged_out(
+        store,
+        configs.requests_stream(),
+        subjects.REQUESTS_STREAM,
+        asyncio.ensure_future(record_requests(store, [f"req-lost-{i}" for i in range(5)])),
+    )
+    return first, lost, await record_requests(store, ["req-7", "req-8"])

@@ -4,41 +4,12 @@ says so (`x-read-model-stale: true`) instead of passing stale rows off as fresh.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import httpx
-import pytest
 
-from eventstore.store import EventStore
-from gateway.admin.reads import STALE_HEADER, close_read_models
+from gateway.admin.reads import STALE_HEADER
 from modelforge.devstack.nats_server import NatsServer
 from projections import projector
-from tests.support.serving import InProcessGateway
-
-from .helpers import migrated
-
-TOKEN = "operator-token-for-tests"
-
-
-@pytest.fixture
-async def admin(
-    private_nats: NatsServer, private_store: EventStore, fresh_database: str, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[httpx.AsyncClient]:
-    """The admin API of an in-process gateway reading `fresh_database` (migrated; no projector yet)."""
-    await migrated(fresh_database)
-    monkeypatch.setenv("DATABASE_URL", fresh_database)
-    gateway = InProcessGateway()
-    await gateway.start(private_nats.url)
-    assert gateway.replica is not None
-    gateway.replica.edge.operator_token = TOKEN
-    try:
-        async with httpx.AsyncClient(
-            base_url=f"{gateway.url}/admin/v1", headers={"authorization": f"Bearer {TOKEN}"}, timeout=60
-        ) as client:
-            yield client
-    finally:
-        await close_read_models()
-        await gateway.stop()
 
 
 async def test_a_read_the_projector_has_not_caught_up_with_is_marked_stale_and_a_caught_up_one_is_not(

@@ -6,13 +6,10 @@ replay compares and swaps only what it can rebuild."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-from collections.abc import Iterable
 
 import psycopg
 import pytest
-from nats.js.api import StreamConfig
 
 from eventstore.store import EventStore, ExpectedVersion
 from modelforge.devstack.nats_server import NatsServer
@@ -22,9 +19,7 @@ from streams import configs, subjects
 from streams.events import control as c
 from streams.subjects import Aggregate
 
-from .helpers import accepted, checkpoints, project_until
-
-EXPIRY_S = 1.0
+from .helpers import aged_out, checkpoints, project_until, requests_aged_out_unread
 
 
 async def fetch(url: str, query: str) -> list[tuple[object, ...]]:
@@ -32,47 +27,11 @@ async def fetch(url: str, query: str) -> list[tuple[object, ...]]:
         return await (await conn.execute(query)).fetchall()
 
 
-async def record(store: EventStore, ids: Iterable[str]) -> int:
-    last = 0
-    for rid in ids:
-        last = await store.record_request("rag.embedding@1", rid, accepted(rid))
-    return last
-
-
-async def aged_out(store: EventStore, config: StreamConfig, name: str, publish: asyncio.Task[int]) -> int:
-    """Run `publish` while `config`'s stream keeps messages EXPIRY_S only, wait until the server
-    has expired every one, then give the stream its own config back; returns `publish`'s result."""
-    js = store.client.jetstream()
-    short = dataclasses.replace(config, max_age=EXPIRY_S, duplicate_window=EXPIRY_S)
-    await js.update_stream(short)
-    try:
-        last = await publish
-        # The server expires them on its own timer, which nothing announces: look at the stream.
-        for _ in range(120):
-            if not (await js.stream_info(name)).state.messages:
-                break
-            await asyncio.sleep(EXPIRY_S / 4)
-        else:
-            raise AssertionError(f"{name} still holds messages {120 * EXPIRY_S / 4:.0f} s past their max age")
-    finally:
-        await js.update_stream(config)
-    return last
-
-
 async def test_requests_that_aged_out_before_the_projector_read_them_are_recorded_as_a_gap(
     private_nats: NatsServer, private_store: EventStore, fresh_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = private_store
-    first = await record(store, ["req-1"])
-    await project_until(fresh_database, private_nats.url, {subjects.REQUESTS_STREAM: first})
-    # The projector is down while five requests arrive and age out.
-    lost = await aged_out(
-        store,
-        configs.requests_stream(),
-        subjects.REQUESTS_STREAM,
-        asyncio.ensure_future(record(store, [f"req-lost-{i}" for i in range(5)])),
-    )
-    last = await record(store, ["req-7", "req-8"])
+    first, lost, last = await requests_aged_out_unread(store, fresh_database, private_nats.url)
     with caplog.at_level(logging.WARNING, logger="modelforge.projector.gaps"):
         await project_until(fresh_database, private_nats.url, {subjects.REQUESTS_STREAM: last})
 

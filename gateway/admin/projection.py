@@ -1,0 +1,74 @@
+"""`GET /admin/v1/projection`: how the projection stands, per projected stream (its checkpoint
+against the stream's sequences) and the stretches it never saw (`projection_gaps`).
+
+A read of live state: no read-your-writes wait. The checkpoints are read before the streams, so a
+lag is never made negative by a message published in between; a negative lag means the read
+model was built from another stream than this one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from gateway.admin.endpoint import Call, Endpoint
+from gateway.admin.reads import ReadModel, required_read_model
+from streams import subjects
+
+GAPS_SHOWN = 100  # newest first; `gaps_total` counts them all
+
+CHECKPOINTS_SQL = "SELECT stream, last_seq, projected_at FROM checkpoints"
+GAPS_SQL = """
+SELECT stream, first_seq, last_seq, last_seq - first_seq + 1 AS count, reason, detected_at,
+       count(*) OVER () AS total
+FROM projection_gaps ORDER BY detected_at DESC, first_seq DESC LIMIT %s
+"""
+
+
+async def _rows(model: ReadModel, text: str, params: tuple[object, ...] = ()) -> list[dict[str, Any]]:
+    """Rows of a read-model table; none while the projector has not created it yet."""
+    try:
+        return await model.query(text, params)
+    except psycopg.errors.UndefinedTable:
+        return []
+
+
+async def projection_status(call: Call) -> object:
+    model = await required_read_model("the projection status")
+    checkpoints = {row["stream"]: row for row in await _rows(model, CHECKPOINTS_SQL)}
+    gaps = await _rows(model, GAPS_SQL, (GAPS_SHOWN,))
+    js = call.edge.ctx.client.jetstream()
+    streams = []
+    for stream in subjects.PROJECTED_STREAMS:
+        state = (await js.stream_info(stream)).state
+        applied = checkpoints.get(stream, {})
+        checkpoint = int(applied.get("last_seq", 0))
+        streams.append(
+            {
+                "stream": stream,
+                "checkpoint": checkpoint,
+                "projected_at": applied.get("projected_at"),
+                "first_seq": state.first_seq,
+                "last_seq": state.last_seq,
+                "lag": state.last_seq - checkpoint,
+                # Gone from the stream before the projector read them: a gap once it reads on.
+                "gone_unread": max(0, state.first_seq - 1 - checkpoint),
+            }
+        )
+    return {
+        "streams": streams,
+        "gaps": [{k: v for k, v in gap.items() if k != "total"} for gap in gaps],
+        "gaps_total": int(gaps[0]["total"]) if gaps else 0,
+    }
+
+
+ENDPOINTS = [
+    Endpoint(
+        "GET",
+        "/projection",
+        "Checkpoints, lag and gaps of the read model",
+        projection_status,
+        tag="projection",
+    ),
+]
