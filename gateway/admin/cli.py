@@ -1,5 +1,6 @@
-"""`modelforge artifacts|candidates|approvals|deployments|projects|scheduler …`: thin clients of
-the admin API (MODELFORGE_GATEWAY_URL, MODELFORGE_OPERATOR_TOKEN). Output is the API's JSON."""
+"""`modelforge artifacts|candidates|approvals|deployments|projects|scheduler|projection …`: thin
+clients of the admin API (MODELFORGE_GATEWAY_URL, MODELFORGE_OPERATOR_TOKEN). Output is the API's
+JSON, or text for a verb with a `render` (its `--json` prints the JSON instead)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gateway.admin import projection_text
 from gateway.admin.client import AdminClient, AdminError
 
 Build = Callable[[argparse.Namespace], tuple[str, str, object]]  # method, path, body
+Render = Callable[[Any], str]
 
 
 def _pairs(items: list[str] | None) -> dict[str, str]:
@@ -25,13 +28,17 @@ def _pairs(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def _verb(parser: Any, name: str, help_: str, build: Build) -> argparse.ArgumentParser:
+def _verb(
+    parser: Any, name: str, help_: str, build: Build, render: Render | None = None
+) -> argparse.ArgumentParser:
     sub: argparse.ArgumentParser = parser.add_parser(name, help=help_)
-    sub.set_defaults(handler=_run(build))
+    sub.set_defaults(handler=_run(build, render))
+    if render is not None:
+        sub.add_argument("--json", action="store_true", help="print the API's JSON")
     return sub
 
 
-def _run(build: Build) -> Callable[[argparse.Namespace], int]:
+def _run(build: Build, render: Render | None = None) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         method, path, body = build(args)
         try:
@@ -39,7 +46,10 @@ def _run(build: Build) -> Callable[[argparse.Namespace], int]:
         except AdminError as exc:
             print(f"error {exc.code} ({exc.status}): {exc.message}", file=sys.stderr)
             return 1
-        print(json.dumps(result, indent=2, sort_keys=True))
+        if render is not None and not args.json:
+            print(render(result))
+        else:
+            print(json.dumps(result, indent=2, sort_keys=True))
         return 0
 
     return handler
@@ -73,6 +83,14 @@ def register(subparsers: Any) -> None:
         subparsers.add_parser("scheduler", help="scheduler policy and views").add_subparsers(
             dest="verb", required=True
         )
+    )
+    projection = subparsers.add_parser("projection", help="the read model's projection")
+    _verb(
+        projection.add_subparsers(dest="verb", required=True),
+        "status",
+        "checkpoints and lag per stream, recorded gaps",
+        lambda a: ("GET", "/projection", None),
+        projection_text.render,
     )
 
 

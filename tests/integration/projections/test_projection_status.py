@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from eventstore.store import EventStore
+from gateway.admin.client import TOKEN_ENV, URL_ENV
+from modelforge.cli import main
 from modelforge.devstack.nats_server import NatsServer
 from streams import subjects
 
-from .conftest import admin_api
+from .conftest import TOKEN, admin_api
 from .helpers import project_until, record_requests, requests_aged_out_unread
 
 
@@ -132,3 +137,27 @@ async def test_the_projection_status_is_in_the_openapi_document(
     async with admin_api(private_nats.url) as admin:
         spec = (await admin.get(admin.base_url.join("/openapi.json"))).json()
     assert "get" in spec["paths"]["/admin/v1/projection"]
+
+
+async def test_modelforge_projection_status_prints_it_from_the_gateway(
+    admin: httpx.AsyncClient,
+    private_store: EventStore,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    last = await record_requests(private_store, ["req-1"])
+    monkeypatch.setenv("MODELFORGE_HOME", str(tmp_path))  # no embedded stack to fall back on
+    monkeypatch.setenv(URL_ENV, str(admin.base_url.join("/")))
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+
+    # The CLI's client is synchronous: off this loop, which serves the gateway.
+    assert await asyncio.to_thread(main, ["projection", "status"]) == 0
+    table = capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["projection", "status", "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+
+    (row,) = (line.split() for line in table.splitlines() if line.startswith(subjects.REQUESTS_STREAM))
+    assert row == [subjects.REQUESTS_STREAM, "0", "1", str(last), str(last), "never"]
+    assert "gaps: none recorded" in table
+    assert stream(body, subjects.REQUESTS_STREAM)["lag"] == last
