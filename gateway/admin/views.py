@@ -13,6 +13,7 @@ from gateway.promotion.model import (
     DeploymentState,
     ProbeRecord,
 )
+from gateway.promotion.profile import output_mismatch
 
 
 def artifact_set(state: ArtifactSetState) -> dict[str, Any]:
@@ -23,16 +24,21 @@ def artifact_set(state: ArtifactSetState) -> dict[str, Any]:
     return out
 
 
-def probe(record: ProbeRecord) -> dict[str, Any]:
+def probe(record: ProbeRecord, candidate: CandidateState) -> dict[str, Any]:
     out: dict[str, Any] = msgspec.to_builtins(record)
     out["complete_evidence"] = record.complete_evidence
+    # Why the measured output is not the declared profile ('' when it is, or nothing was measured).
+    result = record.result
+    out["output_mismatch"] = (
+        output_mismatch(candidate.capability, candidate.runtime_profile, result) if result else ""
+    )
     return out
 
 
 def candidate(state: CandidateState) -> dict[str, Any]:
     out: dict[str, Any] = msgspec.to_builtins(state)
     out["status"] = state.status
-    out["probes"] = [probe(p) for p in state.probes.values()]
+    out["probes"] = [probe(p, state) for p in state.probes.values()]
     return out
 
 

@@ -28,7 +28,7 @@ from gateway.promotion.commands import (
 from gateway.promotion.evidence import approval_id_for, changed_facts, facts_of, fingerprint
 from gateway.promotion.gates import refusal
 from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, NodeState
-from gateway.promotion.profile import check_profile
+from gateway.promotion.profile import check_profile, output_mismatch
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS
 from streams.events import Event
@@ -106,8 +106,12 @@ def decide_candidate(state: CandidateState | None, command: CandidateCommand, no
             ]
         case MarkLabReady():
             probe = state.probe(command.probe_id)
-            if probe is None or not probe.complete_evidence or state.lab_ready_probe == command.probe_id:
+            if probe is None or probe.result is None or not probe.complete_evidence:
                 return []
+            if state.lab_ready_probe == command.probe_id:
+                return []
+            if output_mismatch(state.capability, state.runtime_profile, probe.result):
+                return []  # the model does not produce the space the candidate declares
             return [c.CandidateLabReady(candidate_id=state.candidate_id, probe_id=command.probe_id)]
     raise AssertionError(command)  # pragma: no cover
 

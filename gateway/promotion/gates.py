@@ -17,6 +17,7 @@ from gateway.promotion.model import (
     NodeState,
     ProbeRecord,
 )
+from gateway.promotion.profile import output_mismatch
 from streams.codes import ServingError
 
 
@@ -114,6 +115,9 @@ def production_gates(facts: GateFacts) -> list[GateFailure]:
             fail("HEALTHCHECK_FAILED", f"probe health not all healthy: {health.detail}")
         if not result.output_valid:
             fail("INVALID_OUTPUT", "the probe's test inference broke the contract")
+        mismatch = output_mismatch(cand.capability, cand.runtime_profile, result) if cand else ""
+        if mismatch:
+            fail("INVALID_OUTPUT", f"the probe's output is not the declared profile: {mismatch}")
         if result.unload_reclaimed_bytes <= 0 or result.runtime not in OFFLINE_LOCAL_RUNTIMES:
             fail(
                 "RUNTIME_SECURITY_GATE_FAILED",

@@ -4,6 +4,7 @@ once at creation and read back into typed values at promotion."""
 from __future__ import annotations
 
 from streams.codes import ServingError
+from streams.events import control as c
 from streams.events import serving as s
 
 RESIDENCY_KINDS = ("on_demand", "keep_warm", "always_warm")
@@ -60,3 +61,23 @@ def max_batch_size(config: dict[str, str]) -> int:
 
 def truncatable(profile: dict[str, str]) -> tuple[int, ...]:
     return tuple(sorted(int(p) for p in profile.get("truncatable_dimensions", "").split(",") if p.strip()))
+
+
+def output_mismatch(capability: str, profile: dict[str, str], probed: c.ProbeCompleted) -> str:
+    """Why the output a probe measured is not the embedding space the candidate declares ('' when
+    it is): the space a deployment serves comes from the declared profile, so a profile the model
+    does not produce must stop the candidate before lab-ready and production."""
+    if capability not in EMBEDDING_CAPABILITIES:
+        return ""
+    if probed.output_dimension <= 0:
+        return "the probe did not measure the output dimension (a probe from an older agent): probe again"
+    declared = profile.get("dimension", "").strip()
+    if declared != str(probed.output_dimension):
+        return f"the profile declares dimension {declared}, the probe measured {probed.output_dimension}"
+    normalized = "true" if probed.output_normalized else "false"
+    if profile.get("normalized") != normalized:
+        return f"the profile declares normalized={profile.get('normalized')}, the probe measured {normalized}"
+    too_long = [d for d in truncatable(profile) if d > probed.output_dimension]
+    if too_long:
+        return f"truncatable dimensions {too_long} exceed the measured dimension {probed.output_dimension}"
+    return ""

@@ -109,6 +109,10 @@ class EmbeddingAdapter:
         )
 
 
+def unit_length(vector: NDArray[Any]) -> bool:
+    return abs(float(np.linalg.norm(vector)) - 1.0) <= NORM_TOLERANCE
+
+
 def validate_embeddings(
     vectors: Sequence[NDArray[Any]], *, expected_count: int, dimension: int, normalized: bool
 ) -> None:
@@ -120,5 +124,5 @@ def validate_embeddings(
             raise invalid_output(f"vector {index} has shape {vector.shape}, expected ({dimension},)")
         if not np.all(np.isfinite(vector)):
             raise invalid_output(f"vector {index} has non-finite values")
-        if normalized and abs(float(np.linalg.norm(vector)) - 1.0) > NORM_TOLERANCE:
+        if normalized and not unit_length(vector):
             raise invalid_output(f"vector {index} is not unit length")

@@ -21,6 +21,7 @@ from nodeagent.adapters.embedding import (
     EmbeddingAdapter,
     EmbeddingResult,
     l2_normalize,
+    unit_length,
     validate_embeddings,
 )
 from nodeagent.adapters.reranking import (
@@ -70,12 +71,22 @@ def timed_runner(
     return run
 
 
+@dataclass(frozen=True)
+class MeasuredOutput:
+    """What a test inference produced, measured from its output rather than read from the model's
+    config: the probe records it so the gateway can hold it against the candidate's declared
+    profile (0 / False where the capability has no embedding space)."""
+
+    dimension: int = 0
+    normalized: bool = False
+
+
 class CapabilityServer(Protocol):
     capability: str
 
     async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]: ...
 
-    def test_inference(self) -> None:
+    def test_inference(self) -> MeasuredOutput:
         """One blocking inference on fixed input, validated: warm-up, health and probe use it."""
 
     async def check(self) -> None:
@@ -147,8 +158,12 @@ class EmbeddingServer:
         head = vectors[:, :dimensions]
         return l2_normalize(head) if self.adapter.config.normalize else head
 
-    def test_inference(self) -> None:
-        self._validate([r.vector for r in run_rows(self.adapter, self.runtime, _TEST_TEXTS)])
+    def test_inference(self) -> MeasuredOutput:
+        vectors = [r.vector for r in run_rows(self.adapter, self.runtime, _TEST_TEXTS)]
+        self._validate(vectors)
+        return MeasuredOutput(
+            dimension=int(vectors[0].shape[0]), normalized=all(unit_length(v) for v in vectors)
+        )
 
     async def check(self) -> None:
         self._validate([t.result.vector for t in await self.batcher.submit(_TEST_TEXTS)])
@@ -196,8 +211,9 @@ class RerankServer:
         timings = _timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
         return body, msgspec.structs.replace(timings, serialize_ms=(time.perf_counter() - ran) * 1000)
 
-    def test_inference(self) -> None:
+    def test_inference(self) -> MeasuredOutput:
         _check_scores(run_rows(self.adapter, self.runtime, _TEST_PAIRS))
+        return MeasuredOutput()
 
     async def check(self) -> None:
         _check_scores([t.result for t in await self.batcher.submit(_TEST_PAIRS)])

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventstore.store import EventStore, ExpectedVersion
+from nodeagent.agent.capabilities import MeasuredOutput
 from nodeagent.agent.hardware import Accelerator, Hardware
 from nodeagent.agent.invoke import InvokeServer
 from nodeagent.agent.residency import Residency, load_blocking, unload_blocking, verify_integrity
@@ -253,9 +254,9 @@ class Operations:
             await self.fail(job, codes.RESIDENCY_LOAD_FAILED.code, f"load failed: {type(error).__name__}")
             return
         started = time.perf_counter()
-        model_ok, detail = True, ""
+        model_ok, detail, output = True, "", MeasuredOutput()
         try:
-            await asyncio.to_thread(server.test_inference)
+            output = await asyncio.to_thread(server.test_inference)
         except ServingError as error:
             model_ok, detail = False, f"{error.code}: {error.message}"
         except Exception as error:  # an engine fault: the probe's finding, and the model is unloaded
@@ -279,6 +280,8 @@ class Operations:
             cold_load_ms=measured.cold_load_ms,
             inference_ms=inference_ms,
             unload_reclaimed_bytes=max(0, reclaimed),
+            output_dimension=output.dimension,
+            output_normalized=output.normalized,
         )
         await self._append(Aggregate.CANDIDATE, job.candidate_id, completed, job.job_id)
 

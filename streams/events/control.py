@@ -163,6 +163,11 @@ class ProbeCompleted(Event, frozen=True):
     cold_load_ms: float
     inference_ms: float
     unload_reclaimed_bytes: int
+    # What the test inference produced, for the gateway to hold against the declared profile:
+    # an embedding's vector length and whether every vector had unit norm (0: not measured, as
+    # for a reranker or a probe recorded before the agent measured it).
+    output_dimension: int = 0
+    output_normalized: bool = False
 
 
 class ProbeFailed(Event, frozen=True):

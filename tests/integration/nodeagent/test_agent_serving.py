@@ -232,6 +232,7 @@ async def test_a_probe_measures_the_envelope_and_unloads(
     assert done.health.runtime
     assert done.health.model
     assert done.output_valid
+    assert (done.output_dimension, done.output_normalized) == (384, True)  # measured, for the gates
     assert done.loaded_bytes > done.baseline_bytes
     assert done.peak_bytes >= done.loaded_bytes
     assert done.cold_load_ms > 0

@@ -94,6 +94,15 @@ EMBEDDING_PROFILE = {"dimension": "384", "normalized": "true", "input_semantics"
 
 async def lab_ready_candidate(stack: Stack, source: Path, name: str, **config: str) -> dict[str, object]:
     """Import → verify → candidate → lab approval → probe: a lab_ready candidate (as a dict)."""
+    probed = await probed_candidate(stack, source, name, EMBEDDING_PROFILE, **config)
+    assert probed["status"] == "lab_ready", probed
+    return probed
+
+
+async def probed_candidate(
+    stack: Stack, source: Path, name: str, profile: dict[str, str], **config: str
+) -> dict[str, object]:
+    """Import → verify → candidate declaring `profile` → lab approval → probe, whatever it found."""
     imported = await stack.post(
         "/artifact-sets/import",
         {
@@ -110,7 +119,7 @@ async def lab_ready_candidate(stack: Stack, source: Path, name: str, **config: s
         {
             "candidate_id": f"cand-{name}",
             "artifact_set_id": imported["artifact_set_id"],
-            "runtime_profile": EMBEDDING_PROFILE,
+            "runtime_profile": profile,
             "deployment_config": {"model_name": name, **config},
         },
     )
@@ -123,6 +132,5 @@ async def lab_ready_candidate(stack: Stack, source: Path, name: str, **config: s
         f"/candidates/{candidate['candidate_id']}/probes", {"lab_approval_id": lab["approval_id"]}
     )
     assert isinstance(probed, dict)
-    assert probed["status"] == "lab_ready", probed
     probed["lab_approval_id"] = lab["approval_id"]
     return probed

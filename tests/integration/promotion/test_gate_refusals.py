@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.promotion.conftest import Stack, lab_ready_candidate
+from tests.integration.promotion.conftest import (
+    EMBEDDING_PROFILE,
+    Stack,
+    lab_ready_candidate,
+    probed_candidate,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,6 +66,27 @@ async def test_a_missing_probe_is_refused(stack: Stack, minilm_source: Path) -> 
     candidate = await lab_ready_candidate(stack, minilm_source, "probe-missing")
     body = {"candidate_id": candidate["candidate_id"], "probe_id": "no-such-probe"}
     await refused(stack, "/approvals/production", body, "RUNTIME_PROBE_REQUIRED")
+
+
+async def test_a_declared_space_the_model_does_not_produce_is_refused(
+    stack: Stack, minilm_source: Path
+) -> None:
+    """MiniLM gives 384-dimensional unit vectors: a profile declaring 1024 must not pass the probe."""
+    liar = {
+        **EMBEDDING_PROFILE,
+        "dimension": "1024",
+        "normalized": "false",
+        "truncatable_dimensions": "768,512",
+    }
+    candidate = await probed_candidate(stack, minilm_source, "declares-1024", liar)
+    assert candidate["status"] == "registered", "a mismatched profile must not become lab_ready"
+    (probe,) = candidate["probes"]  # type: ignore[misc]
+    assert probe["status"] == "completed"
+    assert (probe["result"]["output_dimension"], probe["result"]["output_normalized"]) == (384, True)
+    assert probe["output_mismatch"] == "the profile declares dimension 1024, the probe measured 384"
+    body = {"candidate_id": candidate["candidate_id"], "probe_id": probe["probe_id"]}
+    error = await refused(stack, "/approvals/production", body, "CANDIDATE_NOT_LAB_READY")
+    assert "INVALID_OUTPUT" in error["error"]["details"]["failed_gates"]
 
 
 async def test_a_disabled_node_is_refused(stack: Stack, minilm_source: Path) -> None:

@@ -54,7 +54,7 @@ def completed(**changes: object) -> c.ProbeCompleted:
         hardware_fingerprint="hw-1", runtime="onnxruntime-cpu",
         health=c.HealthLayers(process=True, runtime=True, model=True), output_valid=True,
         baseline_bytes=100, loaded_bytes=300, peak_bytes=350, cold_load_ms=50.0, inference_ms=5.0,
-        unload_reclaimed_bytes=150,
+        unload_reclaimed_bytes=150, output_dimension=384, output_normalized=True,
     )  # fmt: skip
     return replace(base, **changes)
 

@@ -53,6 +53,21 @@ def test_only_complete_evidence_makes_a_candidate_lab_ready() -> None:
     assert len(decide_candidate(fresh, MarkLabReady("probe-1"), NOW)) == 1
 
 
+@pytest.mark.parametrize(
+    "measured",
+    [
+        {"output_dimension": 1024},
+        {"output_normalized": False},
+        {"output_dimension": 0},  # a probe that measured nothing
+    ],
+)
+def test_a_probe_whose_output_is_not_the_declared_space_does_not_make_it_lab_ready(
+    measured: dict[str, object],
+) -> None:
+    mismatched = candidate(probes={"probe-1": probe(**measured)}, lab_ready_probe="")
+    assert decide_candidate(mismatched, MarkLabReady("probe-1"), NOW) == []
+
+
 def test_an_embedding_candidate_must_declare_its_space() -> None:
     command = CreateCandidate(
         "cand-2", "rag.embedding@1", "as-minilm", {"dimension": "384"}, {}, "rag.embedding@1"

@@ -41,6 +41,21 @@ def test_a_candidate_with_complete_evidence_passes_every_gate() -> None:
             "HEALTHCHECK_FAILED",
         ),
         (facts(probe=probe(output_valid=False)), "INVALID_OUTPUT"),
+        (facts(probe=probe(output_dimension=1024)), "INVALID_OUTPUT"),
+        (facts(probe=probe(output_normalized=False)), "INVALID_OUTPUT"),
+        (facts(probe=probe(output_dimension=0)), "INVALID_OUTPUT"),
+        (
+            facts(candidate=candidate(runtime_profile={**candidate().runtime_profile, "dimension": "1024"})),
+            "INVALID_OUTPUT",
+        ),
+        (
+            facts(
+                candidate=candidate(
+                    runtime_profile={**candidate().runtime_profile, "truncatable_dimensions": "768,256"}
+                )
+            ),
+            "INVALID_OUTPUT",
+        ),
         (facts(probe=probe(unload_reclaimed_bytes=0)), "RUNTIME_SECURITY_GATE_FAILED"),
         (facts(probe=probe(runtime="remote-hub")), "RUNTIME_SECURITY_GATE_FAILED"),
     ],
