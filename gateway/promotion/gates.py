@@ -73,6 +73,15 @@ def production_gates(facts: GateFacts) -> list[GateFailure]:
     result = probe.result if probe and probe.status == "completed" else None
     if result is None:
         fail("RUNTIME_PROBE_REQUIRED", "no completed runtime probe of this candidate")
+    elif result.loaded_bytes <= result.baseline_bytes:
+        # The deployment's memory envelope comes from this measurement: without it the scheduler
+        # would admit the model as if it took no memory.
+        fail(
+            "RUNTIME_PROBE_REQUIRED",
+            "the probe measured no memory taken by the loaded model: probe again",
+            baseline_bytes=result.baseline_bytes,
+            loaded_bytes=result.loaded_bytes,
+        )
     # 3
     verdict = compatibility(facts)
     if result is not None and verdict != "compatible":

@@ -7,8 +7,12 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
+from eventstore.store import EventStore, ExpectedVersion
+from streams.events import control as c
+from streams.subjects import Aggregate
 from tests.integration.promotion.conftest import (
     EMBEDDING_PROFILE,
     Stack,
@@ -87,6 +91,23 @@ async def test_a_declared_space_the_model_does_not_produce_is_refused(
     body = {"candidate_id": candidate["candidate_id"], "probe_id": probe["probe_id"]}
     error = await refused(stack, "/approvals/production", body, "CANDIDATE_NOT_LAB_READY")
     assert "INVALID_OUTPUT" in error["error"]["details"]["failed_gates"]
+
+
+async def test_a_probe_that_measured_no_memory_is_refused(stack: Stack, minilm_source: Path) -> None:
+    """A second probe of a lab_ready candidate whose agent read no memory taken by the model (loaded
+    == baseline) cannot be what a production approval, and so the deployment's envelope, rests on."""
+    candidate = await lab_ready_candidate(stack, minilm_source, "no-memory")
+    (measured,) = candidate["probes"]  # type: ignore[misc]
+    result = msgspec.convert(measured["result"], c.ProbeCompleted)
+    blind = msgspec.structs.replace(result, probe_id="probe-no-memory", loaded_bytes=result.baseline_bytes)
+    requested = c.ProbeRequested(
+        candidate_id=result.candidate_id, probe_id=blind.probe_id, node_id=result.node_id,
+        accelerator_id=result.accelerator_id, lab_approval_id=str(candidate["lab_approval_id"]),
+    )  # fmt: skip
+    store = EventStore(stack.connection)
+    await store.append(Aggregate.CANDIDATE, result.candidate_id, [requested, blind], ExpectedVersion.ANY)
+    body = {"candidate_id": result.candidate_id, "probe_id": blind.probe_id}
+    await refused(stack, "/approvals/production", body, "RUNTIME_PROBE_REQUIRED")
 
 
 async def test_a_disabled_node_is_refused(stack: Stack, minilm_source: Path) -> None:

@@ -23,6 +23,8 @@ def test_a_candidate_with_complete_evidence_passes_every_gate() -> None:
         (facts(candidate=candidate(lab_ready_probe="")), "CANDIDATE_NOT_LAB_READY"),
         (facts(already_production=True), "CANDIDATE_NOT_LAB_READY"),
         (facts(probe=None), "RUNTIME_PROBE_REQUIRED"),
+        (facts(probe=probe(loaded_bytes=100)), "RUNTIME_PROBE_REQUIRED"),  # loaded == baseline
+        (facts(probe=probe(loaded_bytes=0, peak_bytes=0)), "RUNTIME_PROBE_REQUIRED"),
         (facts(artifacts=artifacts(registered_seq=99)), "COMPATIBILITY_STALE"),
         (facts(node=node(hardware_fingerprint="hw-2")), "COMPATIBILITY_STALE"),
         (facts(artifacts=artifacts(verified_manifest="")), "ARTIFACT_NOT_VERIFIED"),
