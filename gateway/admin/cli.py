@@ -28,6 +28,16 @@ def _pairs(items: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _setting(key: str, value: str) -> float | bool:
+    """A policy value as typed: true/false for a switch, else a number (the gateway checks ranges)."""
+    if value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    try:
+        return float(value)
+    except ValueError:
+        raise SystemExit(f"{key}: expected a number or true/false, got {value!r}") from None
+
+
 def _verb(
     parser: Any, name: str, help_: str, build: Build, render: Render | None = None
 ) -> argparse.ArgumentParser:
@@ -276,7 +286,7 @@ def _scheduler(verbs: Any) -> None:
         "policy",
         "revise the scheduler policy",
         lambda a: (
-            ("POST", "/scheduler/policy", {"settings": {k: float(v) for k, v in _pairs(a.set).items()}})
+            ("POST", "/scheduler/policy", {"settings": {k: _setting(k, v) for k, v in _pairs(a.set).items()}})
             if a.set
             else ("GET", "/scheduler/policy", None)
         ),

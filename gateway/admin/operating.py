@@ -36,7 +36,7 @@ class Residency(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PolicyRevision(msgspec.Struct, frozen=True, kw_only=True):
-    settings: dict[str, float]
+    settings: dict[str, float | bool]
 
 
 class NodeChange(msgspec.Struct, frozen=True, kw_only=True):

@@ -4,8 +4,6 @@ resident deployment is unloaded by its agent and the outcome awaited on its acce
 
 from __future__ import annotations
 
-import msgspec
-
 from gateway.promotion import commands as cmd
 from gateway.promotion.approvals import refresh_staleness
 from gateway.promotion.context import PromotionContext
@@ -13,7 +11,7 @@ from gateway.promotion.decide import decide_node
 from gateway.promotion.deploy import decide_deployment
 from gateway.promotion.model import DeploymentState
 from gateway.promotion.waiting import next_event
-from gateway.scheduler import SchedulerPolicy
+from gateway.scheduler.policy import PolicyInvalid, revise
 from gateway.serving.jobs import publish_job
 from streams.codes import ServingError
 from streams.envelope import new_id
@@ -25,7 +23,6 @@ from streams.subjects import Aggregate
 
 A = Aggregate
 POLICY_ID = "scheduler"
-_POLICY_FIELDS = {k for k in SchedulerPolicy.__struct_fields__ if k != "revision"}
 
 
 class Operations:
@@ -128,25 +125,22 @@ class Operations:
         await refresh_staleness(self.promotion)
         await self.promotion.settle()
 
-    async def revise_policy(self, settings: dict[str, float]) -> c.SchedulerPolicyRevised | None:
-        unknown = sorted(set(settings) - _POLICY_FIELDS)
-        if unknown:
-            raise ServingError("INVALID_INPUT", f"unknown policy settings: {', '.join(unknown)}", "settings")
-        try:
-            msgspec.convert({**settings}, SchedulerPolicy, strict=False)
-        except msgspec.ValidationError as exc:
-            raise ServingError("INVALID_INPUT", f"invalid policy settings: {exc}", "settings") from None
-
-        def decide(
-            state: c.SchedulerPolicyRevised | None, revised: dict[str, float], now: object
-        ) -> list[Event]:
-            base = dict(state.settings) if state else {}
-            merged = {**base, **{k: float(v) for k, v in revised.items()}}
-            if state is not None and merged == base:
-                return []
-            return [c.SchedulerPolicyRevised(revision=(state.revision if state else 0) + 1, settings=merged)]
-
-        events, _ = await self.aggregates.execute(A.SCHEDULER_POLICY, POLICY_ID, decide, settings)
+    async def revise_policy(self, changes: dict[str, float | bool]) -> c.SchedulerPolicyRevised | None:
+        events, _ = await self.aggregates.execute(A.SCHEDULER_POLICY, POLICY_ID, decide_policy, changes)
         await self.promotion.settle()
         revised = events[0] if events else None
         return revised if isinstance(revised, c.SchedulerPolicyRevised) else None
+
+
+def decide_policy(
+    state: c.SchedulerPolicyRevised | None, changes: dict[str, float | bool], now: object
+) -> list[Event]:
+    """A revision the scheduler can run under, or INVALID_INPUT naming the setting (no event)."""
+    base = dict(state.settings) if state else {}
+    try:
+        merged = revise(base, changes)
+    except PolicyInvalid as invalid:
+        raise ServingError("INVALID_INPUT", invalid.message, invalid.setting) from None
+    if state is not None and merged == base:
+        return []
+    return [c.SchedulerPolicyRevised(revision=(state.revision if state else 0) + 1, settings=merged)]

@@ -7,6 +7,9 @@ so a decision can always be traced to the policy it was made under.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 import msgspec
 
 MIB = 1024 * 1024
@@ -63,3 +66,90 @@ class SchedulerPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
 
 DEFAULT_POLICY = SchedulerPolicy()
+
+
+# ---- revising the policy -------------------------------------------------------------------------
+
+_BYTES = ("safety_reserve_min_bytes", "runtime_margin_bytes", "cold_load_margin_min_bytes",
+          "request_execution_floor_bytes")  # fmt: skip
+_FRACTIONS = ("safety_reserve_fraction", "cold_load_margin_fraction")
+_PRESSURE = ("pressure_elevated_at", "pressure_high_at", "pressure_critical_at")
+_WAITS = ("pressure_stable_seconds", "eviction_cooldown_seconds")  # zero: no waiting
+_TIMEOUTS = ("max_queue_wait_seconds", "load_timeout_seconds", "unload_timeout_seconds",
+             "telemetry_fresh_seconds")  # fmt: skip
+SETTINGS = {name: type(getattr(DEFAULT_POLICY, name)) for name in SchedulerPolicy.__struct_fields__}
+del SETTINGS["revision"]
+
+
+class PolicyInvalid(ValueError):
+    """A revision the scheduler cannot run under, naming the setting at fault."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(message)
+        self.setting, self.message = setting, message
+
+
+def policy_of(settings: Mapping[str, float], revision: int) -> SchedulerPolicy:
+    """Stored settings (numbers; a boolean as 0 or 1) over the defaults; unknown names ignored."""
+    known = {
+        name: bool(value) if SETTINGS[name] is bool else value
+        for name, value in settings.items()
+        if name in SETTINGS
+    }
+    fields = {**msgspec.structs.asdict(DEFAULT_POLICY), **known, "revision": revision}
+    return msgspec.convert(fields, SchedulerPolicy, strict=False)
+
+
+def revise(settings: Mapping[str, float], changes: Mapping[str, float | bool]) -> dict[str, float]:
+    """The stored settings with `changes` applied; PolicyInvalid names the first setting that is
+    unknown, of the wrong kind, or leaves a policy the scheduler cannot keep its promises under
+    (a negative reserve would hand out more memory than the card has)."""
+    merged = dict(settings)
+    for name, value in sorted(changes.items()):
+        merged[name] = _stored(name, value)
+    problem = policy_problem(policy_of(merged, 0))
+    if problem is not None:
+        raise PolicyInvalid(*problem)
+    return merged
+
+
+def _stored(name: str, value: float | bool) -> float:
+    kind = SETTINGS.get(name)
+    if kind is None:
+        raise PolicyInvalid(name, f"unknown policy setting {name!r}")
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise PolicyInvalid(name, f"`{name}` is true or false, got {value!r}")
+        return float(value)
+    if isinstance(value, bool) or not math.isfinite(value):
+        raise PolicyInvalid(name, f"`{name}` must be a finite number, got {value!r}")
+    if kind is int and not float(value).is_integer():
+        raise PolicyInvalid(name, f"`{name}` must be a whole number, got {value!r}")
+    return float(value)
+
+
+def policy_problem(policy: SchedulerPolicy) -> tuple[str, str] | None:
+    """(setting, why) for the first setting out of its range, or None."""
+    for name in _BYTES:
+        if getattr(policy, name) < 0:
+            return name, f"`{name}` must not be negative"
+    for name in _FRACTIONS:
+        if not 0 <= getattr(policy, name) <= 1:
+            return name, f"`{name}` is a fraction between 0 and 1"
+    levels = [getattr(policy, name) for name in _PRESSURE]
+    for index, name in enumerate(_PRESSURE):
+        below = levels[index - 1] if index else 0.0
+        if not below < levels[index] <= 1:
+            return name, (
+                f"`{name}` must be above {_PRESSURE[index - 1] if index else '0'} and at most 1"
+                " (elevated < high < critical)"
+            )
+    for name in _WAITS:
+        if getattr(policy, name) < 0:
+            return name, f"`{name}` must not be negative"
+    for name in _TIMEOUTS:
+        if getattr(policy, name) <= 0:
+            return name, f"`{name}` must be positive"
+    if policy.global_queue_limit < 1:
+        return "global_queue_limit", "`global_queue_limit` must be at least 1"
+    return None

@@ -29,6 +29,7 @@ from gateway.scheduler import (
     CoResidencyStatus,
     SchedulerPolicy,
 )
+from gateway.scheduler.policy import policy_of
 from gateway.state.accelerators import (
     evolve_accelerator,
     new_accelerator,
@@ -51,9 +52,7 @@ _telemetry_decoder = msgspec.json.Decoder(AcceleratorTelemetry)
 
 def policy_from(event: c.SchedulerPolicyRevised) -> SchedulerPolicy:
     """Settings override the defaults field by field; unknown names are ignored."""
-    known = {k: v for k, v in event.settings.items() if k in SchedulerPolicy.__struct_fields__}
-    fields = {**msgspec.structs.asdict(DEFAULT_POLICY), **known, "revision": event.revision}
-    return msgspec.convert(fields, SchedulerPolicy, strict=False)
+    return policy_of(event.settings, event.revision)
 
 
 class LiveState:

@@ -1,0 +1,67 @@
+"""Admin input the gateway cannot act on is refused INVALID_INPUT (422), naming the field, and
+changes nothing; the scheduler policy is revised only into a policy it can run under."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.admin.client import TOKEN_ENV, URL_ENV
+from modelforge.cli import main
+from tests.integration.promotion.conftest import TOKEN, Stack
+
+pytestmark = pytest.mark.timeout(300)
+
+
+async def refused_input(stack: Stack, method: str, path: str, body: object, field: str) -> None:
+    head = await stack.events_head()
+    response = await stack.admin.request(method, f"/admin/v1{path}", json=body)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("INVALID_INPUT", field), error
+    assert await stack.events_head() == head, "a refusal must change nothing"
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"safety_reserve_min_bytes": -(1 << 30)}, "safety_reserve_min_bytes"),
+        ({"safety_reserve_fraction": 1.5}, "safety_reserve_fraction"),
+        ({"pressure_critical_at": 0.5}, "pressure_critical_at"),
+        ({"global_queue_limit": 0}, "global_queue_limit"),
+        ({"load_timeout_seconds": 0}, "load_timeout_seconds"),
+        ({"cold_load_requires_known_attribution": 0}, "cold_load_requires_known_attribution"),
+    ],
+)
+async def test_a_policy_the_scheduler_cannot_run_under_is_refused(
+    stack: Stack, settings: dict[str, object], field: str
+) -> None:
+    await refused_input(stack, "POST", "/scheduler/policy", {"settings": settings}, field)
+
+
+async def test_the_attribution_switch_is_revised_through_the_api(stack: Stack) -> None:
+    switch = "cold_load_requires_known_attribution"
+    revised = await stack.post("/scheduler/policy", {"settings": {switch: False}})
+    assert isinstance(revised, dict)
+    assert revised["policy"][switch] is False
+    revised = await stack.post("/scheduler/policy", {"settings": {switch: True}})
+    assert isinstance(revised, dict)
+    assert revised["policy"][switch] is True
+
+
+async def test_the_cli_sets_a_switch_and_explains_a_value_it_cannot_read(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(URL_ENV, stack.gateway.url)
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    policy = ["scheduler", "policy", "--set"]
+    # The CLI's client is synchronous: off this loop, which serves the gateway.
+    assert await asyncio.to_thread(main, [*policy, "cold_load_requires_known_attribution=false"]) == 0
+    assert '"cold_load_requires_known_attribution": false' in capsys.readouterr().out
+    with pytest.raises(SystemExit) as unreadable:
+        await asyncio.to_thread(main, [*policy, "global_queue_limit=lots"])
+    assert "global_queue_limit" in str(unreadable.value.code)
+    assert await asyncio.to_thread(main, [*policy, "safety_reserve_min_bytes=-1"]) == 1
+    assert "INVALID_INPUT" in capsys.readouterr().err
+    assert await asyncio.to_thread(main, [*policy, "cold_load_requires_known_attribution=true"]) == 0
