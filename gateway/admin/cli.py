@@ -197,7 +197,7 @@ def _approvals(verbs: Any) -> None:
     )
     lab.add_argument("--candidate", required=True)
     lab.add_argument("--node", action="append", required=True)
-    lab.add_argument("--expires-in-s", type=float, default=86_400.0)
+    lab.add_argument("--expires-in-s", type=float, default=86_400.0, help="more than 0, at most a year")
     prod = _verb(
         verbs,
         "production",

@@ -38,6 +38,21 @@ class Call:
 
 
 Handler = Callable[[Call], Awaitable[object]]
+MAX_LIMIT = 1000  # rows a history read gives at most
+
+
+def limit_of(call: Call, default: int = 100) -> int:
+    """The `limit` query parameter: a whole number from 1 to MAX_LIMIT, else INVALID_INPUT."""
+    raw = call.query.get("limit")
+    if raw is None:
+        return default
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ServingError("INVALID_INPUT", f"`limit` must be a whole number from 1 to {MAX_LIMIT}", "limit")
+    return limit
 
 
 @dataclass(frozen=True)

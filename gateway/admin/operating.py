@@ -11,7 +11,7 @@ import msgspec
 from eventstore import reading
 from eventstore.store import ExpectedVersion
 from gateway.admin import views
-from gateway.admin.endpoint import Call, Endpoint
+from gateway.admin.endpoint import Call, Endpoint, limit_of
 from gateway.admin.pipeline import Reason, promotion
 from gateway.admin.reads import (
     METRICS_SQL,
@@ -198,9 +198,10 @@ async def prove_co_residency(call: Call) -> object:
 
 
 async def placements(call: Call) -> object:
+    limit = limit_of(call)
     model = await required_read_model("placement history")
     await model.fresh_for(call)
-    return await model.query(PLACEMENTS_SQL, (int(call.query.get("limit", "100")),))
+    return await model.query(PLACEMENTS_SQL, (limit,))
 
 
 async def scheduler_metrics(call: Call) -> object:
@@ -221,7 +222,7 @@ async def scheduler_metrics(call: Call) -> object:
 
 
 async def request_history(call: Call) -> object:
-    limit = int(call.query.get("limit", "100"))
+    limit = limit_of(call)
     client_id = call.query.get("client_id")
     model = await read_model()
     if model is None:

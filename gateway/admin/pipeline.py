@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
@@ -55,10 +56,14 @@ class RunProbe(msgspec.Struct, frozen=True, kw_only=True):
     accelerator_id: str | None = None
 
 
+YEAR_S = 365 * 86_400.0
+
+
 class LabApproval(msgspec.Struct, frozen=True, kw_only=True):
     candidate_id: str
     node_ids: list[str]
-    expires_in_s: float = 86_400.0
+    # A lab approval lasts a while, not for ever (and a date past the calendar's end is no date).
+    expires_in_s: Annotated[float, msgspec.Meta(gt=0, le=YEAR_S)] = 86_400.0
 
 
 class ProductionApproval(msgspec.Struct, frozen=True, kw_only=True):

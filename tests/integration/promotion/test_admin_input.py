@@ -23,6 +23,20 @@ async def refused_input(stack: Stack, method: str, path: str, body: object, fiel
     assert await stack.events_head() == head, "a refusal must change nothing"
 
 
+@pytest.mark.parametrize("expires_in_s", [1e12, 0, -60])
+async def test_a_lab_approval_lasts_more_than_nothing_and_at_most_a_year(
+    stack: Stack, expires_in_s: float
+) -> None:
+    body = {"candidate_id": "cand-any", "node_ids": [stack.node], "expires_in_s": expires_in_s}
+    await refused_input(stack, "POST", "/approvals/lab", body, "expires_in_s")
+
+
+@pytest.mark.parametrize("path", ["/requests", "/scheduler/placements"])
+@pytest.mark.parametrize("limit", ["abc", "0", "1001", "-5"])
+async def test_a_history_limit_is_a_whole_number_from_1_to_1000(stack: Stack, path: str, limit: str) -> None:
+    await refused_input(stack, "GET", f"{path}?limit={limit}", None, "limit")
+
+
 @pytest.mark.parametrize(
     ("settings", "field"),
     [
