@@ -136,19 +136,29 @@ class EventStore:
         correlation_id: str | None = None,
         causation_id: str | None = None,
         correlation_ids: Sequence[str | None] | None = None,
+        scope: str | None = None,
     ) -> int:
-        """Append events to one aggregate; returns its new version (last stream sequence)."""
+        """Append events to one aggregate; returns its new version (last stream sequence).
+
+        `expected_version` is the aggregate's own, or with `scope` (a wider subject filter, such
+        as every aggregate of the type) the last sequence on that scope: a decision that read
+        several aggregates then conflicts with a change to any of them."""
         agg = aggregate if isinstance(aggregate, subjects.Aggregate) else subjects.aggregate_type(aggregate)
         outgoing = prepare(
             events, agg, aggregate_id, actor, correlation_id, causation_id, correlation_ids=correlation_ids
         )
-        return await self.append_prepared(agg, aggregate_id, outgoing, expected_version)
+        return await self.append_prepared(agg, aggregate_id, outgoing, expected_version, scope)
 
     async def append_prepared(
-        self, agg: subjects.Aggregate, aggregate_id: str, outgoing: list[Outgoing], expected_version: Expected
+        self,
+        agg: subjects.Aggregate,
+        aggregate_id: str,
+        outgoing: list[Outgoing],
+        expected_version: Expected,
+        scope: str | None = None,
     ) -> int:
         """Publish already-encoded events; calling it again with the same messages is a safe retry."""
-        scope = subjects.aggregate_filter(agg, aggregate_id)
+        scope = scope or subjects.aggregate_filter(agg, aggregate_id)
         first = outgoing[0].headers
         if expected_version is not ExpectedVersion.ANY:
             expected = 0 if expected_version is ExpectedVersion.NO_STREAM else int(expected_version)

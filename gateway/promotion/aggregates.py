@@ -1,10 +1,10 @@
 """The command side's access to aggregates: load and fold, decide and append with the loaded
-version (retrying on a conflict), create one under a derived identity, and fold every aggregate
-of a type (admin scale)."""
+version (retrying on a conflict), create one under a derived identity, fold every aggregate of a
+type (admin scale), and create one by a decision over all of its type (a rule across them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -22,6 +22,7 @@ from streams.subjects import Aggregate
 S = TypeVar("S")
 C = TypeVar("C")
 Evolve = Callable[[Any, Event, int], Any]
+Plan = Callable[[Mapping[str, Any]], tuple[str, list[Event]]]
 
 CONFLICT_ATTEMPTS = 8
 
@@ -89,12 +90,38 @@ class Aggregates:
             return  # the same identity was created concurrently: it exists, which is what was asked
         self.last_sequence = max(self.last_sequence, version)
 
+    async def create_unique(self, aggregate: Aggregate, plan: Plan) -> str:
+        """Create one aggregate by a decision over every aggregate of its type (a rule across
+        them: one stable deployment per capability, no route named like a stable model).
+        `plan(states) -> (id, events)`; no events: nothing to create. The append expects the
+        type's version the plan read, so of two such decisions the later is decided again
+        against the earlier's result instead of both passing the same check. Returns the id."""
+        for _ in range(CONFLICT_ATTEMPTS):
+            states, seen = await self.all_at(aggregate)
+            aggregate_id, events = plan(states)
+            if not events:
+                return aggregate_id
+            scope = subjects.aggregate_type_filter(aggregate)
+            try:
+                version = await self.store.append(
+                    aggregate, aggregate_id, events, seen, actor=self.actor, scope=scope
+                )
+            except ConcurrencyConflict:
+                continue  # an aggregate of the type changed since `seen`: reload and decide again
+            self.last_sequence = max(self.last_sequence, version)
+            return aggregate_id
+        raise ServingError("STATE_CONFLICT", f"the {aggregate.value}s kept changing; try again")
+
     async def all(self, aggregate: Aggregate) -> dict[str, Any]:
         """Every aggregate of a type, folded, in first-appearance order."""
+        return (await self.all_at(aggregate))[0]
+
+    async def all_at(self, aggregate: Aggregate) -> tuple[dict[str, Any], int]:
+        """Every aggregate of a type, folded, and the type's version (its last sequence; 0: none)."""
         records = await reading.read_subject_range(
             self.store.client,
             subjects.EVENTS_STREAM,
-            f"{subjects.EVENTS_PREFIX}.{aggregate.value}.>",
+            subjects.aggregate_type_filter(aggregate),
             min_last_seq=self.store.last_sequence,
         )
         grouped: dict[str, list[RecordedEvent]] = {}
@@ -103,4 +130,5 @@ class Aggregates:
             if parsed is not None:
                 grouped.setdefault(parsed[1], []).append(record)
         folded = {key: ev.fold(EVOLVE[aggregate], history) for key, history in grouped.items()}
-        return {key: state for key, state in folded.items() if state is not None}
+        version = records[-1].sequence if records else 0
+        return {key: state for key, state in folded.items() if state is not None}, version

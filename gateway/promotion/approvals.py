@@ -7,6 +7,7 @@ production approval is re-fingerprinted and marked stale where its facts moved.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 import msgspec
@@ -16,7 +17,7 @@ from gateway.promotion.context import PromotionContext
 from gateway.promotion.decide import decide_approval
 from gateway.promotion.evidence import Evidence, approval_id_for, fingerprint, gather
 from gateway.promotion.gates import GateFacts, compatibility, production_gates
-from gateway.promotion.model import ApprovalState, CandidateState
+from gateway.promotion.model import ApprovalState, CandidateState, DeploymentState
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS
 from streams.envelope import new_id
@@ -117,12 +118,19 @@ async def refresh_staleness(p: PromotionContext) -> list[str]:
 
 
 async def in_production(p: PromotionContext, candidate_id: str, except_approval: str = "") -> bool:
+    return serves_stable(await p.deployments(), candidate_id, except_approval)
+
+
+def serves_stable(
+    deployments: Iterable[DeploymentState], candidate_id: str, except_approval: str = ""
+) -> bool:
+    """Whether the candidate has a stable deployment not drained (other than `except_approval`'s)."""
     return any(
         d.candidate_id == candidate_id
         and d.channel == "stable"
         and not d.drained
         and (not except_approval or d.approval_id != except_approval)
-        for d in await p.deployments()
+        for d in deployments
     )
 
 

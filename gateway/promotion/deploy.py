@@ -44,7 +44,7 @@ class PromotionFacts(msgspec.Struct, frozen=True, kw_only=True):
     current: Evidence | None  # today's facts, recomputed
     failures: tuple[GateFailure, ...]
     contract_known: bool
-    deployments: tuple[DeploymentState, ...]  # every deployment of the contract
+    deployments: tuple[DeploymentState, ...]  # every deployment (of every contract)
 
 
 class Promotion(msgspec.Struct, frozen=True):
@@ -126,7 +126,7 @@ def plan_promotion(facts: PromotionFacts) -> Promotion:
         "deployment_config": config,
     }
     deployment_id = f"dep-{digest(identity)[:16]}"
-    stables = [d for d in facts.deployments if d.channel == "stable"]
+    stables = [d for d in facts.deployments if d.channel == "stable" and d.capability == candidate.capability]
     previous = next((d for d in reversed(stables) if d.drained), None)
     reindex = bool(space and previous and previous.embedding_space != space)
     if any(d.deployment_id == deployment_id for d in facts.deployments):

@@ -15,6 +15,7 @@ from eventstore.provision import provision
 from eventstore.store import EventStore, ExpectedVersion, prepare
 from modelforge.devstack.nats_server import start_nats
 from modelforge.devstack.processes import stop_pid
+from streams import subjects
 from streams.envelope import SYSTEM, new_id
 from streams.events.control import ClientCreated, ClientDisabled, ClientEnabled, NodeEnabled
 from streams.subjects import Aggregate, InvalidSubjectToken
@@ -190,3 +191,19 @@ async def test_an_oversized_event_is_rejected(store: EventStore) -> None:
         await store.append(Aggregate.CLIENT, cid, [huge], ExpectedVersion.ANY)
     records, _ = await store.load(Aggregate.CLIENT, cid)
     assert records == []
+
+
+async def test_an_append_scoped_to_a_type_conflicts_with_a_change_to_any_aggregate_of_it(
+    store: EventStore,
+) -> None:
+    # A decision over every aggregate of a type (one stable deployment per capability) expects
+    # the type's version: a change to another aggregate of the type since is a conflict.
+    every_client = subjects.aggregate_type_filter(Aggregate.CLIENT)
+    first, second = new_id(), new_id()
+    seen = await store.append(Aggregate.CLIENT, first, [created(first)], ExpectedVersion.NO_STREAM)
+    moved = await store.append(Aggregate.CLIENT, first, [ClientDisabled(client_id=first)], seen)
+    with pytest.raises(ConcurrencyConflict):
+        await store.append(Aggregate.CLIENT, second, [created(second)], seen, scope=every_client)
+    assert (await store.load(Aggregate.CLIENT, second))[0] == []
+    await store.append(Aggregate.CLIENT, second, [created(second)], moved, scope=every_client)
+    assert [r.event for r in (await store.load(Aggregate.CLIENT, second))[0]] == [created(second)]
