@@ -29,6 +29,7 @@ from gateway.promotion.model import (
     ProbeRecord,
 )
 from gateway.promotion.profile import EMBEDDING_CAPABILITIES, max_batch_size, residency_policy, truncatable
+from gateway.promotion.routes import check_model_name, check_route
 from streams.codes import ServingError
 from streams.events import Event
 from streams.events import serving as s
@@ -138,6 +139,7 @@ def plan_promotion(facts: PromotionFacts) -> Promotion:
             f"{candidate.capability} already has a stable deployment ({blocking[0]}): drain it first",
             details={"deployment_id": blocking[0]},
         )
+    check_model_name(model_name, facts.deployments)
     promoted = s.DeploymentPromoted(
         deployment_id=deployment_id,
         capability=candidate.capability,
@@ -163,6 +165,7 @@ class ExperimentFacts(msgspec.Struct, frozen=True, kw_only=True):
     node: NodeState | None
     node_online: bool
     existing: DeploymentState | None  # the deployment this route names, if any
+    deployments: tuple[DeploymentState, ...] = ()  # every deployment: the names routes must avoid
 
 
 def experiment_id(capability: str, route: str) -> str:
@@ -172,6 +175,7 @@ def experiment_id(capability: str, route: str) -> str:
 def plan_experiment(facts: ExperimentFacts, now: datetime) -> list[Event]:
     if facts.existing is not None:
         return []  # the route exists: unchanged, before any gate (reference §9.6)
+    check_route(facts.route, facts.deployments)
     cand, approval = facts.candidate, facts.lab_approval
     if cand is None or cand.status != "lab_ready":
         raise ServingError("CANDIDATE_NOT_LAB_READY", "the candidate is not lab_ready")

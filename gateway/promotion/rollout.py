@@ -75,7 +75,8 @@ async def promote(
 async def create_experiment(
     p: PromotionContext, candidate_id: str, lab_approval_id: str, route: str
 ) -> DeploymentState:
-    """Decided against every deployment and appended only if none changed meanwhile."""
+    """Decided against every deployment (its route must not name a stable model) and appended
+    only if none changed meanwhile."""
     candidate: CandidateState | None = await p.aggregates.get(A.CANDIDATE, candidate_id)
     capability = candidate.capability if candidate else ""
     deployment_id = experiment_id(capability, route)
@@ -97,6 +98,7 @@ async def create_experiment(
             node=node,
             node_online=node_online,
             existing=states.get(deployment_id),
+            deployments=tuple(states.values()),
         )
         return deployment_id, plan_experiment(facts, p.now)
 

@@ -1,5 +1,6 @@
 """Rules across deployments, approvals and nodes, held against concurrent operators: one stable
-deployment per capability. Tests in order share the module's stack."""
+deployment per capability, experiment routes apart from stable model names. Tests in order share
+the module's stack."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 
 from tests.integration.promotion.conftest import Stack, lab_ready_candidate
+from tests.integration.promotion.test_gate_refusals import refused
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -41,3 +43,33 @@ async def test_of_two_concurrent_promotions_one_gets_the_stable_channel(
     assert loser["error"]["code"] == "STABLE_DEPLOYMENT_EXISTS"
     (stable,) = await stables(stack)
     assert stable["model_name"] in ("race-a", "race-b")
+
+
+async def test_an_experiment_route_is_a_plain_name_no_stable_model_answers_to(
+    stack: Stack, minilm_source: Path
+) -> None:
+    (stable,) = await stables(stack)
+    lab = await lab_ready_candidate(stack, minilm_source, "lab-c")
+    body = {"candidate_id": lab["candidate_id"], "lab_approval_id": lab["lab_approval_id"]}
+    await refused(stack, "/experiments", {**body, "route": stable["model_name"]}, "EXPERIMENT_NOT_ROUTABLE")
+    await refused(stack, "/experiments", {**body, "route": "rag.embedding"}, "EXPERIMENT_NOT_ROUTABLE")
+    for bad in ("", "a b", "rag.embedding@1"):
+        await refused(stack, "/experiments", {**body, "route": bad}, "INVALID_INPUT", status=422)
+    # The race's loser is not stable: its model name is free for a route.
+    loser = "race-b" if stable["model_name"] == "race-a" else "race-a"
+    experiment = await stack.post("/experiments", {**body, "route": loser})
+    assert isinstance(experiment, dict)
+    assert experiment["status"] == "active"
+
+
+async def test_a_stable_deployment_is_not_promoted_under_an_experiment_route(stack: Stack) -> None:
+    (stable,) = await stables(stack)
+    await stack.post(f"/deployments/{stable['deployment_id']}/drain", {"reason": "make room"})
+    loser = "race-b" if stable["model_name"] == "race-a" else "race-a"
+    approvals = await stack.get("/approvals")
+    assert isinstance(approvals, list)
+    (approval,) = [a for a in approvals if a["candidate_id"] == f"cand-{loser}" and a["kind"] == "production"]
+    body = {"candidate_id": f"cand-{loser}", "approval_id": approval["approval_id"]}
+    error = await refused(stack, "/deployments", body, "STATE_CONFLICT")
+    assert error["error"]["details"]["route"] == loser
+    assert await stables(stack) == []
