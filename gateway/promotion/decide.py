@@ -190,6 +190,14 @@ def decide_approval(state: ApprovalState | None, command: ApprovalCommand, now: 
             if command.failures:
                 raise refusal(list(command.failures))
             evidence_fp = fingerprint(command.evidence)
+            if state is not None and state.revoked:
+                # The same facts name the same approval: approving them again must not undo a revocation.
+                raise ServingError(
+                    "PRODUCTION_APPROVAL_STALE",
+                    f"approval {state.approval_id} of these same facts was revoked; a revocation is final: "
+                    "approve with a new supply_chain_review to record a new approval",
+                    details={"approval_id": state.approval_id, "revoked": True},
+                )
             if state is not None and state.status == "approved" and state.evidence_fingerprint == evidence_fp:
                 return []
             return [

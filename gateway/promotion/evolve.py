@@ -140,13 +140,16 @@ def evolve_approval(state: ApprovalState | None, event: Event, seq: int) -> Appr
                 expires_at=event.expires_at,
             )
         case c.ProductionApproved():
-            # Approving the same facts again (after a revocation) reinstates the approval.
+            # Approving the same facts again clears a staleness (the facts are back), never a
+            # revocation: one recorded before approving again was refused stays in force.
             return ApprovalState(
                 approval_id=event.approval_id,
                 kind="production",
                 candidate_id=event.candidate_id,
                 evidence_fingerprint=event.evidence_fingerprint,
                 evidence=dict(event.evidence),
+                revoked=state.revoked if state else False,
+                revoke_reason=state.revoke_reason if state else "",
             )
         case c.ApprovalRevoked() if state is not None:
             return _replace(state, revoked=True, revoke_reason=event.reason)

@@ -1,6 +1,6 @@
 """Rules across deployments, approvals and nodes, held against concurrent operators: one stable
-deployment per capability, experiment routes apart from stable model names. Tests in order share
-the module's stack."""
+deployment per capability, experiment routes apart from stable model names, a revocation that is
+final, a decommissioning that outlives the node's restart. Tests in order share the module's stack."""
 
 from __future__ import annotations
 
@@ -73,3 +73,18 @@ async def test_a_stable_deployment_is_not_promoted_under_an_experiment_route(sta
     error = await refused(stack, "/deployments", body, "STATE_CONFLICT")
     assert error["error"]["details"]["route"] == loser
     assert await stables(stack) == []
+
+
+async def test_approving_revoked_facts_again_leaves_the_approval_revoked(stack: Stack) -> None:
+    first = await stack.post("/approvals/production", {"candidate_id": "cand-lab-c"})
+    assert isinstance(first, dict)
+    await stack.post(f"/approvals/{first['approval_id']}/revoke", {"reason": "bad model"})
+    error = await refused(
+        stack, "/approvals/production", {"candidate_id": "cand-lab-c"}, "PRODUCTION_APPROVAL_STALE"
+    )
+    assert error["error"]["details"]["approval_id"] == first["approval_id"]
+    after = await stack.get(f"/approvals/{first['approval_id']}")
+    assert isinstance(after, dict)
+    assert after["status"] == "revoked"
+    body = {"candidate_id": "cand-lab-c", "approval_id": first["approval_id"]}
+    await refused(stack, "/deployments", body, "PRODUCTION_APPROVAL_STALE")

@@ -22,6 +22,7 @@ from gateway.promotion.gates import compatibility, production_gates
 from gateway.promotion.model import ApprovalState, DeploymentState, ProjectState
 from gateway.promotion.projects import FitEvidence, RecordFit, decide_project, fit_gates
 from streams.codes import ServingError
+from streams.events import control as c
 from streams.events import serving as s
 from tests.unit.promotion.builders import NOW, artifacts, candidate, facts, lab_approval, probe
 
@@ -177,3 +178,33 @@ def test_project_fit_is_recorded_once_per_digest() -> None:
 
 def test_artifacts_builder_is_verified() -> None:
     assert artifacts().verified
+
+
+def test_approving_revoked_facts_again_is_refused_and_the_revocation_stays() -> None:
+    f = promotion()
+    assert f.current is not None
+    assert f.approval is not None
+    (approved,) = decide_approval(None, ApproveProduction("cand-1", f.current, ()), NOW)
+    revoked = evolve_approval(
+        f.approval, c.ApprovalRevoked(approval_id=f.approval.approval_id, reason="bad"), 2
+    )
+    assert revoked is not None
+    with pytest.raises(ServingError) as refused:
+        decide_approval(revoked, ApproveProduction("cand-1", f.current, ()), NOW)
+    assert refused.value.code == "PRODUCTION_APPROVAL_STALE"
+    assert refused.value.details["revoked"] is True
+    # A history that approved the same facts after revoking them still folds to revoked.
+    folded = evolve_approval(revoked, approved, 3)
+    assert folded is not None
+    assert folded.status == "revoked"
+
+
+def test_a_stale_approval_of_facts_that_came_back_is_approved_again() -> None:
+    f = promotion()
+    assert f.current is not None
+    assert f.approval is not None
+    stale = msgspec.structs.replace(f.approval, stale=True, stale_facts=("risk_flags",))
+    (again,) = decide_approval(stale, ApproveProduction("cand-1", f.current, ()), NOW)
+    folded = evolve_approval(stale, again, 4)
+    assert folded is not None
+    assert folded.status == "approved"
