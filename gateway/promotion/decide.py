@@ -63,6 +63,13 @@ def decide_node(state: NodeState | None, command: NodeCommand, now: datetime) ->
         raise ServingError("NO_ELIGIBLE_NODE", f"no node {command.node_id!r}", "node_id", http_status=404)
     match command:
         case SetNodeEnabled(enabled=True):
+            if state.decommissioned:
+                raise ServingError(
+                    "STATE_CONFLICT",
+                    f"node {state.node_id} is decommissioned: it is never enabled again",
+                    "enabled",
+                    details={"node_id": state.node_id},
+                )
             return [] if state.enabled else [c.NodeEnabled(node_id=state.node_id)]
         case SetNodeEnabled(enabled=False):
             return [c.NodeDisabled(node_id=state.node_id, reason=command.reason)] if state.enabled else []

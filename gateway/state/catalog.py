@@ -146,15 +146,13 @@ def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
             )
             return _with(catalog, probes={**catalog.probes, event.probe_id: facts})
         case c.NodeRegistered():
-            previous = nodes.get(event.node_id)
-            node = NodeInfo(
-                node_id=event.node_id,
+            # A node registering again (it restarted on changed hardware or runtimes) keeps what
+            # operators decided about it: enabled, eligible, decommissioned, and its generation.
+            node = msgspec.structs.replace(
+                nodes.get(event.node_id) or NodeInfo(node_id=event.node_id, accelerators=()),
                 accelerators=event.accelerators,
                 hardware_fingerprint=event.hardware_fingerprint,
                 runtimes=event.runtimes,
-                enabled=previous.enabled if previous else True,
-                production_eligible=previous.production_eligible if previous else True,
-                generation=previous.generation if previous else 0,
             )
             return _with(catalog, nodes={**nodes, event.node_id: node})
         case (

@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
+from eventstore.store import EventStore, ExpectedVersion
+from streams.events import control as c
+from streams.subjects import Aggregate
 from tests.integration.promotion.conftest import Stack, lab_ready_candidate
 from tests.integration.promotion.test_gate_refusals import refused
 
@@ -88,3 +92,25 @@ async def test_approving_revoked_facts_again_leaves_the_approval_revoked(stack: 
     assert after["status"] == "revoked"
     body = {"candidate_id": "cand-lab-c", "approval_id": first["approval_id"]}
     await refused(stack, "/deployments", body, "PRODUCTION_APPROVAL_STALE")
+
+
+async def test_a_decommissioned_node_stays_out_of_service_when_it_registers_again(stack: Stack) -> None:
+    # A second node, registered as its agent would; decommissioned, then restarted on new runtimes.
+    store = EventStore(stack.connection)
+    registered = c.NodeRegistered(
+        node_id="node-retired", hostname="retired", hardware_fingerprint="hw-retired",
+        accelerators=(c.AcceleratorSpec(accelerator_id="node-retired-cpu0", kind="cpu", name="cpu", total_bytes=1 << 30),),
+        protocol_capabilities=(), runtimes=("onnxruntime-cpu",), agent_version="test",
+    )  # fmt: skip
+    await store.append(Aggregate.NODE, "node-retired", [registered], ExpectedVersion.NO_STREAM)
+    await stack.post("/nodes/node-retired", {"decommission": True, "reason": "retired"})
+    restarted = msgspec.structs.replace(registered, runtimes=("onnxruntime-cpu", "tensorrt"))
+    version = await store.append(Aggregate.NODE, "node-retired", [restarted], ExpectedVersion.ANY)
+    assert stack.gateway.replica is not None
+    await stack.gateway.replica.edge.ctx.live.wait_applied(version, timeout=10.0)
+    nodes = await stack.get("/nodes")
+    assert isinstance(nodes, list)
+    (listed,) = [n for n in nodes if n["node_id"] == "node-retired"]
+    assert listed["decommissioned"] is True
+    assert listed["runtimes"] == ["onnxruntime-cpu", "tensorrt"]
+    await refused(stack, "/nodes/node-retired", {"enabled": True}, "STATE_CONFLICT")

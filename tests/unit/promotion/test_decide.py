@@ -13,8 +13,9 @@ from gateway.promotion.commands import (
     DrainDeployment,
     MarkLabReady,
     RequestProbe,
+    SetNodeEnabled,
 )
-from gateway.promotion.decide import decide_approval, decide_candidate
+from gateway.promotion.decide import decide_approval, decide_candidate, decide_node
 from gateway.promotion.deploy import PromotionFacts, decide_deployment, plan_promotion
 from gateway.promotion.evidence import gather
 from gateway.promotion.evolve import evolve_approval, evolve_deployment
@@ -24,7 +25,7 @@ from gateway.promotion.projects import FitEvidence, RecordFit, decide_project, f
 from streams.codes import ServingError
 from streams.events import control as c
 from streams.events import serving as s
-from tests.unit.promotion.builders import NOW, artifacts, candidate, facts, lab_approval, probe
+from tests.unit.promotion.builders import NOW, artifacts, candidate, facts, lab_approval, node, probe
 
 
 def request_probe(approval: ApprovalState | None, node_id: str = "node-1") -> RequestProbe:
@@ -208,3 +209,11 @@ def test_a_stale_approval_of_facts_that_came_back_is_approved_again() -> None:
     folded = evolve_approval(stale, again, 4)
     assert folded is not None
     assert folded.status == "approved"
+
+
+def test_a_decommissioned_node_is_never_enabled_again() -> None:
+    gone = node(enabled=False, decommissioned=True)
+    with pytest.raises(ServingError) as refused:
+        decide_node(gone, SetNodeEnabled("node-1", True, ""), NOW)
+    assert refused.value.code == "STATE_CONFLICT"
+    assert decide_node(gone, SetNodeEnabled("node-1", False, ""), NOW) == []
