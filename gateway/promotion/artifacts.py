@@ -13,7 +13,7 @@ from gateway.promotion import commands as cmd
 from gateway.promotion.approvals import refresh_staleness
 from gateway.promotion.context import PromotionContext
 from gateway.promotion.decide import decide_artifact_set
-from gateway.promotion.importer import import_directory
+from gateway.promotion.importer import import_directory, source_manifest
 from gateway.promotion.model import ArtifactSetState
 from gateway.promotion.waiting import next_event
 from gateway.serving.jobs import publish_job
@@ -34,7 +34,7 @@ async def import_artifacts(
     node = await p.node(node_id)
     if capability not in CONTRACTS:
         raise ServingError("UNKNOWN_CAPABILITY", f"unknown capability {capability!r}", "capability")
-    manifest = await asyncio.to_thread(import_directory, source, artifact_root, name)
+    manifest = await asyncio.to_thread(source_manifest, source, artifact_root, name)
     event = registration(
         manifest,
         set_id=f"as-{name}",
@@ -44,9 +44,11 @@ async def import_artifacts(
         folder=name,
         source=f"import:{source}",
     )
-    await p.aggregates.execute(
-        A.ARTIFACT_SET, event.artifact_set_id, decide_artifact_set, cmd.RegisterArtifactSet(event)
-    )
+    command = cmd.RegisterArtifactSet(event)
+    # Decided before a file is copied: a registered set's folder is never replaced with other files.
+    decide_artifact_set(await p.aggregates.get(A.ARTIFACT_SET, event.artifact_set_id), command, p.now)
+    await asyncio.to_thread(import_directory, source, manifest, artifact_root, name)
+    await p.aggregates.execute(A.ARTIFACT_SET, event.artifact_set_id, decide_artifact_set, command)
     await refresh_staleness(p)
     return await p.artifact_set(event.artifact_set_id)
 

@@ -42,13 +42,17 @@ def decide_artifact_set(
         case RegisterArtifactSet(registration=new):
             if not new.files:
                 raise ServingError("ARTIFACT_INCOMPLETE", "the artifact set has no files")
-            if state is not None and (state.manifest_sha256, state.root, state.node_id) == (
+            if state is None:
+                return [new]
+            if state.files != new.files:
+                raise _registered_with_other_files(state, new)
+            if (state.manifest_sha256, state.root, state.node_id) == (
                 new.manifest_sha256,
                 new.root,
                 new.node_id,
             ):
                 return []
-            return [new]
+            return [new]  # the same files in another place: verified again there
         case QuarantineArtifactSet():
             if state is None:
                 raise _unknown_set(command.artifact_set_id)
@@ -233,6 +237,22 @@ def decide_approval(state: ApprovalState | None, command: ApprovalCommand, now: 
                 else []
             )
     raise AssertionError(command)  # pragma: no cover
+
+
+def _registered_with_other_files(state: ArtifactSetState, new: c.ArtifactSetRegistered) -> ServingError:
+    """An artifact set never changes once registered: what was probed, approved and promoted from
+    it is what its id names for good. Other files are another set (another name)."""
+    return ServingError(
+        "STATE_CONFLICT",
+        f"artifact set {state.artifact_set_id!r} is registered with other files; a registered set never "
+        "changes: register the new files under another name",
+        "name",
+        details={
+            "artifact_set_id": state.artifact_set_id,
+            "manifest_sha256": state.manifest_sha256,
+            "offered_manifest_sha256": new.manifest_sha256,
+        },
+    )
 
 
 def _unknown_set(artifact_set_id: str) -> ServingError:

@@ -36,15 +36,23 @@ def destination(artifact_root: Path, folder: str) -> Path:
     return target
 
 
-def import_directory(source: Path, artifact_root: Path, folder: str) -> ArtifactManifest:
+def source_manifest(source: Path, artifact_root: Path, folder: str) -> ArtifactManifest:
+    """What importing `source` as `folder` would register; nothing is copied yet."""
     if not source.is_dir():
         raise _invalid(f"{str(source)!r} is not a folder", "source")
-    target = destination(artifact_root, folder)
+    destination(artifact_root, folder)
     manifest = build_manifest(source)
     if not manifest.files:
         raise ServingError("ARTIFACT_INCOMPLETE", f"{str(source)!r} holds no files", "source")
+    return manifest
+
+
+def import_directory(source: Path, manifest: ArtifactManifest, artifact_root: Path, folder: str) -> None:
+    """Copy the files `source_manifest` read into place (the caller has checked that registering
+    them is allowed: the folder of a registered set is never replaced with other files)."""
+    target = destination(artifact_root, folder)
     if target.exists() and build_manifest(target) == manifest:
-        return manifest  # already imported, byte for byte
+        return  # already imported, byte for byte
     staging = target.parent / f".import-{folder}-{new_id()[:8]}"
     try:
         real_source = source.resolve(strict=True)
@@ -66,4 +74,3 @@ def import_directory(source: Path, artifact_root: Path, folder: str) -> Artifact
             os.rename(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return manifest

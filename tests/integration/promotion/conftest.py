@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgspec
@@ -87,6 +88,18 @@ async def stack(module_nats: NatsServer, scratch: Path) -> AsyncIterator[Stack]:
     await gateway.stop()
     agent.stop()
     await connection.close()
+
+
+async def refused(
+    stack: Stack, path: str, body: dict[str, Any], code: str, status: int = 409
+) -> dict[str, Any]:
+    """The refusal of a command: its code, and nothing appended to the event log."""
+    head = await stack.events_head()
+    error = await stack.post(path, body, expect=status)
+    assert isinstance(error, dict)
+    assert error["error"]["code"] == code, error
+    assert await stack.events_head() == head, "a refusal must change nothing"
+    return error
 
 
 EMBEDDING_PROFILE = {"dimension": "384", "normalized": "true", "input_semantics": "symmetric"}

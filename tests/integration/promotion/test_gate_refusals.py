@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
@@ -18,20 +17,10 @@ from tests.integration.promotion.conftest import (
     Stack,
     lab_ready_candidate,
     probed_candidate,
+    refused,
 )
 
 pytestmark = pytest.mark.timeout(300)
-
-
-async def refused(
-    stack: Stack, path: str, body: dict[str, Any], code: str, status: int = 409
-) -> dict[str, Any]:
-    head = await stack.events_head()
-    error = await stack.post(path, body, expect=status)
-    assert isinstance(error, dict)
-    assert error["error"]["code"] == code, error
-    assert await stack.events_head() == head, "a refusal must change nothing"
-    return error
 
 
 async def test_a_pickle_file_in_the_set_is_refused(stack: Stack, model_copy: Path) -> None:
@@ -121,21 +110,17 @@ async def test_a_disabled_node_is_refused(stack: Stack, minilm_source: Path) -> 
         await stack.post(f"/nodes/{stack.node}", {"enabled": True})
 
 
-async def test_an_artifact_changed_after_approval_makes_it_stale(stack: Stack, model_copy: Path) -> None:
+async def test_an_artifact_set_quarantined_after_approval_makes_it_stale(
+    stack: Stack, model_copy: Path
+) -> None:
     candidate = await lab_ready_candidate(stack, model_copy, "changed-later")
     approval = await stack.post("/approvals/production", {"candidate_id": candidate["candidate_id"]})
     assert isinstance(approval, dict)
-    (model_copy / "NOTICE.txt").write_text("a file added after the approval\n")
-    reimported = await stack.post(
-        "/artifact-sets/import",
-        {"source": str(model_copy), "name": "changed-later", "node_id": stack.node,
-         "artifact_root": str(stack.artifact_root)},
-    )  # fmt: skip
-    assert isinstance(reimported, dict)
+    await stack.post(f"/artifact-sets/{candidate['artifact_set_id']}/quarantine", {"reason": "recalled"})
     stale = await stack.get(f"/approvals/{approval['approval_id']}")
     assert isinstance(stale, dict)
     assert stale["status"] == "stale"
-    assert "artifact_files" in stale["stale_facts"]
+    assert "artifact_status" in stale["stale_facts"]
     body = {"candidate_id": candidate["candidate_id"], "approval_id": approval["approval_id"]}
     await refused(stack, "/deployments", body, "PRODUCTION_APPROVAL_STALE")
 
