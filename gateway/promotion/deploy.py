@@ -153,6 +153,7 @@ def plan_promotion(facts: PromotionFacts) -> Promotion:
         probe_id=probe.probe_id,
         embedding_space=space,
         max_batch_size=max_batch_size(config),
+        manifest_sha256=artifacts.manifest_sha256,  # the approved one: the fingerprint matched above
     )
     return Promotion(deployment_id, [promoted], space, reindex)
 
@@ -214,6 +215,7 @@ def plan_experiment(facts: ExperimentFacts, now: datetime) -> list[Event]:
             envelope=envelope_from_probe(probe.result),
             embedding_space=embedding_space(cand, facts.artifacts),
             probe_id=probe.probe_id,
+            manifest_sha256=facts.artifacts.manifest_sha256,
         )
     ]
 

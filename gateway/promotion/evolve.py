@@ -174,6 +174,7 @@ def evolve_deployment(state: DeploymentState | None, event: Event, seq: int) -> 
                 approval_id=event.approval_id,
                 max_batch_size=event.max_batch_size,
                 probe_id=event.probe_id,
+                manifest_sha256=event.manifest_sha256,
             )
         case s.ExperimentCreated():
             return DeploymentState(
@@ -189,6 +190,7 @@ def evolve_deployment(state: DeploymentState | None, event: Event, seq: int) -> 
                 route=event.route,
                 active=False,
                 probe_id=event.probe_id,
+                manifest_sha256=event.manifest_sha256,
             )
         case s.ExperimentActivated() if state is not None:
             return _replace(state, active=True)

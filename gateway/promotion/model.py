@@ -163,6 +163,7 @@ class DeploymentState(msgspec.Struct, frozen=True, kw_only=True):
     drained: bool = False
     max_batch_size: int = 32
     probe_id: str = ""  # the probe that measured `envelope`
+    manifest_sha256: str = ""  # the artifact set's manifest it was promoted with: all it loads
 
     @property
     def status(self) -> str:

@@ -34,6 +34,10 @@ async def publish_load(
         raise ServingError(
             "ARTIFACT_INCOMPLETE", f"artifact set {deployment.artifact_set_id} is not registered"
         )
+    # Routing already passes such a deployment by; this holds for one resolved just before.
+    unservable = ctx.live.catalog.unservable(deployment)
+    if unservable:
+        raise ServingError("ARTIFACT_NOT_VERIFIED", f"not loading: {unservable}", http_status=503)
     job = LoadJob(
         job_id=new_id(),
         node_id=load.node_id,

@@ -135,7 +135,7 @@ async def serve(
     if deployment is None:
         await admitted()  # the client's limits answer first, as when they are checked beforehand
         unavailable = ServingError(
-            "CAPABILITY_UNAVAILABLE", f"no deployment serves {capability}", http_status=503
+            "CAPABILITY_UNAVAILABLE", ctx.live.catalog.unavailable(capability), http_status=503
         )
         record_rejection(ctx, capability, request_id, client_id, unavailable)
         raise unavailable

@@ -23,6 +23,7 @@ class ArtifactSetInfo(msgspec.Struct, frozen=True, kw_only=True):
     capability: str
     verified: bool = False
     quarantined: bool = False
+    manifest_sha256: str = ""
 
 
 class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,17 +70,48 @@ class Catalog(msgspec.Struct, frozen=True):
             return f"runtime {probe.runtime} is no longer on node {node.node_id}"
         return None
 
+    def unservable(self, deployment: DeploymentState) -> str | None:
+        """Why the deployment's files may not be loaded or served (its artifact set is quarantined,
+        or holds other files than it was promoted with), or None while they may. A set not in the
+        catalogue is the load job's refusal (ARTIFACT_INCOMPLETE), not routing's."""
+        artifacts = self.artifact_sets.get(deployment.artifact_set_id)
+        if artifacts is None:
+            return None
+        if artifacts.quarantined:
+            return f"artifact set {artifacts.artifact_set_id} of {deployment.deployment_id} is quarantined"
+        if deployment.manifest_sha256 and deployment.manifest_sha256 != artifacts.manifest_sha256:
+            return (
+                f"artifact set {artifacts.artifact_set_id} holds other files than "
+                f"{deployment.deployment_id} was promoted with"
+            )
+        return None
+
+    def _routable(self, deployment: DeploymentState) -> bool:
+        return deployment.active and not deployment.draining and self.unservable(deployment) is None
+
     def stable_for(self, capability: str) -> DeploymentState | None:
-        """The capability's stable deployment that takes traffic (not draining)."""
+        """The capability's stable deployment that takes traffic (not draining, its files servable)."""
         for deployment in self.deployments.values():
             if (
                 deployment.capability == capability
                 and deployment.channel == "stable"
-                and deployment.active
-                and not deployment.draining
+                and self._routable(deployment)
             ):
                 return deployment
         return None
+
+    def unavailable(self, capability: str) -> str:
+        """Why no deployment serves the capability: what keeps its stable deployment from it, if any."""
+        for deployment in self.deployments.values():
+            if (
+                deployment.capability == capability
+                and deployment.channel == "stable"
+                and not deployment.draining
+            ):
+                reason = self.unservable(deployment)
+                if reason:
+                    return f"no deployment serves {capability}: {reason}"
+        return f"no deployment serves {capability}"
 
     def resolve(self, capability: str, model: str = "") -> DeploymentState | None:
         """An active experiment whose route the client named, else the stable deployment.
@@ -90,8 +122,7 @@ class Catalog(msgspec.Struct, frozen=True):
                     deployment.capability == capability
                     and deployment.channel == "experiment"
                     and deployment.route == model
-                    and deployment.active
-                    and not deployment.draining
+                    and self._routable(deployment)
                 ):
                     return deployment
         return self.stable_for(capability)
@@ -123,14 +154,23 @@ def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
             updated = evolve_deployment(deployments.get(event.deployment_id), event, 0)
             if updated is None:
                 return catalog
+            promoted_from = artifacts.get(updated.artifact_set_id)
+            if isinstance(event, s.DeploymentPromoted | s.ExperimentCreated) and promoted_from:
+                # A promotion from before deployments kept their manifest binds the set's as it stood.
+                updated = msgspec.structs.replace(
+                    updated, manifest_sha256=updated.manifest_sha256 or promoted_from.manifest_sha256
+                )
             return _with(catalog, deployments={**deployments, event.deployment_id: updated})
         case c.ArtifactSetRegistered():
+            previous_art = artifacts.get(event.artifact_set_id)
             art = ArtifactSetInfo(
                 artifact_set_id=event.artifact_set_id,
                 node_id=event.node_id,
                 root=event.root,
                 files=event.files,
                 capability=event.capability,
+                quarantined=bool(previous_art and previous_art.quarantined),  # registering never lifts it
+                manifest_sha256=event.manifest_sha256,
             )
             return _with(catalog, artifact_sets={**artifacts, event.artifact_set_id: art})
         case c.ArtifactSetVerified() | c.ArtifactSetQuarantined():

@@ -54,6 +54,9 @@ class DeploymentPromoted(Event, frozen=True):
     embedding_space: EmbeddingSpace | None = None
     max_batch_size: int = 32
     probe_id: str = ""  # the probe that measured `envelope` ("" in events from before it was kept)
+    # The manifest of the artifact set as approved: the only files this deployment loads ("" in
+    # events from before it was kept: the catalogue binds the set's manifest at the promotion).
+    manifest_sha256: str = ""
 
 
 class ExperimentCreated(Event, frozen=True):
@@ -66,6 +69,7 @@ class ExperimentCreated(Event, frozen=True):
     envelope: ResourceEnvelope
     embedding_space: EmbeddingSpace | None = None
     probe_id: str = ""  # the probe that measured `envelope`
+    manifest_sha256: str = ""  # the artifact set's manifest as probed (as DeploymentPromoted's)
 
 
 class ExperimentActivated(Event, frozen=True):

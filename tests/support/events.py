@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from gateway.state.catalog import Catalog, evolve_catalog
 from streams.events import control as c
 from streams.events import serving as s
+from streams.events.base import Event
 
 
 def stable_deployment(
@@ -79,3 +81,11 @@ def credential_events() -> tuple[c.CredentialIssued, c.CredentialRotated]:
         client_id="c", old_credential_id="k1", new_credential_id="k2", key_sha256=KEY_HASH, key_prefix="mf_cd"
     )
     return issued, rotated
+
+
+def catalog_of(*events: Event) -> Catalog:
+    """The serving catalogue folded from `events`, in order."""
+    catalog = Catalog()
+    for event in events:
+        catalog = evolve_catalog(catalog, event)
+    return catalog

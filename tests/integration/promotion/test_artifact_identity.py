@@ -3,10 +3,17 @@ deployment loads only the manifest it was promoted with, from a set that is not 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
+from eventstore.store import EventStore, ExpectedVersion
+from nodeagent.artifacts import build_manifest
+from nodeagent.artifacts.registration import registration
+from streams.subjects import Aggregate
 from tests.integration.promotion.conftest import Stack, lab_ready_candidate, refused
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,3 +49,72 @@ async def test_importing_the_same_files_again_changes_nothing(stack: Stack, mode
     assert isinstance(again, dict)
     assert again["status"] == "verified"
     assert await stack.events_head() == head
+
+
+@pytest.fixture(scope="module")
+async def key(stack: Stack) -> str:
+    client = await stack.post("/clients", {"name": "identity-app", "scopes": ["rag.embedding@1"]})
+    assert isinstance(client, dict)
+    return str(client["key"])
+
+
+async def serving(stack: Stack, source: Path, name: str) -> dict[str, Any]:
+    """`name` promoted as the one stable embedding deployment (an earlier one drained)."""
+    deployments = await stack.get("/deployments")
+    assert isinstance(deployments, list)
+    for earlier in deployments:
+        if earlier["channel"] == "stable" and not earlier["drained"]:
+            await stack.post(f"/deployments/{earlier['deployment_id']}/drain", {"reason": "next test"})
+    candidate = await lab_ready_candidate(stack, source, name)
+    approval = await stack.post("/approvals/production", {"candidate_id": candidate["candidate_id"]})
+    assert isinstance(approval, dict)
+    deployment = await stack.post(
+        "/deployments", {"candidate_id": candidate["candidate_id"], "approval_id": approval["approval_id"]}
+    )
+    assert isinstance(deployment, dict)
+    return deployment
+
+
+async def embed(stack: Stack, key: str) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=stack.gateway.url, timeout=120) as http:
+        return await http.post(
+            "/v1/embeddings", json={"input": ["hello world"]}, headers={"authorization": f"Bearer {key}"}
+        )
+
+
+async def test_a_quarantined_set_stops_serving_and_is_not_loaded_again(
+    stack: Stack, model_copy: Path, key: str
+) -> None:
+    deployment = await serving(stack, model_copy, "recalled")
+    assert (await embed(stack, key)).status_code == 200
+    await stack.post(f"/artifact-sets/{deployment['artifact_set_id']}/quarantine", {"reason": "recalled"})
+    for _ in ("resident", "unloaded"):
+        refused_request = await embed(stack, key)
+        assert refused_request.status_code == 503, refused_request.text[:300]
+        error = refused_request.json()["error"]
+        assert error["code"] == "CAPABILITY_UNAVAILABLE"
+        assert "quarantined" in error["message"]
+        await stack.post(f"/deployments/{deployment['deployment_id']}/unload")
+
+
+async def test_a_set_logged_with_other_files_is_not_loaded(stack: Stack, model_copy: Path, key: str) -> None:
+    """A log written before sets were immutable may re-register a promoted set with other files:
+    the deployment loads only the manifest it was promoted with, so it serves no longer."""
+    deployment = await serving(stack, model_copy, "swapped")
+    await stack.post(f"/deployments/{deployment['deployment_id']}/unload")
+    folder = stack.artifact_root / "swapped"
+    shutil.copyfile(model_copy / "tokenizer.json", folder / "EXTRA_UNREVIEWED.json")
+    event = registration(
+        build_manifest(folder), set_id=deployment["artifact_set_id"], name="swapped",
+        capability="rag.embedding@1", node_id=stack.node, folder="swapped", source="an older gateway",
+    )  # fmt: skip
+    sequence = await EventStore(stack.connection).append(
+        Aggregate.ARTIFACT_SET, event.artifact_set_id, [event], ExpectedVersion.ANY
+    )
+    assert stack.gateway.replica is not None
+    assert await stack.gateway.replica.edge.ctx.live.wait_applied(sequence)
+    refused_request = await embed(stack, key)
+    assert refused_request.status_code == 503, refused_request.text[:300]
+    error = refused_request.json()["error"]
+    assert error["code"] == "CAPABILITY_UNAVAILABLE"
+    assert "other files" in error["message"]

@@ -9,11 +9,9 @@ from gateway.scheduler import DEFAULT_POLICY, PlacementRequest
 from gateway.scheduler.placement import plan_placement
 from gateway.serving.capacity import envelope_of
 from gateway.serving.errors import rejection
-from gateway.state.catalog import Catalog, evolve_catalog
 from streams.events import control as c
 from streams.events import serving as s
-from streams.events.base import Event
-from tests.support.events import stable_deployment
+from tests.support.events import catalog_of, stable_deployment
 from tests.unit.promotion.builders import completed
 
 REGISTERED = c.NodeRegistered(
@@ -31,13 +29,6 @@ ENVELOPE = s.ResourceEnvelope(required_bytes=100, peak_bytes=120, per_request_by
 PROMOTED = msgspec.structs.replace(
     stable_deployment("emb", ENVELOPE), candidate_id="cand-1", probe_id="probe-1"
 )
-
-
-def catalog_of(*events: Event) -> Catalog:
-    catalog = Catalog()
-    for event in events:
-        catalog = evolve_catalog(catalog, event)
-    return catalog
 
 
 def test_an_envelope_holds_on_the_hardware_and_runtime_it_was_measured_on() -> None:

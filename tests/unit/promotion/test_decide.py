@@ -99,6 +99,7 @@ def test_promotion_takes_its_envelope_from_the_probe_and_its_identity_from_the_c
     assert promoted.envelope.required_bytes == 200  # loaded - baseline
     assert promoted.embedding_space is not None
     assert promoted.embedding_space.dimension == 384
+    assert promoted.manifest_sha256 == artifacts().manifest_sha256  # the approved files, and only they
     assert plan_promotion(promotion()).deployment_id == plan.deployment_id
 
 
