@@ -45,6 +45,7 @@ class ProbeJob(Job, frozen=True, tag="probe"):
     capability: str
     artifact_root: str
     manifest: list[dict[str, object]]
+    manifest_sha256: str = ""  # the artifact set's whole manifest that `manifest` was taken from
 
 
 class VerifyJob(Job, frozen=True, tag="verify"):

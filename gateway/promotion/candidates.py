@@ -68,6 +68,7 @@ async def probe(
         lab_approval=approval,
         lab_approval_id=lab_approval_id,
         artifact_quarantined=arts.quarantined,
+        manifest_sha256=arts.manifest_sha256,  # the job below is built from this same read of the set
     )
     _, version = await p.aggregates.execute(A.CANDIDATE, candidate_id, decide_candidate, command)
     job = ProbeJob(
@@ -82,6 +83,7 @@ async def probe(
         capability=candidate.capability,
         artifact_root=arts.root,
         manifest=[msgspec.to_builtins(f) for f in arts.serving_files()],
+        manifest_sha256=arts.manifest_sha256,
     )
     await publish_job(p.ctx, job, "probe")
     await next_event(

@@ -68,6 +68,7 @@ class RequestProbe(msgspec.Struct, frozen=True):
     lab_approval: ApprovalState | None
     lab_approval_id: str
     artifact_quarantined: bool = False
+    manifest_sha256: str = ""  # the artifact set's manifest the probe job is built from
 
 
 class MarkLabReady(msgspec.Struct, frozen=True):

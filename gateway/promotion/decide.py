@@ -113,6 +113,7 @@ def decide_candidate(state: CandidateState | None, command: CandidateCommand, no
                     node_id=command.node_id,
                     accelerator_id=command.accelerator_id,
                     lab_approval_id=command.lab_approval_id,
+                    manifest_sha256=command.manifest_sha256,
                 )
             ]
         case MarkLabReady():

@@ -73,14 +73,7 @@ def gather(
         node=node.node_id if node else "",
         node_hardware_fingerprint=node.hardware_fingerprint if node else "",
         probe=probe.probe_id if probe else "",
-        probe_environment={
-            "runtime": result.runtime,
-            "hardware_fingerprint": result.hardware_fingerprint,
-            "accelerator": result.accelerator_id,
-            "status": probe.status,
-        }
-        if probe and result
-        else {"status": probe.status if probe else "missing"},
+        probe_environment=_probe_environment(probe),
         probe_measurements={
             "baseline_bytes": float(result.baseline_bytes),
             "loaded_bytes": float(result.loaded_bytes),
@@ -98,6 +91,24 @@ def gather(
             "review": review,
         },
     )
+
+
+def _probe_environment(probe: ProbeRecord | None) -> dict[str, str]:
+    """What the probe ran on, and the manifest of the files it loaded. A probe recorded before
+    probes kept their manifest has none: leaving the key out keeps the facts (and so the
+    fingerprint) of approvals granted on such probes as they were approved."""
+    result = probe.result if probe else None
+    if probe is None or result is None:
+        return {"status": probe.status if probe else "missing"}
+    environment = {
+        "runtime": result.runtime,
+        "hardware_fingerprint": result.hardware_fingerprint,
+        "accelerator": result.accelerator_id,
+        "status": probe.status,
+    }
+    if probe.manifest_sha256:
+        environment["manifest_sha256"] = probe.manifest_sha256
+    return environment
 
 
 def facts_of(evidence: Evidence) -> dict[str, str]:

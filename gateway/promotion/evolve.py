@@ -107,6 +107,7 @@ def evolve_candidate(state: CandidateState | None, event: Event, seq: int) -> Ca
                 accelerator_id=event.accelerator_id,
                 lab_approval_id=event.lab_approval_id,
                 requested_seq=seq,
+                manifest_sha256=event.manifest_sha256,
             )
             return _replace(state, probes={**state.probes, event.probe_id: record})
         case c.ProbeCompleted() | c.ProbeFailed() if state is not None:

@@ -46,6 +46,9 @@ def compatibility(facts: GateFacts) -> str:
         return "incompatible"
     if arts.registered_seq > probe.requested_seq or node.registered_seq > probe.requested_seq:
         return "stale"  # files or hardware changed after the probe
+    probed = {probe.manifest_sha256, probe.result.manifest_sha256} - {""}  # "": a probe from an old log
+    if probed - {arts.manifest_sha256}:
+        return "stale"  # the probe ran other files than the set holds
     if probe.result.hardware_fingerprint != node.hardware_fingerprint:
         return "stale"
     return "compatible"

@@ -86,6 +86,7 @@ class ProbeRecord(msgspec.Struct, frozen=True, kw_only=True):
     accelerator_id: str
     lab_approval_id: str
     requested_seq: int
+    manifest_sha256: str = ""  # the artifact set's manifest the probe loaded ("" in old events)
     status: str = "requested"  # requested | completed | failed
     result: c.ProbeCompleted | None = None
     finished_seq: int = 0

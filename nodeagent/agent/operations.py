@@ -282,6 +282,7 @@ class Operations:
             unload_reclaimed_bytes=max(0, reclaimed),
             output_dimension=output.dimension,
             output_normalized=output.normalized,
+            manifest_sha256=job.manifest_sha256,
         )
         await self._append(Aggregate.CANDIDATE, job.candidate_id, completed, job.job_id)
 

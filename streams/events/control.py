@@ -139,6 +139,7 @@ class ProbeRequested(Event, frozen=True):
     node_id: str
     accelerator_id: str
     lab_approval_id: str
+    manifest_sha256: str = ""  # the artifact set's manifest the probe job loads ("" before it was kept)
 
 
 class HealthLayers(msgspec.Struct, frozen=True):
@@ -168,6 +169,7 @@ class ProbeCompleted(Event, frozen=True):
     # for a reranker or a probe recorded before the agent measured it).
     output_dimension: int = 0
     output_normalized: bool = False
+    manifest_sha256: str = ""  # the manifest of the probe job this agent ran ("" before it was kept)
 
 
 class ProbeFailed(Event, frozen=True):

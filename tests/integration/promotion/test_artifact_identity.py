@@ -3,6 +3,7 @@ deployment loads only the manifest it was promoted with, from a set that is not 
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from eventstore.store import EventStore, ExpectedVersion
 from nodeagent.artifacts import build_manifest
 from nodeagent.artifacts.registration import registration
+from streams.events import control as c
 from streams.subjects import Aggregate
 from tests.integration.promotion.conftest import Stack, lab_ready_candidate, refused
 
@@ -118,3 +120,16 @@ async def test_a_set_logged_with_other_files_is_not_loaded(stack: Stack, model_c
     error = refused_request.json()["error"]
     assert error["code"] == "CAPABILITY_UNAVAILABLE"
     assert "other files" in error["message"]
+
+
+async def test_the_approval_binds_the_manifest_the_probe_loaded(stack: Stack, model_copy: Path) -> None:
+    candidate = await lab_ready_candidate(stack, model_copy, "probed-files")
+    artifact_set = await stack.get(f"/artifact-sets/{candidate['artifact_set_id']}")
+    assert isinstance(artifact_set, dict)
+    records, _ = await EventStore(stack.connection).load(Aggregate.CANDIDATE, str(candidate["candidate_id"]))
+    ran = [r.event for r in records if isinstance(r.event, c.ProbeRequested | c.ProbeCompleted)]
+    assert [e.manifest_sha256 for e in ran] == [artifact_set["manifest_sha256"]] * 2  # asked, and run
+    approval = await stack.post("/approvals/production", {"candidate_id": candidate["candidate_id"]})
+    assert isinstance(approval, dict)
+    environment = json.loads(approval["evidence"]["probe_environment"])
+    assert environment["manifest_sha256"] == artifact_set["manifest_sha256"]
