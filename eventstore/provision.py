@@ -66,14 +66,38 @@ async def ensure_streams(client: Client, stream_configs: list[StreamConfig]) -> 
     names = []
     for config in stream_configs:
         assert config.name is not None
-        try:
-            await js.stream_info(config.name)
-        except NotFoundError:
-            await js.add_stream(config)
-        else:
-            await js.update_stream(config)
+        await _ensure_stream(js, config)
         names.append(config.name)
     return names
+
+
+async def _ensure_stream(
+    js: JetStreamContext, config: StreamConfig, within_s: float = JETSTREAM_READY_S
+) -> None:
+    """Create or update one stream, asking again while a request goes unanswered.
+
+    On a new cluster, every gateway replica provisions at once (compose starts them together):
+    when two servers' requests to create the same replicated stream race, the cluster creates it
+    once and may leave a request without a reply. Asked again, the stream is there (or still
+    missing) and the answer comes; an update to the same configuration changes nothing."""
+    assert config.name is not None
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + within_s
+    while True:
+        try:
+            try:
+                await js.stream_info(config.name)
+            except NotFoundError:
+                await js.add_stream(config)
+            else:
+                await js.update_stream(config)
+            return
+        except NatsTimeoutError as exc:
+            if loop.time() >= give_up:
+                raise JetStreamUnavailable(
+                    f"creating or updating stream {config.name} got no answer within {within_s:.0f} s: {exc!r}"
+                ) from None
+            log.info("stream %s: no answer to create or update (%r), asking again", config.name, exc)
 
 
 async def _jetstream_ready(js: JetStreamContext, within_s: float = JETSTREAM_READY_S) -> None:

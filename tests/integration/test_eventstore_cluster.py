@@ -48,6 +48,28 @@ async def test_provisioning_a_new_cluster_keeps_every_stream_on_the_configured_s
         assert len(info.cluster.replicas or []) == 2, name
 
 
+async def test_gateway_replicas_provisioning_a_new_cluster_at_once_all_start(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # compose.yaml starts both gateways together; each provisions every stream at start. Two
+    # creates of one replicated stream racing could leave one unanswered (nats: timeout).
+    fresh = start_cluster(tmp_path_factory.mktemp("fresh-cluster"))
+    try:
+
+        async def replica(name: str) -> list[str]:
+            connection = await connect(fresh.urls, name)
+            try:
+                return await provision(connection.client, 3) + await provision_limits(connection.client, 3)
+            finally:
+                await connection.close()
+
+        first, second = await asyncio.gather(replica("gateway-1"), replica("gateway-2"))
+    finally:
+        fresh.stop()
+    assert first == second
+    assert subjects.EVENTS_STREAM in first
+
+
 async def test_appends_go_on_through_the_loss_of_the_stream_leader_each_landing_once(
     cluster: Cluster, cluster_connection: Connection
 ) -> None:
