@@ -85,6 +85,16 @@ def _app_services() -> dict[str, Any]:
     return {name: service for name, service in _compose_services().items() if "build" in service}
 
 
+def test_the_projector_and_agent_start_once_a_gateway_is_ready() -> None:
+    # A gateway provisions the streams: an agent started first stops on MF_WORK's absence.
+    services = _compose_services()
+    assert "/readyz" in " ".join(services["gateway"]["healthcheck"]["test"])
+    for name in ("projector", "agent"):
+        assert services[name]["depends_on"]["gateway"]["condition"] == "service_healthy", name
+        for infra in ("nats-1", "nats-2", "nats-3", "postgres"):
+            assert services[name]["depends_on"][infra]["condition"] == "service_healthy", name
+
+
 def test_every_app_command_parses_and_every_variable_it_is_given_is_read() -> None:
     from modelforge.cli import build_parser
 
