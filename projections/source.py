@@ -39,6 +39,8 @@ class SourceLost(Exception):
 
 PULL_BATCH = 10_000
 HEARTBEAT_S = 5.0
+# A pull no server answers (503) right after the consumer was made is sent again for this long.
+NO_RESPONDERS_S, NO_RESPONDERS_PAUSE_S = 10.0, 0.05
 _CRLF = b"\r\n"
 
 
@@ -260,6 +262,8 @@ async def read(
         if "error" in created:
             raise SourceLost(f"cannot create a consumer on {stream}: {created['error']}")
         pull_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}"
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + NO_RESPONDERS_S
         expires_ns = int(4 * HEARTBEAT_S * 1e9)
         pull = json.dumps(
             {"batch": PULL_BATCH, "expires": expires_ns, "idle_heartbeat": int(HEARTBEAT_S * 1e9)}
@@ -275,6 +279,12 @@ async def read(
             done = False
             for subject, reply, headers, data in await raw.read_messages(3 * HEARTBEAT_S):
                 if not reply:
+                    if headers[9:12] == b"503" and loop.time() < give_up:
+                        # No responders: on a cluster the consumer's interest reaches this server
+                        # a moment after its creation was answered. That pull went nowhere: again.
+                        outstanding -= PULL_BATCH
+                        await asyncio.sleep(NO_RESPONDERS_PAUSE_S)
+                        continue
                     outstanding -= _status(headers, stream)
                     continue
                 seq, cseq, ts, pending = _ack_facts(reply)

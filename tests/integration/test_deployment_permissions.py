@@ -17,6 +17,7 @@ import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nats.aio.client import Client
@@ -170,3 +171,31 @@ async def test_the_agent_user_answers_the_invokes_the_gateway_user_sends(
     finally:
         await agent.close()
     assert reply.data == b"answered"
+
+
+async def test_a_read_whose_first_pulls_find_no_consumer_yet_pulls_again(
+    deployment_nats: NatsServer, published: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a cluster the consumer's creation is answered before its interest reaches every server:
+    # the first pulls get 503 No Responders. Here its creation is answered before it is made.
+    create = source.RawNats.request
+
+    async def answered_early(self: source.RawNats, subject: str, payload: bytes, timeout: float = 5.0) -> Any:
+        if not subject.startswith("$JS.API.CONSUMER.CREATE."):
+            return await create(self, subject, payload, timeout)
+
+        async def later() -> None:
+            await asyncio.sleep(0.3)
+            await create(self, subject, payload, timeout)
+
+        pending.append(asyncio.create_task(later()))
+        return {"type": "io.nats.jetstream.api.v1.consumer_create_response"}
+
+    pending: list[asyncio.Task[None]] = []
+    monkeypatch.setattr(source.RawNats, "request", answered_early)
+    projector = url(deployment_nats, "projector")
+    last = published[subjects.EVENTS_STREAM]
+    deliveries = [
+        d async for chunk in source.read(subjects.EVENTS_STREAM, 1, last, urls=projector) for d in chunk
+    ]
+    assert [d.seq for d in deliveries] == list(range(1, last + 1))
