@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from nats.aio.client import Client
 from nats.errors import NoRespondersError
@@ -37,10 +38,13 @@ def check_server_version(text: str, required: tuple[int, int, int] = configs.MIN
         raise ServerTooOld(text, required)
 
 
-def stream_replicas(environ: Mapping[str, str] = os.environ) -> int:
-    """How many servers keep each stream: `MODELFORGE_STREAM_REPLICAS` (1 by default; 3 in a
-    3-node cluster, so a stream survives losing a server)."""
-    text = environ.get(REPLICAS_ENV, "1").strip()
+def stream_replicas(environ: Mapping[str, str] = os.environ) -> int | None:
+    """How many servers keep each stream: `MODELFORGE_STREAM_REPLICAS` (3 in a 3-node cluster, so a
+    stream survives losing a server). None when unset: new streams get 1, existing ones keep theirs,
+    so a command run without the setting (a CLI verb on an operator's laptop) never shrinks them."""
+    text = environ.get(REPLICAS_ENV, "").strip()
+    if not text:
+        return None
     if not text.isdigit() or not 1 <= int(text) <= 5:
         raise ValueError(
             f"{REPLICAS_ENV} must be a whole number from 1 to 5 (JetStream's limit), not {text!r}"
@@ -54,25 +58,29 @@ async def provision(
     """Create or update every stream; returns the names. Safe to call from every process."""
     found = client.connected_server_version
     check_server_version(f"{found.major}.{found.minor}.{found.patch}")
-    return await ensure_streams(
-        client, configs.all_streams(replicas or stream_replicas(), request_max_age_days)
-    )
+    return await ensure_streams(client, lambda n: configs.all_streams(n, request_max_age_days), replicas)
 
 
-async def ensure_streams(client: Client, stream_configs: list[StreamConfig]) -> list[str]:
-    """Create each stream, or bring it to its configuration (replicas included); returns the names."""
+async def ensure_streams(
+    client: Client, configs_for: Callable[[int], list[StreamConfig]], replicas: int | None = None
+) -> list[str]:
+    """Create each stream `configs_for(replicas)` gives, or bring it to that configuration; returns
+    the names. `replicas`: as given, else `stream_replicas()`; with neither, an existing stream
+    keeps its own number."""
+    replicas = replicas or stream_replicas()
+    keep_replicas = replicas is None
     js = client.jetstream()
     await _jetstream_ready(js)
     names = []
-    for config in stream_configs:
+    for config in configs_for(replicas or 1):
         assert config.name is not None
-        await _ensure_stream(js, config)
+        await _ensure_stream(js, config, keep_replicas)
         names.append(config.name)
     return names
 
 
 async def _ensure_stream(
-    js: JetStreamContext, config: StreamConfig, within_s: float = JETSTREAM_READY_S
+    js: JetStreamContext, config: StreamConfig, keep_replicas: bool, within_s: float = JETSTREAM_READY_S
 ) -> None:
     """Create or update one stream, asking again while a request goes unanswered.
 
@@ -86,11 +94,12 @@ async def _ensure_stream(
     while True:
         try:
             try:
-                await js.stream_info(config.name)
+                info = await js.stream_info(config.name)
             except NotFoundError:
                 await js.add_stream(config)
             else:
-                await js.update_stream(config)
+                kept = info.config.num_replicas if keep_replicas else config.num_replicas
+                await js.update_stream(dataclasses.replace(config, num_replicas=kept))
             return
         except NatsTimeoutError as exc:
             if loop.time() >= give_up:

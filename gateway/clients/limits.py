@@ -49,7 +49,7 @@ import msgspec
 from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeoutError
 
-from eventstore.provision import ensure_streams, stream_replicas
+from eventstore.provision import ensure_streams
 from eventstore.replies import inbox_of, resend_while_leaderless
 from gateway.clients.model import ClientPrincipal
 from gateway.clients.permit import Permit
@@ -93,7 +93,7 @@ _info = msgspec.json.Decoder(_Info)
 
 async def provision_limits(client: Client, replicas: int | None = None) -> list[str]:
     """Create or update the limit streams; idempotent, safe from every replica."""
-    return await ensure_streams(client, configs.limit_streams(replicas or stream_replicas()))
+    return await ensure_streams(client, configs.limit_streams, replicas)
 
 
 def _unavailable(exc: BaseException) -> ServingError:

@@ -48,6 +48,18 @@ async def test_provisioning_a_new_cluster_keeps_every_stream_on_the_configured_s
         assert len(info.cluster.replicas or []) == 2, name
 
 
+async def test_provisioning_without_a_replica_setting_leaves_existing_streams_on_their_servers(
+    cluster_connection: Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A CLI verb run where MODELFORGE_STREAM_REPLICAS is unset provisions too: it must not shrink
+    # the production streams to one server.
+    monkeypatch.delenv(REPLICAS_ENV, raising=False)
+    names = await provision(cluster_connection.client) + await provision_limits(cluster_connection.client)
+    js = cluster_connection.client.jetstream()
+    for name in names:
+        assert (await js.stream_info(name)).config.num_replicas == 3, name
+
+
 async def test_gateway_replicas_provisioning_a_new_cluster_at_once_all_start(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:

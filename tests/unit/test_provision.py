@@ -8,15 +8,15 @@ from eventstore.errors import ServerTooOld
 from eventstore.provision import REPLICAS_ENV, check_server_version, stream_replicas
 
 
-def test_streams_are_kept_on_one_server_unless_configured() -> None:
-    assert stream_replicas({}) == 1
+def test_no_replica_setting_is_none_so_existing_streams_keep_theirs() -> None:
+    assert stream_replicas({}) is None
 
 
 def test_stream_replicas_come_from_the_environment() -> None:
     assert stream_replicas({REPLICAS_ENV: "3"}) == 3
 
 
-@pytest.mark.parametrize("text", ["0", "6", "three", "-1", ""])
+@pytest.mark.parametrize("text", ["0", "6", "three", "-1"])
 def test_a_replica_count_jetstream_cannot_keep_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match=REPLICAS_ENV):
         stream_replicas({REPLICAS_ENV: text})
