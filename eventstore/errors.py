@@ -33,7 +33,8 @@ class ServerTooOld(EventStoreError):
         need = ".".join(map(str, required))
         super().__init__(
             f"nats-server {found} is too old: ModelForge needs JetStream from nats-server >= {need} "
-            "(atomic batch publish). Upgrade the server or unset NATS_URL to use the embedded one."
+            "(atomic batch publish). Upgrade the server, or use the embedded one `./dev up` runs"
+            " (NATS_URL unset, MODELFORGE_HOME the folder `up` used)."
         )
         self.found = found
 

@@ -149,7 +149,22 @@ def _embedded_defaults() -> None:
     from modelforge.devstack import stack
 
     for name, value in stack.running_environment(stack.state_dir()).items():
-        os.environ.setdefault(name, value)
+        if not os.environ.get(name):  # an empty variable is unset (`export X=$(cat missing-file)`)
+            os.environ[name] = value
+
+
+def no_stack_hint() -> str:
+    """Why a command reached NATS at the default URL, when it did: NATS_URL unset and no embedded
+    stack running in MODELFORGE_HOME (often a shell that did not export the MODELFORGE_HOME `up` used)."""
+    from eventstore.connection import DEFAULT_URL
+    from modelforge.devstack import stack
+
+    if os.environ.get("NATS_URL"):
+        return ""
+    return (
+        f"NATS_URL is unset and no embedded stack runs in {stack.state_dir()}, so this used {DEFAULT_URL}:"
+        " start one (./dev up), set MODELFORGE_HOME to the folder `up` used, or set NATS_URL"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -161,12 +176,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command not in ("up", "down", "status"):  # `up` chooses for itself
         _embedded_defaults()
     from eventstore.connection import NatsUnreachable
+    from eventstore.errors import ServerTooOld
 
     handler: Handler = args.handler
     try:
         return handler(args)
-    except NatsUnreachable as unreachable:
-        print(f"modelforge: {unreachable}", file=sys.stderr)
+    except (NatsUnreachable, ServerTooOld) as refused:
+        print(f"modelforge: {refused}", file=sys.stderr)
+        if hint := no_stack_hint():
+            print(f"modelforge: {hint}", file=sys.stderr)
         return 2
 
 

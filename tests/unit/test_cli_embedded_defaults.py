@@ -1,0 +1,41 @@
+"""The CLI's fallback on the embedded stack: an empty variable counts as unset, and a command that
+reached the default NATS URL because no stack runs says so instead of a traceback."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from eventstore.errors import ServerTooOld
+from modelforge import cli
+from modelforge.devstack import stack
+
+
+def test_an_empty_variable_takes_the_embedded_stacks_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    running = {"MODELFORGE_OPERATOR_TOKEN": "from-the-stack", "NATS_URL": "nats://127.0.0.1:1"}
+    monkeypatch.setattr(stack, "running_environment", lambda home: running)
+    monkeypatch.setenv("MODELFORGE_OPERATOR_TOKEN", "")  # `export ...=$(cat a-missing-file)`
+    monkeypatch.setenv("NATS_URL", "nats://elsewhere:4222")
+    cli._embedded_defaults()
+    assert os.environ["MODELFORGE_OPERATOR_TOKEN"] == "from-the-stack"
+    assert os.environ["NATS_URL"] == "nats://elsewhere:4222"  # a set variable wins
+
+
+def test_a_too_old_default_server_names_the_missing_stack(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MODELFORGE_HOME", str(tmp_path / "nothing-runs-here"))
+    monkeypatch.delenv("NATS_URL", raising=False)
+
+    async def refused(url: str | None = None) -> None:
+        raise ServerTooOld("2.9.10", (2, 12, 0))
+
+    monkeypatch.setattr(cli, "_provision", refused)
+    assert cli.main(["provision"]) == 2
+    err = capsys.readouterr().err
+    assert "nats-server 2.9.10 is too old" in err
+    assert "no embedded stack runs in" in err
+    assert "nothing-runs-here" in err
+    assert "Traceback" not in err
