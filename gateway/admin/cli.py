@@ -55,6 +55,8 @@ def _run(build: Build, render: Render | None = None) -> Callable[[argparse.Names
             result = AdminClient().call(method, path, body)
         except AdminError as exc:
             print(f"error {exc.code} ({exc.status}): {exc.message}", file=sys.stderr)
+            if exc.details:
+                print(f"details {json.dumps(exc.details, sort_keys=True)}", file=sys.stderr)
             return 1
         if render is not None and not args.json:
             print(render(result))

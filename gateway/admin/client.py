@@ -13,9 +13,10 @@ TOKEN_ENV = "MODELFORGE_OPERATOR_TOKEN"
 
 
 class AdminError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(f"{code}: {message}")
         self.status, self.code, self.message = status, code, message
+        self.details = details or {}  # the error's `details` (e.g. failed_gates), when it has them
 
 
 class AdminClient:
@@ -39,7 +40,13 @@ class AdminClient:
                 error = json.loads(exc.read())["error"]
             except (ValueError, KeyError, TypeError):
                 raise AdminError(exc.code, "HTTP_ERROR", str(exc)) from None
-            raise AdminError(exc.code, error.get("code", ""), error.get("message", "")) from None
+            details = error.get("details")
+            raise AdminError(
+                exc.code,
+                error.get("code", ""),
+                error.get("message", ""),
+                details if isinstance(details, dict) else None,
+            ) from None
         except urllib.error.URLError as exc:
             raise AdminError(0, "GATEWAY_UNREACHABLE", f"{self.url}: {exc.reason} (set {URL_ENV})") from None
 
