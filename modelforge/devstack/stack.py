@@ -166,14 +166,21 @@ def up(home: Path, provision: Callable[[str], None], echo: Callable[[str], None]
 
 def down(home: Path, echo: Callable[[str], None]) -> None:
     state = load_state(home)
+    stopped = 0
     for component in reversed(state.components):
+        stopped += pid_alive(component.pid)
         stop_pid(component.pid)
         echo(f"stopped {component.name} (pid {component.pid})")
     state.components = []
     if state.postgres and pid_alive(state.postgres.pid):
         stop_postgres(state.postgres)
         echo(f"stopped postgres (pid {state.postgres.pid})")
+        stopped += 1
     if state.nats and pid_alive(state.nats.pid):
         stop_pid(state.nats.pid)
         echo(f"stopped nats (pid {state.nats.pid})")
-    save_state(home, state)
+        stopped += 1
+    if not stopped:  # often a shell without the MODELFORGE_HOME `up` ran with
+        echo(f"nothing of the embedded stack runs in {home} (set MODELFORGE_HOME to the folder `up` used)")
+    if _state_file(home).exists():  # never make a state folder where no stack ran
+        save_state(home, state)
