@@ -143,12 +143,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _embedded_defaults() -> None:
+def _embedded_defaults(command: str) -> None:
     """What the environment leaves unset (NATS_URL, DATABASE_URL, MODELFORGE_GATEWAY_URL,
-    MODELFORGE_OPERATOR_TOKEN) defaults to the embedded stack `up` started, while it runs."""
+    MODELFORGE_OPERATOR_TOKEN, the embedded node's MODELFORGE_NODE_ID and MODELFORGE_ARTIFACT_ROOT)
+    defaults to the embedded stack `up` started, while it runs."""
     from modelforge.devstack import stack
 
-    for name, value in stack.running_environment(stack.state_dir()).items():
+    home = stack.state_dir()
+    settings = stack.running_environment(home)
+    if command == "agent":  # another agent is another node: never the embedded node's identity
+        settings = {k: v for k, v in settings.items() if k not in stack.node_settings(home)}
+    for name, value in settings.items():
         if not os.environ.get(name):  # an empty variable is unset (`export X=$(cat missing-file)`)
             os.environ[name] = value
 
@@ -174,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if args.command not in ("up", "down", "status"):  # `up` chooses for itself
-        _embedded_defaults()
+        _embedded_defaults(args.command)
     from eventstore.connection import NatsUnreachable
     from eventstore.errors import ServerTooOld
 

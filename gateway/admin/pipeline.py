@@ -15,11 +15,10 @@ from gateway.admin.endpoint import Call, Endpoint
 from gateway.promotion import approvals, artifacts, candidates, rollout
 from gateway.promotion.context import PromotionContext
 from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, DeploymentState
+from nodeagent.settings import ARTIFACT_ROOT_ENV
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS
 from streams.subjects import Aggregate
-
-ARTIFACT_ROOT_ENV = "MODELFORGE_ARTIFACT_ROOT"
 
 
 def promotion(call: Call) -> PromotionContext:

@@ -19,6 +19,7 @@ import msgspec
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.postgres import PostgresServer, start_postgres, stop_postgres
 from modelforge.devstack.processes import free_port, pid_alive, port_is_free, stop_pid
+from nodeagent.settings import ARTIFACT_ROOT_ENV, NODE_ID_ENV
 
 
 class Component(msgspec.Struct):
@@ -48,7 +49,7 @@ def components(home: Path, state: StackState) -> list[tuple[str, list[str]]]:
     (home / "artifacts").mkdir(parents=True, exist_ok=True)
     return [
         ("projector", ["projector"]),
-        ("agent", ["agent", "--node-id", NODE_ID, "--artifact-root", str(home / "artifacts")]),
+        ("agent", ["agent"]),  # its identity and folder: node_settings, in its environment
         ("gateway", ["gateway", "--port", str(port), "--gateway-id", "local"]),
     ]
 
@@ -99,7 +100,14 @@ def running_environment(home: Path) -> dict[str, str]:
         env["MODELFORGE_GATEWAY_URL"] = state.extra["gateway_url"]
         if (home / "operator-token").exists():
             env["MODELFORGE_OPERATOR_TOKEN"] = operator_token(home)
+    if any(c.name == "agent" and pid_alive(c.pid) for c in state.components):
+        env.update(node_settings(home))
     return env
+
+
+def node_settings(home: Path) -> dict[str, str]:
+    """The embedded node's identity and model folder (`models pull`, `artifacts import` use them)."""
+    return {NODE_ID_ENV: NODE_ID, ARTIFACT_ROOT_ENV: str(home / "artifacts")}
 
 
 def ensure_nats(home: Path, state: StackState) -> str:
@@ -153,6 +161,7 @@ def up(home: Path, provision: Callable[[str], None], echo: Callable[[str], None]
         "DATABASE_URL": database_url,
         "MODELFORGE_HOME": str(home),
         "MODELFORGE_OPERATOR_TOKEN": operator_token(home),
+        **node_settings(home),  # the gateway imports artifact sets into the embedded node's folder
     }
     running = {c.name: c for c in state.components if pid_alive(c.pid)}
     state.components = []

@@ -18,7 +18,7 @@ def test_an_empty_variable_takes_the_embedded_stacks_value(monkeypatch: pytest.M
     monkeypatch.setattr(stack, "running_environment", lambda home: running)
     monkeypatch.setenv("MODELFORGE_OPERATOR_TOKEN", "")  # `export ...=$(cat a-missing-file)`
     monkeypatch.setenv("NATS_URL", "nats://elsewhere:4222")
-    cli._embedded_defaults()
+    cli._embedded_defaults("clients")
     assert os.environ["MODELFORGE_OPERATOR_TOKEN"] == "from-the-stack"
     assert os.environ["NATS_URL"] == "nats://elsewhere:4222"  # a set variable wins
 
@@ -39,3 +39,30 @@ def test_a_too_old_default_server_names_the_missing_stack(
     assert "no embedded stack runs in" in err
     assert "nothing-runs-here" in err
     assert "Traceback" not in err
+
+
+def _embedded_node_runs(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """An embedded stack with its agent runs in `home`; the environment names none of its settings."""
+    running = {"NATS_URL": "nats://127.0.0.1:1", **stack.node_settings(home)}
+    monkeypatch.setattr(stack, "running_environment", lambda home: running)
+    for name in running:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_verb_takes_the_embedded_nodes_identity_and_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _embedded_node_runs(monkeypatch, tmp_path)
+    cli._embedded_defaults("models")
+    assert os.environ["MODELFORGE_NODE_ID"] == stack.NODE_ID
+    assert os.environ["MODELFORGE_ARTIFACT_ROOT"] == str(tmp_path / "artifacts")
+
+
+def test_another_agent_never_takes_the_embedded_nodes_identity(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _embedded_node_runs(monkeypatch, tmp_path)
+    cli._embedded_defaults("agent")
+    assert os.environ["NATS_URL"] == "nats://127.0.0.1:1"
+    assert "MODELFORGE_NODE_ID" not in os.environ
+    assert "MODELFORGE_ARTIFACT_ROOT" not in os.environ

@@ -31,7 +31,7 @@ def test_a_refused_verb_prints_the_errors_details(
         raise urllib.error.HTTPError(request.full_url, 409, "Conflict", Message(), body)
 
     monkeypatch.setattr(admin_client.urllib.request, "urlopen", refuse)
-    monkeypatch.setattr(cli, "_embedded_defaults", lambda: None)
+    monkeypatch.setattr(cli, "_embedded_defaults", lambda command: None)
     monkeypatch.setenv("MODELFORGE_GATEWAY_URL", "http://127.0.0.1:9")
     assert cli.main(["approvals", "production", "--candidate", "cand-bad", "--probe", "p1"]) == 1
     err = capsys.readouterr().err.splitlines()
