@@ -1,8 +1,11 @@
 """Operating deployments and nodes: drain, unload, residency and scheduler policy, experiment
 routes, node enablement. Drain and unload refuse while requests run (`DEPLOYMENT_BUSY`); a
-resident deployment is unloaded by its agent and the outcome awaited on its accelerator."""
+resident deployment's unload is planned on its accelerator as an eviction is, decided against its
+leases (gateway/promotion/unloading.py), then done by its agent and the outcome awaited there."""
 
 from __future__ import annotations
+
+import asyncio
 
 from gateway.promotion import commands as cmd
 from gateway.promotion.approvals import refresh_staleness
@@ -10,15 +13,17 @@ from gateway.promotion.context import PromotionContext
 from gateway.promotion.decide import decide_node
 from gateway.promotion.deploy import decide_deployment
 from gateway.promotion.model import DeploymentState
+from gateway.promotion.unloading import plan_unload
 from gateway.promotion.waiting import next_event
 from gateway.scheduler.policy import PolicyInvalid, revise
+from gateway.serving.capacity import unload_victims
 from gateway.serving.jobs import publish_job
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import Event
 from streams.events import control as c
 from streams.events import serving as s
-from streams.messages import DrainJob, UnloadJob
+from streams.messages import DrainJob
 from streams.subjects import Aggregate
 
 A = Aggregate
@@ -37,28 +42,24 @@ class Operations:
             if lease.deployment_id == deployment_id
         )  # fmt: skip
 
-    def residence(self, deployment_id: str) -> tuple[str, str] | None:
-        """(node, accelerator) holding the deployment now, if any."""
-        for state in self.ctx.live.accelerators.values():
-            if any(r.deployment_id == deployment_id for r in state.residents):
-                return state.node_id, state.accelerator_id
-        return None
-
     async def drain(self, deployment_id: str, reason: str = "") -> tuple[DeploymentState, int]:
-        """Stop routing, unload what is resident, mark drained. Returns (deployment, reclaimed)."""
+        """Stop routing, unload what is resident, mark drained. Returns (deployment, reclaimed).
+        A replica that had not applied DeploymentDraining yet may still have leased it: the
+        unload waits for such leases to end (up to the job timeout, else DEPLOYMENT_BUSY; the
+        deployment stays draining and a later drain finishes it)."""
         command = cmd.DrainDeployment(deployment_id, self.active_requests(deployment_id), reason)
         await self.aggregates.execute(A.DEPLOYMENT, deployment_id, decide_deployment, command)
         await self.promotion.settle()
         reclaimed = 0
-        held = self.residence(deployment_id)
-        if held is not None:
-            node_id, accelerator_id = held
+        planned = await plan_unload(self.ctx, deployment_id, "drain", self.promotion.job_timeout_s)
+        if planned is not None:
+            node_id, eviction, version = planned
             drain = DrainJob(
                 job_id=new_id(), node_id=node_id, deployment_id=deployment_id,
-                accelerator_id=accelerator_id, requested_by=str(self.promotion.actor),
+                accelerator_id=eviction.accelerator_id, requested_by=str(self.promotion.actor),
             )  # fmt: skip
             await publish_job(self.ctx, drain, "drain")
-            reclaimed = await self._unload(node_id, accelerator_id, deployment_id, "drain")
+            reclaimed = await self._unload(node_id, eviction, version)
         await self.aggregates.execute(
             A.DEPLOYMENT, deployment_id, decide_deployment, cmd.CompleteDrain(deployment_id)
         )
@@ -66,25 +67,17 @@ class Operations:
         return await self.promotion.deployment(deployment_id), reclaimed
 
     async def unload(self, deployment_id: str) -> tuple[bool, int]:
-        """(was resident, reclaimed bytes)."""
+        """(was resident, reclaimed bytes); DEPLOYMENT_BUSY while a lease of it is held."""
         await self.promotion.deployment(deployment_id)
-        busy = self.active_requests(deployment_id)
-        if busy:
-            raise ServingError(
-                "DEPLOYMENT_BUSY", f"{busy} requests are running", details={"active_requests": busy}
-            )
-        held = self.residence(deployment_id)
-        if held is None:
+        planned = await plan_unload(self.ctx, deployment_id, "operator", 0.0)
+        if planned is None:
             return False, 0
-        return True, await self._unload(held[0], held[1], deployment_id, "operator")
+        return True, await self._unload(*planned)
 
-    async def _unload(self, node_id: str, accelerator_id: str, deployment_id: str, reason: str) -> int:
-        _, version = await self.ctx.store.load(A.ACCELERATOR, accelerator_id)
-        job = UnloadJob(
-            job_id=new_id(), node_id=node_id, deployment_id=deployment_id, accelerator_id=accelerator_id,
-            requested_by=str(self.promotion.actor), reason=reason,
-        )  # fmt: skip
-        await publish_job(self.ctx, job, "unload")
+    async def _unload(self, node_id: str, eviction: s.EvictionPlanned, version: int) -> int:
+        """Send the planned eviction's unload job and await its outcome after `version`."""
+        accelerator_id, (deployment_id,) = eviction.accelerator_id, eviction.victims
+        await asyncio.shield(self.ctx.spawn(unload_victims(self.ctx, node_id, eviction)))
         outcome, sequence = await next_event(
             self.ctx.client,
             A.ACCELERATOR,

@@ -102,7 +102,7 @@ async def unload_victims(ctx: ServingContext, node_id: str, eviction: s.Eviction
     for index, victim in enumerate(eviction.victims):
         try:
             await publish_unload(
-                ctx, node_id, acc, victim, "eviction", f"evict-{eviction.eviction_id}-{victim}"
+                ctx, node_id, acc, victim, eviction.reason, f"evict-{eviction.eviction_id}-{victim}"
             )
         except NATS_FAILURES as failure:
             detail = f"the unload job could not be sent: {failure!r}"

@@ -202,6 +202,9 @@ class EvictionPlanned(Event, frozen=True):
     for_deployment_id: str
     required_bytes: int
     decision_fingerprint: str
+    # Why: "eviction" makes room for `for_deployment_id`; "operator" and "drain" are an operator's
+    # unload of the one victim ("" for whom, nothing required), decided against its leases.
+    reason: str = "eviction"
 
 
 class EvictionCompleted(Event, frozen=True):

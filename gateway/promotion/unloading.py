@@ -1,0 +1,92 @@
+"""An operator's unload (drain or unload) goes through the accelerator aggregate as an eviction
+does: an `EvictionPlanned` of the one deployment (reason "operator" or "drain"), decided against
+the accelerator's leases and appended with its expected version. A lease another replica granted
+meanwhile makes the append conflict, and the unload is decided again on a view that holds it;
+once the eviction lands the deployment is UNLOADING there, so requests for it wait instead of
+running into the unload, and the eviction ends (completed, failed or overdue) as any other does.
+"""
+
+from __future__ import annotations
+
+import time
+
+from eventstore.errors import ConcurrencyConflict
+from gateway.scheduler import AcceleratorState
+from gateway.serving.appends import catch_up_after, stage
+from gateway.serving.context import ServingContext
+from streams.codes import ServingError
+from streams.envelope import new_id
+from streams.events import serving as s
+
+CATCH_UP_S = 10.0
+
+
+def leases_of(state: AcceleratorState | None, deployment_id: str) -> int:
+    """Leases of the deployment on the accelerator: its requests, and a load's reservation."""
+    return sum(1 for lease in state.leases if lease.deployment_id == deployment_id) if state else 0
+
+
+def residence(ctx: ServingContext, deployment_id: str) -> tuple[str, str] | None:
+    """(node, accelerator) holding the deployment in the view decisions see, if any."""
+    for accelerator_id in ctx.live.accelerators:
+        state = ctx.live.view(accelerator_id)
+        if state is not None and any(r.deployment_id == deployment_id for r in state.residents):
+            return state.node_id, accelerator_id
+    return None
+
+
+def decide_unload(state: AcceleratorState, deployment_id: str, reason: str) -> s.EvictionPlanned | None:
+    """The eviction of `deployment_id` alone, or None while a lease of it is held."""
+    if leases_of(state, deployment_id):
+        return None
+    return s.EvictionPlanned(
+        eviction_id=new_id(),
+        accelerator_id=state.accelerator_id,
+        victims=(deployment_id,),
+        for_deployment_id="",
+        required_bytes=0,
+        decision_fingerprint="",
+        reason=reason,
+    )
+
+
+def busy(active: int) -> ServingError:
+    return ServingError(
+        "DEPLOYMENT_BUSY", f"{active} requests are running", details={"active_requests": active}
+    )
+
+
+async def plan_unload(
+    ctx: ServingContext, deployment_id: str, reason: str, wait_s: float
+) -> tuple[str, s.EvictionPlanned, int] | None:
+    """Put the deployment's unload on the books of the accelerator holding it: (node, the
+    eviction, the version it left), or None when it is not resident. While leases of it are held,
+    waits up to `wait_s` for them to end (0: not at all), then refuses DEPLOYMENT_BUSY."""
+    give_up = time.monotonic() + wait_s
+    while True:
+        async with ctx.live.decision_lock:
+            held = residence(ctx, deployment_id)
+            if held is None:
+                return None
+            node_id, accelerator_id = held
+            state = ctx.live.view(accelerator_id)
+            assert state is not None
+            eviction = decide_unload(state, deployment_id, reason)
+            done = stage(ctx, accelerator_id, [eviction]) if eviction is not None else None
+        if eviction is None or done is None:
+            if not await _leases_ended(ctx, accelerator_id, deployment_id, give_up - time.monotonic()):
+                raise busy(leases_of(ctx.live.view(accelerator_id), deployment_id))
+            continue
+        try:
+            return node_id, eviction, await done
+        except ConcurrencyConflict as clash:  # another writer came first: decide again on its events
+            await catch_up_after(ctx, clash, CATCH_UP_S)
+
+
+async def _leases_ended(ctx: ServingContext, accelerator_id: str, deployment_id: str, timeout: float) -> bool:
+    """Whether the deployment's leases on the accelerator end within `timeout` (released, expired)."""
+    if timeout <= 0:
+        return False
+    return await ctx.live.wait_for(
+        lambda: leases_of(ctx.live.view(accelerator_id), deployment_id) == 0, timeout
+    )

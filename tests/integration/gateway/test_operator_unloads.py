@@ -1,0 +1,124 @@
+"""An operator's unload and drain against a lease another gateway replica grants as they begin (a
+replica that has not applied the drain yet): the unload is decided on the accelerator, so that
+grant makes it conflict or wait, and nothing is unloaded while the lease's request runs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from eventstore.store import ExpectedVersion
+from gateway.promotion.context import PromotionContext
+from gateway.promotion.operations import Operations
+from gateway.serving.context import ServingContext
+from streams.codes import ServingError
+from streams.envelope import Actor, ActorKind, new_id
+from streams.events import serving as s
+from streams.events.base import Event
+from streams.subjects import Aggregate
+from tests.integration.gateway.conftest import Stack, serve_directly
+from tests.support.events import lease_granted
+
+OPERATOR = Actor(ActorKind.OPERATOR, "tests")
+
+
+def _serving(stack: Stack) -> ServingContext:
+    assert stack.gateway.replica is not None
+    return stack.gateway.replica.edge.ctx
+
+
+async def _resident(stack: Stack) -> str:
+    """The stack's deployment loaded (a request served), every append of the gateway folded in:
+    its accelerator."""
+    await serve_directly(stack, f"warm-{new_id()[:6]}", ["x"])
+    await stack.gateway.settled()
+    accelerator = f"{stack.node}-cpu0"
+    state = _serving(stack).live.accelerators[accelerator]
+    assert any(r.deployment_id == stack.deployment_id for r in state.residents)
+    return accelerator
+
+
+def _granted_elsewhere(stack: Stack, accelerator: str) -> tuple[s.LeaseGranted, asyncio.Future[int]]:
+    """A lease of the deployment appended as another replica grants one: at the version this
+    gateway's view holds (the one the operation reads), sent on the gateway's own connection as
+    the operation begins, so the server stores it before anything the operation appends."""
+    ctx = _serving(stack)
+    expires = datetime.fromtimestamp(time.time() + 300, UTC)
+    lease = lease_granted(f"other-{new_id()[:6]}", accelerator, expires, deployment_id=stack.deployment_id)
+    version = ctx.live.versions[accelerator]
+    return lease, asyncio.ensure_future(
+        ctx.store.append(Aggregate.ACCELERATOR, accelerator, [lease], version)
+    )
+
+
+async def _after(stack: Stack, accelerator: str, version: int) -> list[Event]:
+    records, _ = await stack.store.load(Aggregate.ACCELERATOR, accelerator, version)
+    return [r.event for r in records]
+
+
+def _unloads(events: list[Event], deployment_id: str) -> list[Event]:
+    return [
+        e
+        for e in events
+        if (isinstance(e, s.EvictionPlanned) and deployment_id in e.victims)
+        or (isinstance(e, s.ResidencyUnloading | s.ResidencyUnloaded) and e.deployment_id == deployment_id)
+    ]
+
+
+async def _released(stack: Stack, lease: s.LeaseGranted) -> None:
+    """The other replica's request ends: its lease goes back (and this gateway has seen it)."""
+    released = s.LeaseReleased(
+        lease_id=lease.lease_id, accelerator_id=lease.accelerator_id, outcome="completed"
+    )
+    version = await stack.store.append(
+        Aggregate.ACCELERATOR, lease.accelerator_id, [released], ExpectedVersion.ANY
+    )
+    assert await _serving(stack).live.wait_applied(version)
+
+
+async def test_an_unload_as_another_replica_grants_a_lease_is_refused_busy_and_unloads_nothing(
+    stack: Stack,
+) -> None:
+    accelerator = await _resident(stack)
+    operations = Operations(PromotionContext(_serving(stack), OPERATOR))
+    lease, granting = _granted_elsewhere(stack, accelerator)
+    with pytest.raises(ServingError) as refused:
+        await operations.unload(stack.deployment_id)
+    granted = await granting
+    assert refused.value.code == "DEPLOYMENT_BUSY"
+    assert refused.value.details == {"active_requests": 1}
+    assert _unloads(await _after(stack, accelerator, granted), stack.deployment_id) == []
+    await _released(stack, lease)
+
+
+async def test_a_drain_as_another_replica_grants_a_lease_unloads_only_once_the_lease_has_ended(
+    stack: Stack,
+) -> None:
+    accelerator = await _resident(stack)
+    ctx = _serving(stack)
+    lease, granting = _granted_elsewhere(stack, accelerator)
+    # The drain waits for the lease to end, bounded by its job timeout; this one is never released
+    # while it waits, so the drain is refused and unloads nothing.
+    with pytest.raises(ServingError) as refused:
+        await Operations(PromotionContext(ctx, OPERATOR, job_timeout_s=1.0)).drain(stack.deployment_id)
+    granted = await granting
+    assert refused.value.code == "DEPLOYMENT_BUSY"
+    assert _unloads(await _after(stack, accelerator, granted), stack.deployment_id) == []
+    assert any(r.deployment_id == stack.deployment_id for r in ctx.live.accelerators[accelerator].residents)
+    # Once its request has ended, draining again unloads the deployment, after the lease's release.
+    await _released(stack, lease)
+    deployment, reclaimed = await Operations(PromotionContext(ctx, OPERATOR)).drain(stack.deployment_id)
+    assert deployment.drained
+    assert reclaimed > 0
+    events = await _after(stack, accelerator, granted)
+    ended = next(
+        i for i, e in enumerate(events) if isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id
+    )
+    unloads = _unloads(events, stack.deployment_id)
+    assert unloads
+    assert events.index(unloads[0]) > ended
+    assert isinstance(unloads[0], s.EvictionPlanned)
+    assert unloads[0].reason == "drain"
