@@ -25,7 +25,9 @@ $MF candidates create "$candidate" --artifact-set "$set_id" --profile dimension=
 lab=$($MF approvals lab --candidate "$candidate" --node node-1 | field "['approval_id']")
 status=$($MF candidates probe "$candidate" --lab-approval "$lab" | field "['status']")
 echo "probe: $status"
-approval=$($MF approvals production --candidate "$candidate" | field "['approval_id']")
+approval=$($MF approvals production --candidate "$candidate" --approved-by smoke \
+  --review "deploy/smoke.sh: MiniLM from models pull, hashes checked by the agent" --reason "smoke test" \
+  | field "['approval_id']")
 deployment=$($MF deployments promote --candidate "$candidate" --approval "$approval" | field "['deployment_id']")
 echo "deployment: $deployment"
 key=$($DC exec -T gateway modelforge clients create --name "smoke-$RUN" --scope rag.embedding@1 | awk '/^api key/ {print $3}')

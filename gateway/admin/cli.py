@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 from gateway.admin import projection_text
 from gateway.admin.client import AdminClient, AdminError
 
+OPERATOR_ENV = "MODELFORGE_OPERATOR"  # the approver `approvals production` records by default
 Build = Callable[[argparse.Namespace], tuple[str, str, object]]  # method, path, body
 Render = Callable[[Any], str]
 
@@ -42,7 +44,7 @@ def _verb(
     parser: Any, name: str, help_: str, build: Build, render: Render | None = None
 ) -> argparse.ArgumentParser:
     sub: argparse.ArgumentParser = parser.add_parser(name, help=help_)
-    sub.set_defaults(handler=_run(build, render))
+    sub.set_defaults(handler=_run(build, render), operator="cli")  # a verb may take --approved-by
     if render is not None:
         sub.add_argument("--json", action="store_true", help="print the API's JSON")
     return sub
@@ -52,7 +54,7 @@ def _run(build: Build, render: Render | None = None) -> Callable[[argparse.Names
     def handler(args: argparse.Namespace) -> int:
         method, path, body = build(args)
         try:
-            result = AdminClient().call(method, path, body)
+            result = AdminClient(operator=args.operator).call(method, path, body)
         except AdminError as exc:
             print(f"error {exc.code} ({exc.status}): {exc.message}", file=sys.stderr)
             if exc.details:
@@ -203,16 +205,33 @@ def _approvals(verbs: Any) -> None:
     prod = _verb(
         verbs,
         "production",
-        "approve production (gated)",
+        "approve production (gated; records the review, the approver and the reason)",
         lambda a: (
             "POST",
             "/approvals/production",
-            {"candidate_id": a.candidate, "probe_id": a.probe, "supply_chain_review": a.review},
+            {
+                "candidate_id": a.candidate,
+                "probe_id": a.probe,
+                "supply_chain_review": a.review,
+                "reason": a.reason,
+            },
         ),
     )
     prod.add_argument("--candidate", required=True)
-    prod.add_argument("--probe")
-    prod.add_argument("--review", default="")
+    prod.add_argument("--probe", help="default: the probe that made the candidate lab_ready")
+    prod.add_argument(
+        "--review", required=True, help="the supply-chain review: where the files come from, what was checked"
+    )
+    prod.add_argument("--reason", required=True, help="why this goes to production")
+    approver = os.environ.get(OPERATOR_ENV, "").strip()
+    prod.add_argument(
+        "--approved-by",
+        dest="operator",
+        metavar="NAME",
+        default=approver or None,
+        required=not approver,
+        help=f"who approves, recorded with the approval (default: ${OPERATOR_ENV})",
+    )
     rev = _verb(
         verbs,
         "revoke",

@@ -24,7 +24,10 @@ from streams.envelope import Actor, ActorKind
 
 PREFIX = "/admin/v1"
 MAX_ADMIN_BODY = 1 << 20
-OPERATOR_HEADER = "x-mf-operator"  # who, for the events' actor; the token says whether
+# Who, for the events' actor; the token says whether. The operator token is shared, so this
+# self-declared name is all the API knows of who acts: actions default it to "admin", a production
+# approval requires it (approved_by).
+OPERATOR_HEADER = "x-mf-operator"
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class Call:
     query: dict[str, str]
     body: Any
     headers: dict[str, str] = field(default_factory=dict)  # added to the response by the handler
+    operator: str = ""  # the operator the request named in OPERATOR_HEADER ("" when it named none)
 
 
 Handler = Callable[[Call], Awaitable[object]]
@@ -69,6 +73,12 @@ class Endpoint:
         return Route(PREFIX + self.path, _asgi(self), methods=[self.method])
 
 
+def declared_operator(request: Request) -> str:
+    """The operator named in OPERATOR_HEADER, in the characters an actor id may hold ("" if none)."""
+    name = request.headers.get(OPERATOR_HEADER, "").strip()
+    return "".join(ch for ch in name if ch.isalnum() or ch in "-_.@")[:64]
+
+
 def authenticate(edge: Edge, request: Request) -> Actor:
     header = request.headers.get("authorization", "")
     scheme, _, secret = header.partition(" ")
@@ -79,10 +89,7 @@ def authenticate(edge: Edge, request: Request) -> Actor:
             "the admin API needs `Authorization: Bearer <operator token>` (MODELFORGE_OPERATOR_TOKEN)",
             http_status=401,
         )
-    name = request.headers.get(OPERATOR_HEADER, "admin").strip() or "admin"
-    return Actor(
-        ActorKind.OPERATOR, "".join(ch for ch in name if ch.isalnum() or ch in "-_.@")[:64] or "admin"
-    )
+    return Actor(ActorKind.OPERATOR, declared_operator(request) or "admin")
 
 
 def _asgi(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
@@ -95,7 +102,10 @@ def _asgi(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
             if endpoint.body is not None:
                 raw = await read_limited(request, MAX_ADMIN_BODY)
                 body = convert(decode_json(raw) if raw else {}, endpoint.body, "request body")
-            call = Call(edge, actor, dict(request.path_params), dict(request.query_params), body)
+            call = Call(
+                edge, actor, dict(request.path_params), dict(request.query_params), body,
+                operator=declared_operator(request),
+            )  # fmt: skip
             result = await endpoint.handler(call)
         except ServingError as error:
             return error_response(error, request_id)

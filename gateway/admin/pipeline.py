@@ -68,7 +68,9 @@ class LabApproval(msgspec.Struct, frozen=True, kw_only=True):
 class ProductionApproval(msgspec.Struct, frozen=True, kw_only=True):
     candidate_id: str
     probe_id: str | None = None  # default: the probe that made the candidate lab_ready
-    supply_chain_review: str = ""
+    # Both required, non-empty (decided with the approver, x-mf-operator, in decide_approval):
+    supply_chain_review: str = ""  # the operator's review of where the files come from; fingerprinted
+    reason: str = ""  # why production; recorded with the approval, not fingerprinted
 
 
 class Promote(msgspec.Struct, frozen=True, kw_only=True):
@@ -184,9 +186,10 @@ async def approve_lab(call: Call) -> object:
 
 async def approve_production(call: Call) -> object:
     b: ProductionApproval = call.body
-    state = await approvals.approve_production(
-        promotion(call), b.candidate_id, probe_id=b.probe_id, review=b.supply_chain_review
+    record = approvals.ApprovalRecord(
+        review=b.supply_chain_review, reason=b.reason, approved_by=call.operator
     )
+    state = await approvals.approve_production(promotion(call), b.candidate_id, record, probe_id=b.probe_id)
     return views.approval(state)
 
 

@@ -65,15 +65,23 @@ def _evidence(facts: GateFacts, candidate: CandidateState, review: str) -> Evide
     return gather(candidate, facts.artifacts, facts.node, facts.probe, compatibility(facts), review)
 
 
+class ApprovalRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """What the operator records with a production approval (each required, non-empty)."""
+
+    review: str  # the supply-chain review: part of the evidence, so of the fingerprint
+    reason: str
+    approved_by: str
+
+
 async def approve_production(
-    p: PromotionContext, candidate_id: str, *, probe_id: str | None = None, review: str = ""
+    p: PromotionContext, candidate_id: str, record: ApprovalRecord, *, probe_id: str | None = None
 ) -> ApprovalState:
     """Gates in order, then an approval bound to the evidence fingerprint; the same facts
     approved twice give the same approval."""
     facts, candidate = await gate_facts(p, candidate_id, probe_id)
     if candidate is None:
         raise ServingError("CANDIDATE_NOT_LAB_READY", "unknown candidate", "candidate_id", http_status=409)
-    evidence = _evidence(facts, candidate, review)
+    evidence = _evidence(facts, candidate, record.review)
     approval_id = approval_id_for(fingerprint(evidence))
     # Its own deployment does not make a candidate "already in production" for the approval
     # it was promoted under: approving those same facts again returns that approval.
@@ -81,7 +89,7 @@ async def approve_production(
         facts, already_production=await in_production(p, candidate_id, except_approval=approval_id)
     )
     failures = tuple(production_gates(facts))
-    command = cmd.ApproveProduction(candidate_id, evidence, failures)
+    command = cmd.ApproveProduction(candidate_id, evidence, failures, record.approved_by, record.reason)
     await p.aggregates.execute(A.APPROVAL, approval_id, decide_approval, command)
     return await p.approval(approval_id)
 

@@ -90,8 +90,10 @@ class ApproveLabExecution(msgspec.Struct, frozen=True):
 
 class ApproveProduction(msgspec.Struct, frozen=True):
     candidate_id: str
-    evidence: Evidence
+    evidence: Evidence  # its supply_chain["review"] is the operator's supply-chain review
     failures: tuple[GateFailure, ...]
+    approved_by: str
+    reason: str
 
 
 class RevokeApproval(msgspec.Struct, frozen=True):

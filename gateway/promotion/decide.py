@@ -199,6 +199,7 @@ def decide_approval(state: ApprovalState | None, command: ApprovalCommand, now: 
                 )
             ]
         case ApproveProduction():
+            _require_production_record(command)
             if command.failures:
                 raise refusal(list(command.failures))
             evidence_fp = fingerprint(command.evidence)
@@ -218,6 +219,8 @@ def decide_approval(state: ApprovalState | None, command: ApprovalCommand, now: 
                     candidate_id=command.candidate_id,
                     evidence_fingerprint=evidence_fp,
                     evidence=facts_of(command.evidence),
+                    approved_by=command.approved_by,
+                    reason=command.reason,
                 )
             ]
         case _ if state is None:
@@ -238,6 +241,19 @@ def decide_approval(state: ApprovalState | None, command: ApprovalCommand, now: 
                 else []
             )
     raise AssertionError(command)  # pragma: no cover
+
+
+def _require_production_record(command: ApproveProduction) -> None:
+    """A production approval records a supply-chain review, who approved and why (reference:
+    a structured review, approved_by and reason are required); missing one is bad input."""
+    record = {
+        "supply_chain_review": command.evidence.supply_chain.get("review", ""),
+        "reason": command.reason,
+        "x-mf-operator": command.approved_by,
+    }
+    for name, value in record.items():
+        if not value.strip():
+            raise ServingError("INVALID_INPUT", f"a production approval needs a non-empty `{name}`", name)
 
 
 def _registered_with_other_files(state: ArtifactSetState, new: c.ArtifactSetRegistered) -> ServingError:

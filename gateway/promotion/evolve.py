@@ -149,6 +149,8 @@ def evolve_approval(state: ApprovalState | None, event: Event, seq: int) -> Appr
                 candidate_id=event.candidate_id,
                 evidence_fingerprint=event.evidence_fingerprint,
                 evidence=dict(event.evidence),
+                approved_by=event.approved_by,
+                reason=event.reason,
                 revoked=state.revoked if state else False,
                 revoke_reason=state.revoke_reason if state else "",
             )

@@ -133,6 +133,8 @@ class ApprovalState(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: datetime | None = None
     evidence_fingerprint: str = ""
     evidence: dict[str, str] = msgspec.field(default_factory=dict)
+    approved_by: str = ""  # a production approval's approver and reason ("" before they were recorded)
+    reason: str = ""
     revoked: bool = False
     revoke_reason: str = ""
     stale: bool = False

@@ -202,6 +202,10 @@ class ProductionApproved(Event, frozen=True):
     candidate_id: str
     evidence_fingerprint: str
     evidence: dict[str, str]
+    # Who approved (the operator the admin API named) and why; outside the fingerprint, as the
+    # reference keeps them. Approvals recorded before these were required have neither.
+    approved_by: str = ""
+    reason: str = ""
 
 
 class ApprovalRevoked(Event, frozen=True):

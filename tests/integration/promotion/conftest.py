@@ -102,6 +102,13 @@ async def refused(
     return error
 
 
+def production_approval(candidate_id: object, **extra: object) -> dict[str, object]:
+    """The body of a production approval: the candidate, and the supply-chain review and reason an
+    approval requires (its approver is the stack's x-mf-operator)."""
+    review = "tests: MiniLM pulled by the test session; files hashed at import, verified by the agent"
+    return {"candidate_id": candidate_id, "supply_chain_review": review, "reason": "tests", **extra}
+
+
 EMBEDDING_PROFILE = {"dimension": "384", "normalized": "true", "input_semantics": "symmetric"}
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.integration.promotion.conftest import Stack, lab_ready_candidate
+from tests.integration.promotion.conftest import TOKEN, Stack, lab_ready_candidate, production_approval
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -18,7 +19,7 @@ _promoted: dict[str, Any] = {}
 async def promoted(stack: Stack, source: Path) -> dict[str, Any]:
     if not _promoted:
         candidate = await lab_ready_candidate(stack, source, "minilm")
-        approval = await stack.post("/approvals/production", {"candidate_id": candidate["candidate_id"]})
+        approval = await stack.post("/approvals/production", production_approval(candidate["candidate_id"]))
         assert isinstance(approval, dict)
         deployment = await stack.post(
             "/deployments",
@@ -64,7 +65,7 @@ async def test_approving_the_same_facts_twice_returns_the_same_approval(
 ) -> None:
     run = await promoted(stack, minilm_source)
     head = await stack.events_head()
-    again = await stack.post("/approvals/production", {"candidate_id": run["candidate"]["candidate_id"]})
+    again = await stack.post("/approvals/production", production_approval(run["candidate"]["candidate_id"]))
     assert isinstance(again, dict)
     assert again["approval_id"] == run["approval"]["approval_id"]
     assert again["evidence_fingerprint"] == run["approval"]["evidence_fingerprint"]
@@ -103,3 +104,47 @@ async def test_contracts_list_the_five_capabilities(stack: Stack) -> None:
     assert isinstance(contracts, list)
     assert len(contracts) == 5
     assert all(c["input_schema"] and c["output_schema"] for c in contracts)
+
+
+async def test_the_production_approval_records_who_approved_and_why(
+    stack: Stack, minilm_source: Path
+) -> None:
+    run = await promoted(stack, minilm_source)
+    approval = await stack.get(f"/approvals/{run['approval']['approval_id']}")
+    assert isinstance(approval, dict)
+    assert (approval["approved_by"], approval["reason"]) == ("tests", "tests")  # the stack's x-mf-operator
+    assert "MiniLM" in json.loads(approval["evidence"]["supply_chain"])["review"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "headers", "missing"),
+    [
+        ({"supply_chain_review": ""}, {}, "supply_chain_review"),
+        ({"supply_chain_review": "   "}, {}, "supply_chain_review"),
+        ({"reason": ""}, {}, "reason"),
+        ({}, {"x-mf-operator": ""}, "x-mf-operator"),
+    ],
+)
+async def test_a_production_approval_without_its_review_reason_or_approver_is_refused(
+    stack: Stack, minilm_source: Path, changes: dict[str, str], headers: dict[str, str], missing: str
+) -> None:
+    run = await promoted(stack, minilm_source)
+    body = {**production_approval(run["candidate"]["candidate_id"]), **changes}
+    head = await stack.events_head()
+    response = await stack.admin.post("/admin/v1/approvals/production", json=body, headers=headers)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("INVALID_INPUT", missing), error
+    assert await stack.events_head() == head, "a refusal must change nothing"
+
+
+async def test_a_production_approval_naming_no_operator_is_refused(stack: Stack, minilm_source: Path) -> None:
+    run = await promoted(stack, minilm_source)
+    async with httpx.AsyncClient(base_url=stack.gateway.url, timeout=60) as http:
+        response = await http.post(
+            "/admin/v1/approvals/production",
+            json=production_approval(run["candidate"]["candidate_id"]),
+            headers={"authorization": f"Bearer {TOKEN}"},
+        )
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["param"] == "x-mf-operator"

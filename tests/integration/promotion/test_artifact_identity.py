@@ -16,7 +16,7 @@ from nodeagent.artifacts import build_manifest
 from nodeagent.artifacts.registration import registration
 from streams.events import control as c
 from streams.subjects import Aggregate
-from tests.integration.promotion.conftest import Stack, lab_ready_candidate, refused
+from tests.integration.promotion.conftest import Stack, lab_ready_candidate, production_approval, refused
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -27,7 +27,7 @@ def files_in(folder: Path) -> dict[str, bytes]:
 
 async def test_a_registered_set_never_takes_other_files(stack: Stack, model_copy: Path) -> None:
     candidate = await lab_ready_candidate(stack, model_copy, "fixed-files")
-    approval = await stack.post("/approvals/production", {"candidate_id": candidate["candidate_id"]})
+    approval = await stack.post("/approvals/production", production_approval(candidate["candidate_id"]))
     assert isinstance(approval, dict)
     imported = stack.artifact_root / "fixed-files"
     before = files_in(imported)
@@ -68,7 +68,7 @@ async def serving(stack: Stack, source: Path, name: str) -> dict[str, Any]:
         if earlier["channel"] == "stable" and not earlier["drained"]:
             await stack.post(f"/deployments/{earlier['deployment_id']}/drain", {"reason": "next test"})
     candidate = await lab_ready_candidate(stack, source, name)
-    approval = await stack.post("/approvals/production", {"candidate_id": candidate["candidate_id"]})
+    approval = await stack.post("/approvals/production", production_approval(candidate["candidate_id"]))
     assert isinstance(approval, dict)
     deployment = await stack.post(
         "/deployments", {"candidate_id": candidate["candidate_id"], "approval_id": approval["approval_id"]}
@@ -129,7 +129,7 @@ async def test_the_approval_binds_the_manifest_the_probe_loaded(stack: Stack, mo
     records, _ = await EventStore(stack.connection).load(Aggregate.CANDIDATE, str(candidate["candidate_id"]))
     ran = [r.event for r in records if isinstance(r.event, c.ProbeRequested | c.ProbeCompleted)]
     assert [e.manifest_sha256 for e in ran] == [artifact_set["manifest_sha256"]] * 2  # asked, and run
-    approval = await stack.post("/approvals/production", {"candidate_id": candidate["candidate_id"]})
+    approval = await stack.post("/approvals/production", production_approval(candidate["candidate_id"]))
     assert isinstance(approval, dict)
     environment = json.loads(approval["evidence"]["probe_environment"])
     assert environment["manifest_sha256"] == artifact_set["manifest_sha256"]

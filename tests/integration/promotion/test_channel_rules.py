@@ -15,7 +15,7 @@ import pytest
 from eventstore.store import EventStore, ExpectedVersion
 from streams.events import control as c
 from streams.subjects import Aggregate
-from tests.integration.promotion.conftest import Stack, lab_ready_candidate
+from tests.integration.promotion.conftest import Stack, lab_ready_candidate, production_approval
 from tests.integration.promotion.test_gate_refusals import refused
 
 pytestmark = pytest.mark.timeout(600)
@@ -28,7 +28,7 @@ async def stables(stack: Stack) -> list[dict[str, Any]]:
 
 
 async def approved(stack: Stack, candidate: dict[str, Any]) -> dict[str, Any]:
-    approval = await stack.post("/approvals/production", {"candidate_id": candidate["candidate_id"]})
+    approval = await stack.post("/approvals/production", production_approval(candidate["candidate_id"]))
     assert isinstance(approval, dict)
     return {"candidate_id": candidate["candidate_id"], "approval_id": approval["approval_id"]}
 
@@ -80,11 +80,11 @@ async def test_a_stable_deployment_is_not_promoted_under_an_experiment_route(sta
 
 
 async def test_approving_revoked_facts_again_leaves_the_approval_revoked(stack: Stack) -> None:
-    first = await stack.post("/approvals/production", {"candidate_id": "cand-lab-c"})
+    first = await stack.post("/approvals/production", production_approval("cand-lab-c"))
     assert isinstance(first, dict)
     await stack.post(f"/approvals/{first['approval_id']}/revoke", {"reason": "bad model"})
     error = await refused(
-        stack, "/approvals/production", {"candidate_id": "cand-lab-c"}, "PRODUCTION_APPROVAL_STALE"
+        stack, "/approvals/production", production_approval("cand-lab-c"), "PRODUCTION_APPROVAL_STALE"
     )
     assert error["error"]["details"]["approval_id"] == first["approval_id"]
     after = await stack.get(f"/approvals/{first['approval_id']}")

@@ -17,6 +17,7 @@ from tests.integration.promotion.conftest import (
     Stack,
     lab_ready_candidate,
     probed_candidate,
+    production_approval,
     refused,
 )
 
@@ -27,14 +28,14 @@ async def test_a_pickle_file_in_the_set_is_refused(stack: Stack, model_copy: Pat
     (model_copy / "pytorch_model.bin").write_bytes(pickle.dumps({"weights": [1, 2, 3]}, protocol=4))
     candidate = await lab_ready_candidate(stack, model_copy, "with-pickle")
     await refused(
-        stack, "/approvals/production", {"candidate_id": candidate["candidate_id"]}, "PICKLE_PRESENT"
+        stack, "/approvals/production", production_approval(candidate["candidate_id"]), "PICKLE_PRESENT"
     )
 
 
 async def test_a_remote_code_flag_is_refused(stack: Stack, model_copy: Path) -> None:
     (model_copy / "modeling_custom.py").write_text("class Model: ...\n")
     candidate = await lab_ready_candidate(stack, model_copy, "with-remote-code")
-    body = {"candidate_id": candidate["candidate_id"]}
+    body = production_approval(candidate["candidate_id"])
     await refused(stack, "/approvals/production", body, "REMOTE_CODE_REQUIRED")
 
 
@@ -51,13 +52,13 @@ async def test_an_unprobed_candidate_is_not_lab_ready(stack: Stack, minilm_sourc
          "runtime_profile": {"dimension": "384", "normalized": "true", "input_semantics": "symmetric"}},
     )  # fmt: skip
     await refused(
-        stack, "/approvals/production", {"candidate_id": "cand-unprobed"}, "CANDIDATE_NOT_LAB_READY"
+        stack, "/approvals/production", production_approval("cand-unprobed"), "CANDIDATE_NOT_LAB_READY"
     )
 
 
 async def test_a_missing_probe_is_refused(stack: Stack, minilm_source: Path) -> None:
     candidate = await lab_ready_candidate(stack, minilm_source, "probe-missing")
-    body = {"candidate_id": candidate["candidate_id"], "probe_id": "no-such-probe"}
+    body = production_approval(candidate["candidate_id"], probe_id="no-such-probe")
     await refused(stack, "/approvals/production", body, "RUNTIME_PROBE_REQUIRED")
 
 
@@ -77,7 +78,7 @@ async def test_a_declared_space_the_model_does_not_produce_is_refused(
     assert probe["status"] == "completed"
     assert (probe["result"]["output_dimension"], probe["result"]["output_normalized"]) == (384, True)
     assert probe["output_mismatch"] == "the profile declares dimension 1024, the probe measured 384"
-    body = {"candidate_id": candidate["candidate_id"], "probe_id": probe["probe_id"]}
+    body = production_approval(candidate["candidate_id"], probe_id=probe["probe_id"])
     error = await refused(stack, "/approvals/production", body, "CANDIDATE_NOT_LAB_READY")
     assert "INVALID_OUTPUT" in error["error"]["details"]["failed_gates"]
 
@@ -95,7 +96,7 @@ async def test_a_probe_that_measured_no_memory_is_refused(stack: Stack, minilm_s
     )  # fmt: skip
     store = EventStore(stack.connection)
     await store.append(Aggregate.CANDIDATE, result.candidate_id, [requested, blind], ExpectedVersion.ANY)
-    body = {"candidate_id": result.candidate_id, "probe_id": blind.probe_id}
+    body = production_approval(result.candidate_id, probe_id=blind.probe_id)
     await refused(stack, "/approvals/production", body, "RUNTIME_PROBE_REQUIRED")
 
 
@@ -104,7 +105,7 @@ async def test_a_disabled_node_is_refused(stack: Stack, minilm_source: Path) -> 
     await stack.post(f"/nodes/{stack.node}", {"enabled": False, "reason": "maintenance"})
     try:
         await refused(
-            stack, "/approvals/production", {"candidate_id": candidate["candidate_id"]}, "NO_ELIGIBLE_NODE"
+            stack, "/approvals/production", production_approval(candidate["candidate_id"]), "NO_ELIGIBLE_NODE"
         )
     finally:
         await stack.post(f"/nodes/{stack.node}", {"enabled": True})
@@ -114,7 +115,7 @@ async def test_an_artifact_set_quarantined_after_approval_makes_it_stale(
     stack: Stack, model_copy: Path
 ) -> None:
     candidate = await lab_ready_candidate(stack, model_copy, "changed-later")
-    approval = await stack.post("/approvals/production", {"candidate_id": candidate["candidate_id"]})
+    approval = await stack.post("/approvals/production", production_approval(candidate["candidate_id"]))
     assert isinstance(approval, dict)
     await stack.post(f"/artifact-sets/{candidate['artifact_set_id']}/quarantine", {"reason": "recalled"})
     stale = await stack.get(f"/approvals/{approval['approval_id']}")
@@ -129,7 +130,7 @@ async def test_a_second_stable_deployment_waits_for_the_first_to_drain(
     stack: Stack, model_copy: Path
 ) -> None:
     first = await lab_ready_candidate(stack, model_copy, "stable-one")
-    first_approval = await stack.post("/approvals/production", {"candidate_id": first["candidate_id"]})
+    first_approval = await stack.post("/approvals/production", production_approval(first["candidate_id"]))
     assert isinstance(first_approval, dict)
     one = await stack.post(
         "/deployments", {"candidate_id": first["candidate_id"], "approval_id": first_approval["approval_id"]}
@@ -137,7 +138,7 @@ async def test_a_second_stable_deployment_waits_for_the_first_to_drain(
     assert isinstance(one, dict)
     (model_copy / "VERSION").write_text("2\n")
     second = await lab_ready_candidate(stack, model_copy, "stable-two")
-    approval = await stack.post("/approvals/production", {"candidate_id": second["candidate_id"]})
+    approval = await stack.post("/approvals/production", production_approval(second["candidate_id"]))
     assert isinstance(approval, dict)
     body = {"candidate_id": second["candidate_id"], "approval_id": approval["approval_id"]}
     await refused(stack, "/deployments", body, "STABLE_DEPLOYMENT_EXISTS")

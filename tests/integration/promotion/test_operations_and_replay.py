@@ -15,7 +15,7 @@ from modelforge.devstack.postgres import PostgresServer
 from projections.replay import replay
 from streams import subjects
 from tests.integration.projections.helpers import project_until
-from tests.integration.promotion.conftest import Stack, lab_ready_candidate
+from tests.integration.promotion.conftest import Stack, lab_ready_candidate, production_approval
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,7 +44,7 @@ async def test_whole_run_operations_and_replay_digest(
 ) -> None:
     # A stable deployment and a lab experiment of another candidate.
     stable = await lab_ready_candidate(stack, minilm_source, "ops-stable")
-    approval = await stack.post("/approvals/production", {"candidate_id": stable["candidate_id"]})
+    approval = await stack.post("/approvals/production", production_approval(stable["candidate_id"]))
     assert isinstance(approval, dict)
     deployment = await stack.post(
         "/deployments", {"candidate_id": stable["candidate_id"], "approval_id": approval["approval_id"]}

@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import msgspec
 
+from gateway.promotion.commands import ApproveProduction
+from gateway.promotion.evidence import Evidence
 from gateway.promotion.gates import GateFacts
 from gateway.promotion.model import (
     SERVING_PROTOCOLS,
@@ -91,3 +93,8 @@ def lab_approval(**changes: object) -> ApprovalState:
         expires_at=NOW + timedelta(hours=1),
     )  # fmt: skip
     return replace(base, **changes)
+
+
+def approve(evidence: Evidence, **changes: object) -> ApproveProduction:
+    """Approving `evidence` (its review is the supply-chain review) by an operator, with a reason."""
+    return replace(ApproveProduction("cand-1", evidence, (), "ops-1", "the weekly release"), **changes)

@@ -8,7 +8,6 @@ import msgspec
 import pytest
 
 from gateway.promotion.commands import (
-    ApproveProduction,
     CreateCandidate,
     DrainDeployment,
     MarkLabReady,
@@ -25,7 +24,7 @@ from gateway.promotion.projects import FitEvidence, RecordFit, decide_project, f
 from streams.codes import ServingError
 from streams.events import control as c
 from streams.events import serving as s
-from tests.unit.promotion.builders import NOW, artifacts, candidate, facts, lab_approval, node, probe
+from tests.unit.promotion.builders import NOW, approve, artifacts, candidate, facts, lab_approval, node, probe
 
 
 def request_probe(approval: ApprovalState | None, node_id: str = "node-1") -> RequestProbe:
@@ -82,8 +81,8 @@ def test_an_embedding_candidate_must_declare_its_space() -> None:
 def promotion(deployments: tuple[DeploymentState, ...] = (), **changes: object) -> PromotionFacts:
     f = facts()
     assert f.candidate is not None
-    current = gather(f.candidate, f.artifacts, f.node, f.probe, compatibility(f), "")
-    (event,) = decide_approval(None, ApproveProduction("cand-1", current, ()), NOW)
+    current = gather(f.candidate, f.artifacts, f.node, f.probe, compatibility(f), "reviewed")
+    (event,) = decide_approval(None, approve(current), NOW)
     base = PromotionFacts(
         candidate_id="cand-1", approval=evolve_approval(None, event, 1), candidate=f.candidate,
         artifacts=f.artifacts, probe=f.probe, node=f.node, current=current, failures=tuple(production_gates(f)),
@@ -186,13 +185,13 @@ def test_approving_revoked_facts_again_is_refused_and_the_revocation_stays() -> 
     f = promotion()
     assert f.current is not None
     assert f.approval is not None
-    (approved,) = decide_approval(None, ApproveProduction("cand-1", f.current, ()), NOW)
+    (approved,) = decide_approval(None, approve(f.current), NOW)
     revoked = evolve_approval(
         f.approval, c.ApprovalRevoked(approval_id=f.approval.approval_id, reason="bad"), 2
     )
     assert revoked is not None
     with pytest.raises(ServingError) as refused:
-        decide_approval(revoked, ApproveProduction("cand-1", f.current, ()), NOW)
+        decide_approval(revoked, approve(f.current), NOW)
     assert refused.value.code == "PRODUCTION_APPROVAL_STALE"
     assert refused.value.details["revoked"] is True
     # A history that approved the same facts after revoking them still folds to revoked.
@@ -206,7 +205,7 @@ def test_a_stale_approval_of_facts_that_came_back_is_approved_again() -> None:
     assert f.current is not None
     assert f.approval is not None
     stale = msgspec.structs.replace(f.approval, stale=True, stale_facts=("risk_flags",))
-    (again,) = decide_approval(stale, ApproveProduction("cand-1", f.current, ()), NOW)
+    (again,) = decide_approval(stale, approve(f.current), NOW)
     folded = evolve_approval(stale, again, 4)
     assert folded is not None
     assert folded.status == "approved"

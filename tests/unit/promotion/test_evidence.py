@@ -6,13 +6,13 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.promotion.commands import ApproveProduction, MarkApprovalStale
+from gateway.promotion.commands import MarkApprovalStale
 from gateway.promotion.decide import decide_approval
 from gateway.promotion.evidence import Evidence, approval_id_for, changed_facts, facts_of, fingerprint, gather
 from gateway.promotion.evolve import evolve_approval
 from gateway.promotion.gates import compatibility
 from streams.events import control as c
-from tests.unit.promotion.builders import NOW, artifacts, facts, files, node, probe
+from tests.unit.promotion.builders import NOW, approve, artifacts, facts, files, node, probe
 
 hashes = st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)
 
@@ -54,7 +54,7 @@ def test_changed_facts_name_what_moved() -> None:
 
 
 def test_approving_the_same_facts_twice_gives_the_same_approval_and_no_new_event() -> None:
-    command = ApproveProduction("cand-1", evidence(), ())
+    command = approve(evidence())
     (approved,) = decide_approval(None, command, NOW)
     assert isinstance(approved, c.ProductionApproved)
     assert approved.approval_id == approval_id_for(fingerprint(evidence()))
@@ -63,7 +63,7 @@ def test_approving_the_same_facts_twice_gives_the_same_approval_and_no_new_event
 
 
 def test_an_approval_whose_facts_moved_is_marked_stale_once() -> None:
-    (approved,) = decide_approval(None, ApproveProduction("cand-1", evidence(), ()), NOW)
+    (approved,) = decide_approval(None, approve(evidence()), NOW)
     state = evolve_approval(None, approved, 1)
     moved = MarkApprovalStale(state.approval_id if state else "", evidence(artifact_status="quarantined"))
     (stale,) = decide_approval(state, moved, NOW)
