@@ -5,6 +5,8 @@ deployment (`gateway.state.catalog.Catalog.resolve`), so an experiment routed un
 model's name, or under a capability's name, would take production traffic without a production
 approval. Both sides are refused here: a route that is not a plain name or is taken by a stable
 deployment or a capability, and a promotion whose model name is an experiment's route. Pure.
+A log written before these rules may hold such an experiment: `names_stable` is how serving lets
+the stable deployment win for those names.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def check_route(route: str, deployments: Iterable[DeploymentState]) -> None:
         )
     if route in capability_names():
         raise ServingError("EXPERIMENT_NOT_ROUTABLE", f"route {route!r} names a capability", "route")
-    stable = next((d for d in deployments if _serves_stable_as(d, route)), None)
+    stable = next((d for d in deployments if serves_stable_as(d, route)), None)
     if stable is not None:
         raise ServingError(
             "EXPERIMENT_NOT_ROUTABLE",
@@ -44,6 +46,12 @@ def check_route(route: str, deployments: Iterable[DeploymentState]) -> None:
             "route",
             details={"deployment_id": stable.deployment_id},
         )
+
+
+def names_stable(name: str, deployments: Iterable[DeploymentState]) -> bool:
+    """Whether a client's `model` names a capability or a stable deployment's model: names no
+    experiment may be reached by, whatever an older log routed under them."""
+    return name in capability_names() or any(serves_stable_as(d, name) for d in deployments)
 
 
 def check_model_name(model_name: str, deployments: Iterable[DeploymentState]) -> None:
@@ -62,5 +70,6 @@ def check_model_name(model_name: str, deployments: Iterable[DeploymentState]) ->
         )
 
 
-def _serves_stable_as(deployment: DeploymentState, name: str) -> bool:
+def serves_stable_as(deployment: DeploymentState, name: str) -> bool:
+    """Whether `name` is the model name of this stable deployment (not drained)."""
     return deployment.channel == "stable" and not deployment.drained and deployment.model_name == name

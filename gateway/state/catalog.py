@@ -10,6 +10,7 @@ import msgspec
 
 from gateway.promotion.evolve import evolve_deployment
 from gateway.promotion.model import DeploymentState
+from gateway.promotion.routes import names_stable
 from streams.events import control as c
 from streams.events import serving as s
 from streams.events.base import Event
@@ -115,8 +116,10 @@ class Catalog(msgspec.Struct, frozen=True):
 
     def resolve(self, capability: str, model: str = "") -> DeploymentState | None:
         """An active experiment whose route the client named, else the stable deployment.
-        Experiments are reached only through their route."""
-        if model:
+        Experiments are reached only through their route, never through a capability's or a stable
+        deployment's model name: new routes cannot take those (gateway.promotion.routes), and an
+        experiment an older log routed under one does not take the stable deployment's traffic."""
+        if model and not names_stable(model, self.deployments.values()):
             for deployment in self.deployments.values():
                 if (
                     deployment.capability == capability
