@@ -1,7 +1,8 @@
 """The upkeep loop: acts on `upkeep`'s decisions when the live view changes or a timer is due.
 
 It waits on the live view's change notifications, with a timeout at the next keep-warm TTL or
-lease expiry: no polling.
+lease expiry: no polling. A quarantine is such a change: the round after it unloads the idle
+residents of the deployments it made unservable (`upkeep.unservable_idle`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from gateway.serving import upkeep
 from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.capacity import envelope_of, planned_eviction, unload_victims
 from gateway.serving.context import ServingContext
-from gateway.serving.jobs import publish_job
+from gateway.serving.jobs import publish_unload
 from gateway.serving.loading import send_load
 from gateway.state.evictions import (
     evicting_for,
@@ -32,7 +33,6 @@ from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import requests as r
 from streams.events import serving as s
-from streams.messages import UnloadJob
 
 log = logging.getLogger("modelforge.gateway.upkeep")
 IDLE_WAIT_S = 60.0  # nothing scheduled: look again after this long anyway
@@ -92,17 +92,18 @@ async def upkeep_once(ctx: ServingContext) -> None:
         with contextlib.suppress(ConcurrencyConflict):
             await append_to_accelerator(ctx, event.accelerator_id, [event])
             log.info("%s on %s: %s", type(event).__name__, event.accelerator_id, event)
-    for unload in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now):
-        # The same idle period gives the same job id on every replica: JetStream keeps one.
-        job = UnloadJob(
-            job_id=f"ttl-{unload.deployment_id}-{int(unload.idle_since * 1000)}",
-            node_id=unload.node_id,
-            deployment_id=unload.deployment_id,
-            accelerator_id=unload.accelerator_id,
-            requested_by=str(ctx.actor),
-            reason="keep_warm_ttl",
-        )
-        await publish_job(ctx, job, "unload")
+    # Residents idle past their keep-warm TTL, and idle residents whose files may not be served any
+    # more (one unload for a resident that is both). The same idle period gives the same job id on
+    # every replica, and in every round until the agent unloads it: JetStream keeps one.
+    unservable = upkeep.unservable_idle(live.catalog, live.accelerators.values())
+    unloads = [(u, "artifact_set_unservable", "unservable") for u in unservable] + [
+        (u, "keep_warm_ttl", "ttl")
+        for u in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now)
+        if u not in unservable
+    ]
+    for unload, reason, kind in unloads:
+        job_id = f"{kind}-{unload.deployment_id}-{int(unload.idle_since * 1000)}"
+        await publish_unload(ctx, unload.node_id, unload.accelerator_id, unload.deployment_id, reason, job_id)
     schedulable = live.schedulable_accelerators(now)
     for deployment_id in upkeep.warm_missing(live.catalog, schedulable, live.load_failures, now):
         await _load_always_warm(ctx, deployment_id)

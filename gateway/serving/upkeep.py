@@ -5,6 +5,9 @@
 - an eviction whose victims have all stopped unloading is completed (`EvictionCompleted`,
   `gateway.state.evictions`);
 - keep-warm residents are unloaded once idle for their TTL;
+- residents of a deployment routing passes by because of its files (its artifact set quarantined,
+  or holding other files than it was promoted with: `Catalog.unservable`) are unloaded once idle,
+  whatever their residency policy, and an always-warm one is not loaded again while so;
 - leases whose holder vanished (a gateway crashed mid-request) expire;
 - an accelerator's pressure level changes on the books (`PressureChanged`) when its stabilised
   reading does: at once on the way up, after `pressure_stable_seconds` below on the way down.
@@ -119,6 +122,7 @@ def warm_missing(
         if d.residency.kind == "always_warm"
         and d.active
         and not d.draining
+        and catalog.unservable(d) is None
         and d.deployment_id not in present
         and _retry_at(failures.get(d.deployment_id)) <= now
     )
@@ -153,6 +157,21 @@ def idle_past_ttl(catalog: Catalog, accelerators: Iterable[AcceleratorState], no
             if r.active_leases == 0 and r.last_used_at + info.residency.keep_warm_ttl_s <= now:
                 due.append(Unload(state.accelerator_id, state.node_id, r.deployment_id, r.last_used_at))
     return due
+
+
+def unservable_idle(catalog: Catalog, accelerators: Iterable[AcceleratorState]) -> list[Unload]:
+    """Idle loaded residents of deployments whose files may not be served any more: routing sends
+    them nothing, so their memory serves no one. No timer: the quarantine, and the end of the last
+    lease of a busy one, each change the live view, which starts an upkeep round."""
+    return [
+        Unload(state.accelerator_id, state.node_id, r.deployment_id, r.last_used_at)
+        for state in accelerators
+        for r in state.residents
+        if r.state is ResidencyState.LOADED
+        and r.active_leases == 0
+        and (info := catalog.deployments.get(r.deployment_id)) is not None
+        and catalog.unservable(info) is not None
+    ]
 
 
 def next_ttl_due(catalog: Catalog, accelerators: Iterable[AcceleratorState]) -> float | None:

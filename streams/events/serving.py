@@ -167,7 +167,7 @@ class ResidencyLoadFailed(Event, frozen=True):
 class ResidencyUnloading(Event, frozen=True):
     accelerator_id: str
     deployment_id: str
-    reason: str  # "eviction", "keep_warm_ttl", "operator", "drain"
+    reason: str  # "eviction", "keep_warm_ttl", "artifact_set_unservable", "operator", "drain"
 
 
 class ResidencyUnloaded(Event, frozen=True):

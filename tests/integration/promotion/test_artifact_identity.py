@@ -15,8 +15,10 @@ from eventstore.store import EventStore, ExpectedVersion
 from nodeagent.artifacts import build_manifest
 from nodeagent.artifacts.registration import registration
 from streams.events import control as c
+from streams.events import serving as s
 from streams.subjects import Aggregate
 from tests.integration.promotion.conftest import Stack, lab_ready_candidate, production_approval, refused
+from tests.support.agents import next_event
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -97,6 +99,29 @@ async def test_a_quarantined_set_stops_serving_and_is_not_loaded_again(
         assert error["code"] == "CAPABILITY_UNAVAILABLE"
         assert "quarantined" in error["message"]
         await stack.post(f"/deployments/{deployment['deployment_id']}/unload")
+
+
+async def test_a_quarantined_sets_idle_resident_is_unloaded_without_an_operator(
+    stack: Stack, model_copy: Path, key: str
+) -> None:
+    deployment = await serving(stack, model_copy, "recalled-resident")
+    assert (await embed(stack, key)).status_code == 200  # resident now (on demand: it stays)
+    await stack.post(f"/artifact-sets/{deployment['artifact_set_id']}/quarantine", {"reason": "recalled"})
+    accelerator, deployment_id = f"{stack.node}-cpu0", deployment["deployment_id"]
+    unloading = await next_event(
+        stack.connection,
+        Aggregate.ACCELERATOR,
+        accelerator,
+        lambda e: isinstance(e, s.ResidencyUnloading) and e.deployment_id == deployment_id,
+    )
+    assert unloading.reason == "artifact_set_unservable"  # the gateway's upkeep asked, not an operator
+    unloaded = await next_event(
+        stack.connection,
+        Aggregate.ACCELERATOR,
+        accelerator,
+        lambda e: isinstance(e, s.ResidencyUnloaded) and e.deployment_id == deployment_id,
+    )
+    assert unloaded.accelerator_id == accelerator
 
 
 async def test_a_set_logged_with_other_files_is_not_loaded(stack: Stack, model_copy: Path, key: str) -> None:
