@@ -33,7 +33,9 @@ def test_a_refused_verb_prints_the_errors_details(
     monkeypatch.setattr(admin_client.urllib.request, "urlopen", refuse)
     monkeypatch.setattr(cli, "_embedded_defaults", lambda command: None)
     monkeypatch.setenv("MODELFORGE_GATEWAY_URL", "http://127.0.0.1:9")
-    assert cli.main(["approvals", "production", "--candidate", "cand-bad", "--probe", "p1"]) == 1
+    verb = ["approvals", "production", "--candidate", "cand-bad", "--probe", "p1"]
+    record = ["--review", "pinned wheels, hashes checked", "--reason", "release", "--approved-by", "alice"]
+    assert cli.main([*verb, *record]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "error CANDIDATE_NOT_LAB_READY (409): the candidate is not lab_ready (registered)"
     assert err[1] == 'details {"failed_gates": ["CANDIDATE_NOT_LAB_READY", "INVALID_OUTPUT"]}'
