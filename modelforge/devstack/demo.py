@@ -75,7 +75,12 @@ def bootstrap(
     for step in result.get("steps", []):
         echo(f"            {step}")
     key = result.get("key") or demo_key(nats_url, result["client_id"])
-    echo(f"deployment  {result['deployment_id']} (rag.embedding@1, all-MiniLM-L6-v2)")
+    status = result.get("deployment_status", "")
+    if status in ("drained", "draining"):  # an operator took it out of service: `up` leaves it so
+        echo(f"deployment  {result['deployment_id']} is {status}: the demo model does not serve; "
+             "`deployments list` shows what does")  # fmt: skip
+    else:
+        echo(f"deployment  {result['deployment_id']} (rag.embedding@1, all-MiniLM-L6-v2)")
     echo(f"demo key    {key}   (shown once; `up` again rotates it)")
     body = json.dumps({"model": "all-MiniLM-L6-v2", "input": ["hello world"]})
     echo("try it:")

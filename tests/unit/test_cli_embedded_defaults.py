@@ -1,9 +1,12 @@
 """The CLI's fallback on the embedded stack: an empty variable counts as unset, and a command that
-reached the default NATS URL because no stack runs says so instead of a traceback."""
+reached the default NATS URL because no stack runs says so instead of a traceback (as output into a
+closed pipe ends without one)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,16 @@ def test_another_agent_never_takes_the_embedded_nodes_identity(
     assert os.environ["NATS_URL"] == "nats://127.0.0.1:1"
     assert "MODELFORGE_NODE_ID" not in os.environ
     assert "MODELFORGE_ARTIFACT_ROOT" not in os.environ
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    reader, writer = os.pipe()
+    os.close(reader)  # as `modelforge ... | head` after head has read its lines
+    script = "import sys; from modelforge import cli; sys.exit(cli.main(['status']))"
+    env = {**os.environ, "MODELFORGE_HOME": str(tmp_path)}
+    try:
+        done = subprocess.run([sys.executable, "-c", script], stdout=writer, stderr=subprocess.PIPE, env=env)
+    finally:
+        os.close(writer)
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    assert done.returncode == 1

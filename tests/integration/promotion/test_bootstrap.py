@@ -26,6 +26,7 @@ async def test_bootstrap_promotes_the_demo_and_a_second_run_changes_nothing(
         sources=minilm_source.parent,
     )
     assert first["key"], first
+    assert first["deployment_status"] == "stable"
     async with httpx.AsyncClient(base_url=stack.gateway.url, timeout=60) as http:
         response = await http.post(
             "/v1/embeddings",
@@ -47,3 +48,19 @@ async def test_bootstrap_promotes_the_demo_and_a_second_run_changes_nothing(
     assert second["key"] is None
     assert second["steps"] == []
     assert await stack.events_head() == head
+
+
+async def test_bootstrap_after_the_demo_was_drained_says_so_and_promotes_nothing(
+    stack: Stack, minilm_source: Path
+) -> None:
+    def run() -> dict[str, object]:
+        return bootstrap_demo(
+            stack.gateway.url, TOKEN, stack.artifact_root, stack.node, sources=minilm_source.parent
+        )
+
+    demo = await asyncio.to_thread(run)
+    await stack.post(f"/deployments/{demo['deployment_id']}/drain", {"reason": "replaced"})
+    again = await asyncio.to_thread(run)
+    assert again["deployment_id"] == demo["deployment_id"]
+    assert again["deployment_status"] == "drained"
+    assert again["steps"] == []
