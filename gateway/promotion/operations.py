@@ -1,7 +1,7 @@
 """Operating deployments and nodes: drain, unload, residency and scheduler policy, experiment
 routes, node enablement. Drain and unload refuse while requests run (`DEPLOYMENT_BUSY`); a
 resident deployment's unload is planned on its accelerator as an eviction is, decided against its
-leases (gateway/promotion/unloading.py), then done by its agent and the outcome awaited there."""
+leases (gateway/serving/unloading.py), then done by its agent and the outcome awaited there."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from gateway.promotion.context import PromotionContext
 from gateway.promotion.decide import decide_node
 from gateway.promotion.deploy import decide_deployment
 from gateway.promotion.model import DeploymentState
-from gateway.promotion.unloading import plan_unload
 from gateway.promotion.waiting import next_event
 from gateway.scheduler.policy import PolicyInvalid, revise
 from gateway.serving.capacity import unload_victims
 from gateway.serving.jobs import publish_job
+from gateway.serving.unloading import plan_unload
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import Event
