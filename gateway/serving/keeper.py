@@ -2,7 +2,8 @@
 
 It waits on the live view's change notifications, with a timeout at the next keep-warm TTL or
 lease expiry: no polling. A quarantine is such a change: the round after it unloads the idle
-residents of the deployments it made unservable (`upkeep.unservable_idle`).
+residents of the deployments it made unservable (`upkeep.unservable_idle`). Its unloads are
+evictions on the accelerator's books, decided against its leases (`unloading.unload_idle`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from gateway.serving import upkeep
 from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.capacity import envelope_of, planned_eviction, unload_victims
 from gateway.serving.context import ServingContext
-from gateway.serving.jobs import publish_unload
 from gateway.serving.loading import send_load
+from gateway.serving.unloading import unload_idle
 from gateway.state.evictions import (
     evicting_for,
     evictions_ended,
@@ -73,8 +74,9 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
     stop_waiting.cancel()
 
 
-async def upkeep_once(ctx: ServingContext) -> None:
-    live, now = ctx.live, time.time()
+async def upkeep_once(ctx: ServingContext, now: float | None = None) -> None:
+    """One round, as of `now` (the clock's time unless given)."""
+    live, now = ctx.live, time.time() if now is None else now
     for grant in upkeep.expired(live.accelerators, live.lease_grants, now):
         expiry = s.LeaseExpired(lease_id=grant.lease_id, accelerator_id=grant.accelerator_id)
         await append_to_accelerator(ctx, grant.accelerator_id, [expiry])
@@ -93,17 +95,18 @@ async def upkeep_once(ctx: ServingContext) -> None:
             await append_to_accelerator(ctx, event.accelerator_id, [event])
             log.info("%s on %s: %s", type(event).__name__, event.accelerator_id, event)
     # Residents idle past their keep-warm TTL, and idle residents whose files may not be served any
-    # more (one unload for a resident that is both). The same idle period gives the same job id on
-    # every replica, and in every round until the agent unloads it: JetStream keeps one.
+    # more (one unload for a resident that is both), each an eviction on its accelerator's books:
+    # a lease granted meanwhile, or another replica's eviction of it, makes the append conflict,
+    # and the next round sees the copy busy or UNLOADING.
     unservable = upkeep.unservable_idle(live.catalog, live.accelerators.values())
-    unloads = [(u, "artifact_set_unservable", "unservable") for u in unservable] + [
-        (u, "keep_warm_ttl", "ttl")
+    unloads = [(u, "artifact_set_unservable") for u in unservable] + [
+        (u, "keep_warm_ttl")
         for u in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now)
         if u not in unservable
     ]
-    for unload, reason, kind in unloads:
-        job_id = f"{kind}-{unload.deployment_id}-{int(unload.idle_since * 1000)}"
-        await publish_unload(ctx, unload.node_id, unload.accelerator_id, unload.deployment_id, reason, job_id)
+    for u, reason in unloads:
+        if await unload_idle(ctx, u.node_id, u.accelerator_id, u.deployment_id, reason):
+            log.info("unloading %s from %s: %s", u.deployment_id, u.accelerator_id, reason)
     schedulable = live.schedulable_accelerators(now)
     for deployment_id in upkeep.warm_missing(live.catalog, schedulable, live.load_failures, now):
         await _load_always_warm(ctx, deployment_id)

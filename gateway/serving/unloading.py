@@ -4,6 +4,11 @@ the accelerator's leases and appended with its expected version. A lease another
 meanwhile makes the append conflict, and the unload is decided again on a view that holds it;
 once the eviction lands the deployment is UNLOADING there, so requests for it wait instead of
 running into the unload, and the eviction ends (completed, failed or overdue) as any other does.
+
+The upkeep's unloads (a keep-warm TTL, files that may not be served) go the same way
+(`unload_idle`), without waiting: a lease granted meanwhile means the copy is not idle any more.
+With several gateway replicas, only one replica's eviction lands; the others conflict, and their
+next round sees the copy UNLOADING, so they neither send a second unload nor decide again.
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 import time
 
 from eventstore.errors import ConcurrencyConflict
-from gateway.scheduler import AcceleratorState
+from gateway.scheduler import AcceleratorState, ResidencyState
 from gateway.serving.appends import catch_up_after, stage
+from gateway.serving.capacity import unload_victims
 from gateway.serving.context import ServingContext
 from streams.codes import ServingError
 from streams.envelope import new_id
@@ -81,6 +87,31 @@ async def plan_unload(
             return node_id, eviction, await done
         except ConcurrencyConflict as clash:  # another writer came first: decide again on its events
             await catch_up_after(ctx, clash, CATCH_UP_S)
+
+
+async def unload_idle(
+    ctx: ServingContext, node_id: str, accelerator_id: str, deployment_id: str, reason: str
+) -> bool:
+    """Unload an idle loaded copy through the accelerator aggregate: whether its eviction landed
+    (and its unload job was sent). Not when the view no longer holds it loaded and idle, nor when
+    another writer came first (a lease granted, another replica's eviction of it): this round's
+    view was stale, and the next one decides on the events that made it so."""
+    async with ctx.live.decision_lock:
+        state = ctx.live.view(accelerator_id)
+        loaded = state is not None and any(
+            r.deployment_id == deployment_id and r.state is ResidencyState.LOADED for r in state.residents
+        )
+        eviction = decide_unload(state, deployment_id, reason) if state is not None and loaded else None
+        if eviction is None:
+            return False
+        done = stage(ctx, accelerator_id, [eviction])
+    try:
+        await done
+    except ConcurrencyConflict as clash:
+        await catch_up_after(ctx, clash, CATCH_UP_S)
+        return False
+    await unload_victims(ctx, node_id, eviction)
+    return True
 
 
 async def _leases_ended(ctx: ServingContext, accelerator_id: str, deployment_id: str, timeout: float) -> bool:

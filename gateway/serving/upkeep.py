@@ -12,8 +12,8 @@
 - an accelerator's pressure level changes on the books (`PressureChanged`) when its stabilised
   reading does: at once on the way up, after `pressure_stable_seconds` below on the way down.
 
-Every replica runs the same upkeep; the accelerator's expected version (and job ids derived from
-the facts) make duplicates harmless.
+Every replica runs the same upkeep; the accelerator's expected version makes duplicates harmless:
+one replica's append lands, the others conflict and find it done in their next round.
 """
 
 from __future__ import annotations

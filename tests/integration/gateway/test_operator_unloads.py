@@ -1,6 +1,7 @@
-"""An operator's unload and drain against a lease another gateway replica grants as they begin (a
-replica that has not applied the drain yet): the unload is decided on the accelerator, so that
-grant makes it conflict or wait, and nothing is unloaded while the lease's request runs."""
+"""An operator's unload and drain, and the upkeep's keep-warm TTL unload, against a lease another
+gateway replica grants as they begin (a replica that has not applied the drain yet, or one serving
+the idle copy): the unload is decided on the accelerator, so that grant makes it conflict or wait,
+and nothing is unloaded while the lease's request runs."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from eventstore.store import ExpectedVersion
 from gateway.promotion.context import PromotionContext
 from gateway.promotion.operations import Operations
 from gateway.serving.context import ServingContext
+from gateway.serving.keeper import upkeep_once
 from streams.codes import ServingError
 from streams.envelope import Actor, ActorKind, new_id
 from streams.events import serving as s
 from streams.events.base import Event
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack, serve_directly
+from tests.support.agents import next_event
 from tests.support.events import lease_granted
 
 OPERATOR = Actor(ActorKind.OPERATOR, "tests")
@@ -41,12 +44,14 @@ async def _resident(stack: Stack) -> str:
     return accelerator
 
 
-def _granted_elsewhere(stack: Stack, accelerator: str) -> tuple[s.LeaseGranted, asyncio.Future[int]]:
+def _granted_elsewhere(
+    stack: Stack, accelerator: str, expires_in_s: float = 300
+) -> tuple[s.LeaseGranted, asyncio.Future[int]]:
     """A lease of the deployment appended as another replica grants one: at the version this
     gateway's view holds (the one the operation reads), sent on the gateway's own connection as
     the operation begins, so the server stores it before anything the operation appends."""
     ctx = _serving(stack)
-    expires = datetime.fromtimestamp(time.time() + 300, UTC)
+    expires = datetime.fromtimestamp(time.time() + expires_in_s, UTC)
     lease = lease_granted(f"other-{new_id()[:6]}", accelerator, expires, deployment_id=stack.deployment_id)
     version = ctx.live.versions[accelerator]
     return lease, asyncio.ensure_future(
@@ -79,6 +84,21 @@ async def _released(stack: Stack, lease: s.LeaseGranted) -> None:
     assert await _serving(stack).live.wait_applied(version)
 
 
+async def _first_unload(
+    stack: Stack, accelerator: str, granted: int, lease: s.LeaseGranted
+) -> s.EvictionPlanned:
+    """The deployment's first unload after the grant: an eviction, booked after the lease's release."""
+    events = await _after(stack, accelerator, granted)
+    ended = next(
+        i for i, e in enumerate(events) if isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id
+    )
+    unloads = _unloads(events, stack.deployment_id)
+    assert unloads
+    assert events.index(unloads[0]) > ended
+    assert isinstance(unloads[0], s.EvictionPlanned)
+    return unloads[0]
+
+
 async def test_an_unload_as_another_replica_grants_a_lease_is_refused_busy_and_unloads_nothing(
     stack: Stack,
 ) -> None:
@@ -94,6 +114,47 @@ async def test_an_unload_as_another_replica_grants_a_lease_is_refused_busy_and_u
     await _released(stack, lease)
 
 
+async def _residency(stack: Stack, policy: s.ResidencyPolicy) -> None:
+    """The deployment's residency policy set, and folded into this gateway's view."""
+    changed = s.ResidencyPolicyChanged(deployment_id=stack.deployment_id, residency=policy)
+    await stack.store.append(Aggregate.DEPLOYMENT, stack.deployment_id, [changed], ExpectedVersion.ANY)
+    live = _serving(stack).live
+    assert await live.wait_for(lambda: live.catalog.deployments[stack.deployment_id].residency == policy, 5.0)
+
+
+async def test_a_ttl_unload_as_another_replica_grants_a_lease_waits_until_the_copy_is_idle_again(
+    stack: Stack,
+) -> None:
+    accelerator = await _resident(stack)
+    ctx = _serving(stack)
+    # Idle past an hour's TTL only in the rounds this test runs, as of two hours on (the lease
+    # outlasts that): the gateway's own upkeep, on the clock, leaves the copy alone meanwhile.
+    await _residency(stack, s.ResidencyPolicy(kind="keep_warm", keep_warm_ttl_s=3600))
+    later = time.time() + 7200
+    try:
+        lease, granting = _granted_elsewhere(stack, accelerator, expires_in_s=86400)
+        await upkeep_once(ctx, later)
+        granted = await granting
+        await upkeep_once(ctx, later)  # decided on a view that holds the lease: not idle
+        await _released(stack, lease)
+        await upkeep_once(ctx, later)
+        await next_event(
+            stack.connection,
+            Aggregate.ACCELERATOR,
+            accelerator,
+            lambda e: (
+                isinstance(e, s.ResidencyUnloading)
+                and e.deployment_id == stack.deployment_id
+                and e.reason == "keep_warm_ttl"  # the agent says why: the TTL, no operator
+            ),
+        )
+    finally:
+        await _residency(stack, s.ResidencyPolicy())
+    first = await _first_unload(stack, accelerator, granted, lease)
+    assert first.reason == "keep_warm_ttl"
+
+
+# Last: it leaves the deployment drained.
 async def test_a_drain_as_another_replica_grants_a_lease_unloads_only_once_the_lease_has_ended(
     stack: Stack,
 ) -> None:
@@ -113,12 +174,5 @@ async def test_a_drain_as_another_replica_grants_a_lease_unloads_only_once_the_l
     deployment, reclaimed = await Operations(PromotionContext(ctx, OPERATOR)).drain(stack.deployment_id)
     assert deployment.drained
     assert reclaimed > 0
-    events = await _after(stack, accelerator, granted)
-    ended = next(
-        i for i, e in enumerate(events) if isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id
-    )
-    unloads = _unloads(events, stack.deployment_id)
-    assert unloads
-    assert events.index(unloads[0]) > ended
-    assert isinstance(unloads[0], s.EvictionPlanned)
-    assert unloads[0].reason == "drain"
+    first = await _first_unload(stack, accelerator, granted, lease)
+    assert first.reason == "drain"

@@ -65,19 +65,30 @@ async def test_a_keep_warm_deployment_is_unloaded_once_idle_for_its_ttl(stack: S
         deployment_id=stack.deployment_id, residency=s.ResidencyPolicy(kind="keep_warm", keep_warm_ttl_s=0.5)
     )
     await stack.store.append(Aggregate.DEPLOYMENT, stack.deployment_id, [policy], ExpectedVersion.ANY)
-    async with httpx.AsyncClient(timeout=60) as http:
-        response = await http.post(
-            f"{stack.gateway.url}/v1/embeddings",
-            json={"input": "stay warm a moment", "model": "m"},
-            headers={"authorization": f"Bearer {stack.key.key}"},
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            response = await http.post(
+                f"{stack.gateway.url}/v1/embeddings",
+                json={"input": "stay warm a moment", "model": "m"},
+                headers={"authorization": f"Bearer {stack.key.key}"},
+            )
+        assert response.status_code == 200
+        unloading = await next_event(
+            stack.connection,
+            Aggregate.ACCELERATOR,
+            f"{stack.node}-cpu0",
+            lambda e: isinstance(e, s.ResidencyUnloading) and e.deployment_id == stack.deployment_id,
         )
-    assert response.status_code == 200
-    unloaded = await next_event(
-        stack.connection,
-        Aggregate.ACCELERATOR,
-        f"{stack.node}-cpu0",
-        lambda e: isinstance(e, s.ResidencyUnloaded) and e.deployment_id == stack.deployment_id,
-    )
+        unloaded = await next_event(
+            stack.connection,
+            Aggregate.ACCELERATOR,
+            f"{stack.node}-cpu0",
+            lambda e: isinstance(e, s.ResidencyUnloaded) and e.deployment_id == stack.deployment_id,
+        )
+    finally:  # the tests after this one keep the model resident as long as they need it
+        on_demand = s.ResidencyPolicyChanged(deployment_id=stack.deployment_id, residency=s.ResidencyPolicy())
+        await stack.store.append(Aggregate.DEPLOYMENT, stack.deployment_id, [on_demand], ExpectedVersion.ANY)
+    assert unloading.reason == "keep_warm_ttl"  # the agent says why: the upkeep's TTL
     assert unloaded.reclaimed_bytes >= 0
 
 
