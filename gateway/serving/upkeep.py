@@ -44,7 +44,6 @@ class Unload(msgspec.Struct, frozen=True):
     accelerator_id: str
     node_id: str
     deployment_id: str
-    idle_since: float
 
 
 class PressureTrack(msgspec.Struct, frozen=True):
@@ -155,7 +154,7 @@ def idle_past_ttl(catalog: Catalog, accelerators: Iterable[AcceleratorState], no
             if info is None or info.residency.kind != "keep_warm" or r.state is not ResidencyState.LOADED:
                 continue
             if r.active_leases == 0 and r.last_used_at + info.residency.keep_warm_ttl_s <= now:
-                due.append(Unload(state.accelerator_id, state.node_id, r.deployment_id, r.last_used_at))
+                due.append(Unload(state.accelerator_id, state.node_id, r.deployment_id))
     return due
 
 
@@ -164,7 +163,7 @@ def unservable_idle(catalog: Catalog, accelerators: Iterable[AcceleratorState]) 
     them nothing, so their memory serves no one. No timer: the quarantine, and the end of the last
     lease of a busy one, each change the live view, which starts an upkeep round."""
     return [
-        Unload(state.accelerator_id, state.node_id, r.deployment_id, r.last_used_at)
+        Unload(state.accelerator_id, state.node_id, r.deployment_id)
         for state in accelerators
         for r in state.residents
         if r.state is ResidencyState.LOADED

@@ -29,9 +29,7 @@ def resident(active_leases: int = 0, state: ResidencyState = ResidencyState.LOAD
 @pytest.mark.parametrize("kind", ["on_demand", "keep_warm", "always_warm"])
 def test_an_idle_resident_of_a_quarantined_set_is_unloaded(kind: str) -> None:
     quarantined = catalog(kind, QUARANTINED)
-    assert upkeep.unservable_idle(quarantined, [accelerator(resident())]) == [
-        upkeep.Unload("a1", "n1", "d", 5.0)
-    ]
+    assert upkeep.unservable_idle(quarantined, [accelerator(resident())]) == [upkeep.Unload("a1", "n1", "d")]
 
 
 def test_a_resident_of_a_servable_set_is_left_loaded() -> None:

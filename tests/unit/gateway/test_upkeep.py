@@ -61,9 +61,7 @@ def test_a_keep_warm_resident_is_due_once_idle_for_its_ttl() -> None:
     idle = Resident(deployment_id="d", measured_bytes=50, last_used_at=100.0)
     catalog = catalog_with("keep_warm", ttl=30.0)
     assert upkeep.idle_past_ttl(catalog, [accelerator(idle)], now=129.0) == []
-    assert upkeep.idle_past_ttl(catalog, [accelerator(idle)], now=130.0) == [
-        upkeep.Unload("a1", "n1", "d", 100.0)
-    ]
+    assert upkeep.idle_past_ttl(catalog, [accelerator(idle)], now=130.0) == [upkeep.Unload("a1", "n1", "d")]
     assert upkeep.next_ttl_due(catalog, [accelerator(idle)]) == 130.0
 
 
