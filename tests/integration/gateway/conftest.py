@@ -79,6 +79,11 @@ async def stack(module_nats: NatsServer, minilm_root: Path, scratch: Path) -> As
     )
     gateway = InProcessGateway()
     await gateway.start(module_nats.url)
+    assert gateway.replica is not None
+    live = gateway.replica.edge.ctx.live
+    # The node takes placements once the gateway holds fresh telemetry from it: the last sample
+    # it found at start may be past the staleness bound when the set-up above ran long (a busy CI).
+    assert await live.wait_for(lambda: live.node_live(node), 30)
     yield Stack(module_nats.url, connection, store, node, minilm_root, deployment_id, key, gateway, agent)
     await gateway.stop()
     agent.stop()
