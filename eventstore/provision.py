@@ -10,18 +10,17 @@ import re
 from collections.abc import Callable, Mapping
 
 from nats.aio.client import Client
-from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import StreamConfig
 from nats.js.client import JetStreamContext
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from eventstore.errors import JetStreamUnavailable, ServerTooOld
+from eventstore.replies import resend_while_leaderless
 from streams import configs
 
 REPLICAS_ENV = "MODELFORGE_STREAM_REPLICAS"
 JETSTREAM_READY_S = 60.0
-NOT_READY_PAUSE_S = 0.5
 log = logging.getLogger("modelforge.provision")
 
 
@@ -70,7 +69,6 @@ async def ensure_streams(
     replicas = replicas or stream_replicas()
     keep_replicas = replicas is None
     js = client.jetstream()
-    await _jetstream_ready(js)
     names = []
     for config in configs_for(replicas or 1):
         assert config.name is not None
@@ -82,47 +80,35 @@ async def ensure_streams(
 async def _ensure_stream(
     js: JetStreamContext, config: StreamConfig, keep_replicas: bool, within_s: float = JETSTREAM_READY_S
 ) -> None:
-    """Create or update one stream, asking again while a request goes unanswered.
+    """Create or update one stream, asking again while nothing answers, for up to `within_s`.
 
-    On a new cluster, every gateway replica provisions at once (compose starts them together):
-    when two servers' requests to create the same replicated stream race, the cluster creates it
-    once and may leave a request without a reply. Asked again, the stream is there (or still
-    missing) and the answer comes; an update to the same configuration changes nothing."""
-    assert config.name is not None
+    A new cluster answers JetStream requests only once it has elected its meta leader, seconds
+    after its servers start: until then a request goes unanswered or finds no responders. And when
+    two replicas create the same replicated stream at once (compose starts the gateways together),
+    the cluster creates it once and may leave one request without a reply. Asked again, the stream
+    is there (or still missing) and the answer comes; an update to the same configuration changes
+    nothing."""
+    name = config.name
+    assert name is not None
     loop = asyncio.get_running_loop()
     give_up = loop.time() + within_s
+
+    async def create_or_update() -> None:
+        try:
+            info = await js.stream_info(name)
+        except NotFoundError:
+            await js.add_stream(config)
+        else:
+            kept = info.config.num_replicas if keep_replicas else config.num_replicas
+            await js.update_stream(dataclasses.replace(config, num_replicas=kept))
+
     while True:
         try:
-            try:
-                info = await js.stream_info(config.name)
-            except NotFoundError:
-                await js.add_stream(config)
-            else:
-                kept = info.config.num_replicas if keep_replicas else config.num_replicas
-                await js.update_stream(dataclasses.replace(config, num_replicas=kept))
+            await resend_while_leaderless(create_or_update, give_up - loop.time())
             return
-        except NatsTimeoutError as exc:
+        except (NatsTimeoutError, ServiceUnavailableError) as exc:  # the latter only once past give_up
             if loop.time() >= give_up:
                 raise JetStreamUnavailable(
                     f"creating or updating stream {config.name} got no answer within {within_s:.0f} s: {exc!r}"
                 ) from None
             log.info("stream %s: no answer to create or update (%r), asking again", config.name, exc)
-
-
-async def _jetstream_ready(js: JetStreamContext, within_s: float = JETSTREAM_READY_S) -> None:
-    """A cluster answers JetStream requests only once it has elected its meta leader, seconds
-    after its servers start: until then a request goes unanswered (each try waits for a reply)."""
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + within_s
-    while True:
-        try:
-            await js.account_info()
-            return
-        except (NatsTimeoutError, NoRespondersError, ServiceUnavailableError) as exc:
-            if loop.time() >= give_up:
-                raise JetStreamUnavailable(
-                    f"JetStream did not answer within {within_s:.0f} s: {exc!r}"
-                ) from None
-            log.info("waiting for JetStream (%r)", exc)
-            if not isinstance(exc, NatsTimeoutError):  # refused at once: do not spin
-                await asyncio.sleep(NOT_READY_PAUSE_S)

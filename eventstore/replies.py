@@ -23,7 +23,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js.errors import NoStreamResponseError
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
 _NO_RESPONDERS = "503"
 NO_LEADER_PAUSE_S, MAX_NO_LEADER_PAUSE_S = 0.05, 1.0
@@ -111,10 +111,12 @@ def inbox_of(client: Client) -> ReplyInbox:
 
 
 async def resend_while_leaderless(send: Callable[[], Awaitable[T]], within_s: float) -> T:
-    """`send()`, again while nothing answers it (`NoRespondersError`), for up to `within_s`.
+    """`send()`, again while nothing answers it (no responders, under any of nats-py's three names
+    for it), for up to `within_s`.
 
     A publish to a stream that no server answers was not stored: in a cluster, the stream is
-    electing a new leader after the server that led it left, which takes a few seconds. Nothing
+    electing a new leader after the server that led it left, which takes a few seconds (and a new
+    cluster's JetStream API has no responder until its meta leader is elected). Nothing
     tells a client when that is done, so the resends back off from 50 ms, doubling to 1 s. Past
     `within_s` the last such error is raised."""
     loop = asyncio.get_running_loop()
@@ -122,7 +124,7 @@ async def resend_while_leaderless(send: Callable[[], Awaitable[T]], within_s: fl
     while True:
         try:
             return await send()
-        except (NoRespondersError, NoStreamResponseError):  # the second: nats-py's JetStream publish
+        except (NoRespondersError, NoStreamResponseError, ServiceUnavailableError):  # nats-py's names for it
             remaining = give_up - loop.time()
             if remaining <= 0:
                 raise
