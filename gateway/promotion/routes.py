@@ -21,9 +21,14 @@ from streams.contracts import CONTRACTS
 ROUTE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def capability_names() -> set[str]:
+def capability_names() -> frozenset[str]:
     """`rag.embedding@1` and `rag.embedding`: what a client may name a capability by."""
-    return {name for capability in CONTRACTS for name in (capability, capability.partition("@")[0])}
+    return _CAPABILITY_NAMES
+
+
+_CAPABILITY_NAMES = frozenset(
+    name for capability in CONTRACTS for name in (capability, capability.partition("@")[0])
+)
 
 
 def check_route(route: str, deployments: Iterable[DeploymentState]) -> None:

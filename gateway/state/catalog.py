@@ -119,15 +119,22 @@ class Catalog(msgspec.Struct, frozen=True):
         Experiments are reached only through their route, never through a capability's or a stable
         deployment's model name: new routes cannot take those (gateway.promotion.routes), and an
         experiment an older log routed under one does not take the stable deployment's traffic."""
-        if model and not names_stable(model, self.deployments.values()):
-            for deployment in self.deployments.values():
-                if (
-                    deployment.capability == capability
-                    and deployment.channel == "experiment"
-                    and deployment.route == model
-                    and self._routable(deployment)
-                ):
-                    return deployment
+        if model:
+            routed = next(
+                (
+                    d
+                    for d in self.deployments.values()
+                    if d.capability == capability
+                    and d.channel == "experiment"
+                    and d.route == model
+                    and self._routable(d)
+                ),
+                None,
+            )
+            # the stable names are checked only where an experiment has the route (rare, and
+            # every request names a model)
+            if routed and not names_stable(model, self.deployments.values()):
+                return routed
         return self.stable_for(capability)
 
     def node_of_accelerator(self, accelerator_id: str) -> NodeInfo | None:
