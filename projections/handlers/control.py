@@ -264,6 +264,8 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     candidate_id=event.candidate_id,
                     evidence_fingerprint=event.evidence_fingerprint,
                     evidence=event.evidence,
+                    approved_by=event.approved_by,
+                    approval_reason=event.reason,
                     status="active",
                     approved_at=at,
                     updated_at=at,
