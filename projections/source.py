@@ -197,19 +197,27 @@ async def last_sequence(stream: str, urls: str | None = None) -> tuple[int, int]
     return int(state.get("first_seq", 0)), int(state.get("last_seq", 0))
 
 
+REPLICA_TRIES = 5  # a replica is picked at random per request
+
+
 async def stored_ns(stream: str, seq: int, urls: str | None = None) -> int:
     """When the server stored message `seq` of `stream`, in ns since the epoch.
 
     A direct get (both event streams allow it): the projector's NATS user may read messages
-    that way, not through `$JS.API.STREAM.MSG.GET` (deploy/nats/nats.conf)."""
+    that way, not through `$JS.API.STREAM.MSG.GET` (deploy/nats/nats.conf). Any replica may
+    answer one; `min_last_seq` makes one that has not stored `seq` yet refuse (412) rather than
+    say it is not in the stream, and we ask again."""
     raw = await RawNats.open(urls)
+    request = json.dumps({"seq": seq, "min_last_seq": seq}).encode()
     try:
-        headers, _data = await raw.request_raw(
-            f"$JS.API.DIRECT.GET.{stream}", json.dumps({"seq": seq}).encode()
-        )
+        for _ in range(REPLICA_TRIES):
+            headers, _data = await raw.request_raw(f"$JS.API.DIRECT.GET.{stream}", request)
+            # "NATS/1.0 404 Message Not Found": the status after "NATS/1.0 "
+            status = headers.split(_CRLF, 1)[0][9:].strip()
+            if not status.startswith(b"412"):
+                break
     finally:
         await raw.close()
-    status = headers.split(_CRLF, 1)[0][9:].strip()  # "NATS/1.0 404 Message Not Found": after "NATS/1.0 "
     if status or not headers:
         reason = status.decode(errors="replace") or "no headers"
         raise SourceLost(f"{stream} sequence {seq} is not in the stream: {reason}")
