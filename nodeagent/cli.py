@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from nodeagent.settings import ARTIFACT_ROOT_ENV, NODE_ID_ENV
+from nodeagent.settings import ARTIFACT_ROOT_ENV, CPU_THREADS_ENV, DEFAULT_CPU_THREADS, NODE_ID_ENV
 
 DEFAULT_TELEMETRY_INTERVAL_S = 5.0
 MINILM_FOLDER = "all-MiniLM-L6-v2"
@@ -39,8 +39,22 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         telemetry_interval_s=args.telemetry_interval,
         job_ack_wait_s=args.job_ack_wait,
         job_attempts=args.job_attempts,
+        cpu_threads=_cpu_threads(args.cpu_threads),
     )
     return main(config)
+
+
+def _cpu_threads(given: int | None) -> int:
+    raw = given if given is not None else os.environ.get(CPU_THREADS_ENV) or DEFAULT_CPU_THREADS
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise SystemExit(
+            f"modelforge agent: --cpu-threads (or {CPU_THREADS_ENV}) must be a whole number ≥ 1, not {raw!r}"
+        )
+    return threads
 
 
 async def _register(node_id: str, folder: str, manifest: Any, set_id: str) -> bool:
@@ -109,6 +123,11 @@ def register(subparsers: Any) -> None:
     agent.add_argument("--node-id", default=None)
     agent.add_argument("--artifact-root", default=None)
     agent.add_argument("--cpu-memory-budget", type=int, default=4 << 30, help="bytes (CPU device)")
+    agent.add_argument(
+        "--cpu-threads",
+        type=int,
+        help=f"threads ONNX Runtime runs one batch on (default: {CPU_THREADS_ENV} or {DEFAULT_CPU_THREADS})",
+    )
     agent.add_argument(
         "--telemetry-interval", type=float, default=DEFAULT_TELEMETRY_INTERVAL_S, help="seconds"
     )

@@ -22,6 +22,7 @@ from nodeagent.agent.capabilities import MeasuredOutput
 from nodeagent.agent.hardware import Accelerator, Hardware
 from nodeagent.agent.invoke import InvokeServer
 from nodeagent.agent.residency import Residency, load_blocking, unload_blocking, verify_integrity
+from nodeagent.settings import DEFAULT_CPU_THREADS
 from streams import codes
 from streams.codes import ServingError
 from streams.envelope import Actor
@@ -53,6 +54,7 @@ class AgentState:
     invokes: InvokeServer
     actor: Actor
     residencies: dict[str, Residency] = field(default_factory=dict)
+    cpu_threads: int = DEFAULT_CPU_THREADS
 
     def residencies_on(self, accelerator_id: str) -> list[str]:
         return sorted(d for d, r in self.residencies.items() if r.accelerator_id == accelerator_id)
@@ -148,6 +150,7 @@ class Operations:
                 job.capability,
                 accelerator,
                 job.max_batch_size,
+                self.state.cpu_threads,
             )
         except ServingError as error:
             await self._record(job, self._load_failed(job, error.code, error.message))
@@ -246,6 +249,7 @@ class Operations:
                 job.capability,
                 accelerator,
                 PROBE_MAX_BATCH,
+                self.state.cpu_threads,
             )
         except ServingError as error:
             await self.fail(job, error.code, error.message)

@@ -25,6 +25,7 @@ from nodeagent.agent.operations import AgentState, Operations
 from nodeagent.agent.registration import start_generation
 from nodeagent.agent.telemetry import TelemetryPublisher
 from nodeagent.runtimes.select import tensorrt_installed
+from nodeagent.settings import DEFAULT_CPU_THREADS
 from streams import subjects
 from streams.envelope import Actor, ActorKind
 
@@ -41,6 +42,7 @@ class AgentConfig:
     job_ack_wait_s: float = 30.0
     job_attempts: int = 4  # runs of one job before it is recorded failed
     fetch_expiry_s: float = 5.0
+    cpu_threads: int = DEFAULT_CPU_THREADS
 
 
 async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
@@ -58,7 +60,14 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
     try:
         generation = await start_generation(EventStore(connection), hardware, runtimes, actor)
         state = AgentState(
-            node_id, artifact_root, hardware, generation, EventStore(connection), invokes, actor
+            node_id,
+            artifact_root,
+            hardware,
+            generation,
+            EventStore(connection),
+            invokes,
+            actor,
+            cpu_threads=config.cpu_threads,
         )
         telemetry = TelemetryPublisher(
             connection.client, hardware, generation, state.residencies_on, config.telemetry_interval_s

@@ -27,6 +27,7 @@ from nodeagent.artifacts import (
 )
 from nodeagent.runtimes import Runtime, RuntimeOptions
 from nodeagent.runtimes.select import RuntimeKind, create_runtime, tensorrt_installed
+from nodeagent.settings import DEFAULT_CPU_THREADS
 from streams import codes
 from streams.codes import ServingError
 
@@ -168,6 +169,7 @@ def load_blocking(
     capability: str,
     accelerator: Accelerator,
     max_batch: int,
+    cpu_threads: int = DEFAULT_CPU_THREADS,
 ) -> tuple[Runtime, CapabilityServer, LoadMeasurement]:
     """Verify, load, warm up and measure. Raises ServingError with a stable code on any refusal."""
     started = time.perf_counter()
@@ -175,7 +177,7 @@ def load_blocking(
     runtime = runtime_for(accelerator)
     server, onnx_path = _server(capability, verified, runtime, max_batch)
     try:
-        runtime.load(onnx_path, RuntimeOptions(max_batch=max_batch))
+        runtime.load(onnx_path, RuntimeOptions(intra_op_threads=cpu_threads, max_batch=max_batch))
         loaded = runtime.memory_stats()
         warm_started = time.perf_counter()
         server.test_inference()

@@ -81,6 +81,10 @@ class OnnxRuntimeCpu:
         self._memory.sample(process_rss_bytes())
         return {name: np.asarray(value) for name, value in zip(names, results, strict=True)}
 
+    def session_options(self) -> ort.SessionOptions:
+        """The options the loaded session runs with (threads, optimisation level)."""
+        return self._require_session().get_session_options()
+
     def unload(self) -> None:
         self._session = None
         gc.collect()

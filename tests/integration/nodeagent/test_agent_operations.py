@@ -1,7 +1,7 @@
 """Control jobs on a node with two devices. An agent process on a machine without NVIDIA GPUs has
 exactly one (`hardware.detect`: the NVML GPUs, else one CPU device), so these tests run the agent's
 `Operations` in-process on a hardware description of two CPU devices, with the real event store,
-invoke server and MiniLM loads."""
+invoke server and MiniLM loads; and the CPU threads a load runs on."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from nodeagent.agent.hardware import Hardware, cpu_accelerator, fingerprint
 from nodeagent.agent.invoke import InvokeServer
 from nodeagent.agent.operations import AgentState, Operations
 from nodeagent.agent.residency import unload_blocking
+from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from streams import codes
 from streams.envelope import Actor, ActorKind, new_id
 from streams.events import serving as s
@@ -74,3 +75,24 @@ async def test_a_load_for_a_deployment_held_on_another_device_of_the_node_is_ref
     assert two_device_node.residencies_on(held) == ["dep-twice"]
     assert two_device_node.residencies_on(other) == []
     assert two_device_node.invokes.serving("dep-twice")
+
+
+async def test_a_cpu_load_runs_on_the_threads_the_agent_was_given(
+    connection: Connection, store: EventStore, artifact_root: Path, minilm_manifest: list[dict[str, object]]
+) -> None:
+    node = f"node-{new_id()[:8]}"
+    invokes = InvokeServer(connection.client, node)
+    hardware = Hardware(node, "one-device", (cpu_accelerator(node, 4 << 30),), "fp")
+    state = AgentState(
+        node, artifact_root, hardware, 1, store, invokes, Actor(ActorKind.AGENT, node), cpu_threads=1
+    )
+    await Operations(state).load(load_job(node, "dep-threads", MINILM, minilm_manifest))
+    try:
+        runtime = state.residencies["dep-threads"].runtime
+        assert isinstance(runtime, OnnxRuntimeCpu)
+        assert runtime.session_options().intra_op_num_threads == 1
+    finally:
+        await invokes.close()
+        for residency in state.residencies.values():
+            await residency.server.close()
+            await asyncio.to_thread(unload_blocking, residency.runtime)
