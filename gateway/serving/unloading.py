@@ -9,6 +9,9 @@ The upkeep's unloads (a keep-warm TTL, files that may not be served) go the same
 (`unload_idle`), without waiting: a lease granted meanwhile means the copy is not idle any more.
 With several gateway replicas, only one replica's eviction lands; the others conflict, and their
 next round sees the copy UNLOADING, so they neither send a second unload nor decide again.
+
+None of these makes room for a model: the eviction cooldown, which spaces placement's evictions
+against thrashing, neither holds them back nor starts with them (`gateway.state.accelerators`).
 """
 
 from __future__ import annotations

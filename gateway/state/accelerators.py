@@ -160,7 +160,12 @@ def evolve_accelerator(
                 else r
                 for r in state.residents
             )
-            return msgspec.structs.replace(state, residents=residents, last_eviction_at=when)
+            # The eviction cooldown spaces placement's own evictions (making room for a model), so
+            # that it cannot thrash models in and out; an operator's unload or drain and the upkeep's
+            # unloads (keep-warm TTL, unservable files) make room for nobody and do not start it.
+            made_room = event.reason == "eviction"
+            since = when if made_room else state.last_eviction_at
+            return msgspec.structs.replace(state, residents=residents, last_eviction_at=since)
         case s.PressureChanged():
             reading = PressureReading(level=Pressure(event.current), since=when)
             return msgspec.structs.replace(state, pressure=reading)

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gateway.scheduler import ResidencyState, account
+from gateway.scheduler import (
+    ModelEnvelope,
+    PlacementRequest,
+    ResidencyState,
+    Verdict,
+    account,
+    plan_placement,
+)
 from gateway.scheduler.policy import SchedulerPolicy
 from gateway.state.accelerators import evolve_accelerator, new_accelerator, with_telemetry
 from gateway.state.catalog import Catalog, evolve_catalog
 from streams.events import serving as s
 from streams.events.base import Event
-from tests.support.events import lease_granted, residency_loaded, stable_deployment
+from tests.support.events import catalog_of, lease_granted, residency_loaded, stable_deployment
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 MIB = 1 << 20
@@ -135,3 +142,63 @@ def test_the_view_accounts_resident_and_leased_bytes_with_fresh_telemetry() -> N
     assert budget.leased_bytes == 16 * MIB
     assert budget.external_bytes == 280 * MIB  # 400 observed - 120 attributed
     assert budget.schedulable_bytes == 4096 * MIB - 256 * MIB - 400 * MIB - 16 * MIB
+
+
+def _unload_of(victim: str, reason: str) -> s.EvictionPlanned:
+    """An eviction of `victim` alone that makes room for nobody: an operator's or the upkeep's."""
+    return s.EvictionPlanned(
+        eviction_id=f"unload-{victim}",
+        accelerator_id="n1-cpu0",
+        victims=(victim,),
+        for_deployment_id="",
+        required_bytes=0,
+        decision_fingerprint="",
+        reason=reason,
+    )
+
+
+def test_an_unload_that_makes_room_for_nobody_starts_no_eviction_cooldown() -> None:
+    # The cooldown keeps placement from thrashing models in and out; an operator's unload or drain
+    # and the upkeep's unloads are no placement's choice, and must not hold the next one back.
+    for reason in ("operator", "drain", "keep_warm_ttl", "artifact_set_unservable"):
+        assert fold(LOAD, LOADED, _unload_of("emb", reason)).last_eviction_at is None, reason
+
+
+def test_a_cold_request_right_after_a_keep_warm_unload_may_still_evict_to_make_room() -> None:
+    """Three models of 1.5 GiB on a 4 GiB device: `ttl` (keep-warm) unloaded once idle, then `b`
+    loaded into its room; a request for `c` must evict one of the idle others at once, not wait out (or, with a
+    deadline shorter than it, be refused REQUEST_TIMEOUT for) a cooldown that no placement began."""
+    size = 1536 * MIB
+    envelope = s.ResourceEnvelope(required_bytes=size, peak_bytes=size, per_request_bytes=0, cold_load_ms=500)
+    catalog = catalog_of(
+        *(stable_deployment(name, envelope) for name in ("emb", "b", "c")),
+        stable_deployment("ttl", envelope, s.ResidencyPolicy(kind="keep_warm", keep_warm_ttl_s=60)),
+    )
+    loads = [
+        event
+        for name in ("emb", "ttl")
+        for event in (
+            s.ResidencyLoadRequested(
+                load_id=f"L-{name}",
+                accelerator_id="n1-cpu0",
+                node_id="n1",
+                deployment_id=name,
+                required_bytes=size,
+            ),
+            residency_loaded(f"L-{name}", "n1-cpu0", measured_bytes=size, deployment_id=name),
+        )
+    ]
+    unloaded = s.ResidencyUnloaded(accelerator_id="n1-cpu0", deployment_id="ttl", reclaimed_bytes=size)
+    b_loaded = residency_loaded("L-b", "n1-cpu0", measured_bytes=size, deployment_id="b")
+    state = new_accelerator("n1-cpu0", "n1", 4096 * MIB)
+    for event in (*loads, _unload_of("ttl", "keep_warm_ttl"), unloaded, b_loaded):
+        state = evolve_accelerator(state, event, AT, catalog)
+    now = AT.timestamp() + 1.0
+    state = with_telemetry(state, 2 * size, now)
+    policy = SchedulerPolicy(
+        safety_reserve_min_bytes=0, safety_reserve_fraction=0.0, cold_load_margin_min_bytes=0
+    )
+    wanted = ModelEnvelope(deployment_id="c", required_bytes=size, peak_bytes=0, cold_load_ms=500)
+    decision = plan_placement([state], wanted, PlacementRequest(deadline_ms=30_000), policy, now)
+    assert decision.verdict is Verdict.ADMIT_AFTER_EVICTION, decision.reason_codes
+    assert len(decision.evictions) == 1  # `emb` or `b`: both idle, used at the same moment
