@@ -2,7 +2,8 @@
 
 authenticate → authorise the capability → read the body within its limit → parse and validate
 (the dialect's job) → client limits (alongside the capacity search when the client is far from
-them: `gateway.clients.admission`) → serve → render (the dialect's job). A refusal, by the
+them: `gateway.clients.admission`) → serve, stopped if the client disconnects
+(`gateway.http.disconnect`) → render (the dialect's job). A refusal, by the
 checks or the client's limits, is recorded as the request's only event (`RequestRejected`);
 later failures are recorded by the pipeline.
 """
@@ -20,6 +21,7 @@ from starlette.responses import Response
 from gateway.clients.admission import Admission
 from gateway.clients.model import ClientPrincipal
 from gateway.http.body import decode_json, read_limited
+from gateway.http.disconnect import while_connected
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
 from gateway.http.stamps import request_id_of
@@ -97,21 +99,24 @@ async def run_capability(
             if not admission.overlapped:
                 await admission.settle()
             serving = True
-            result = await serve(
-                edge.ctx,
-                request_id=request_id,
-                client_id=principal.client_id,
-                capability=capability,
-                payload=prepared.payload,
-                shape=prepared.shape,
-                deadline=deadline,
-                started=started,
-                validation_ms=(validated - resolved) * 1000,
-                resolution_ms=(resolved - started) * 1000,
-                model=prepared.model,
-                admitted=admission.settle,
-                priority=principal.priority,
-                render=lambda served: prepared.render(served.result, served, request_id),
+            result = await while_connected(
+                request,
+                serve(
+                    edge.ctx,
+                    request_id=request_id,
+                    client_id=principal.client_id,
+                    capability=capability,
+                    payload=prepared.payload,
+                    shape=prepared.shape,
+                    deadline=deadline,
+                    started=started,
+                    validation_ms=(validated - resolved) * 1000,
+                    resolution_ms=(resolved - started) * 1000,
+                    model=prepared.model,
+                    admitted=admission.settle,
+                    priority=principal.priority,
+                    render=lambda served: prepared.render(served.result, served, request_id),
+                ),
             )
         finally:
             edge.ctx.spawn(admission.close())

@@ -4,7 +4,9 @@ any lease it held is given back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 
 import httpx
@@ -12,6 +14,7 @@ import msgspec
 import pytest
 
 from eventstore.store import ExpectedVersion
+from gateway.clients.service import ClientService
 from gateway.serving.appends import stage
 from gateway.serving.pipeline import Served
 from streams import subjects
@@ -19,6 +22,7 @@ from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import control as c
 from streams.events import serving as s
+from streams.events.requests import RequestFailed
 from streams.messages import QueueDepth
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import (
@@ -102,13 +106,14 @@ async def test_a_cold_load_whose_job_cannot_be_sent_is_refused_and_leaves_nothin
 NO_PRESSURE = {"pressure_elevated_at": 2.0, "pressure_high_at": 2.0, "pressure_critical_at": 2.0}
 
 
-async def test_a_request_its_client_limits_refuse_while_it_waits_for_capacity_leaves_the_line(
-    stack: Stack,
-) -> None:
+@contextlib.asynccontextmanager
+async def _device_held(stack: Stack) -> AsyncIterator[Callable[[], Awaitable[int]]]:
+    """While the block runs, a lease holds the stack's whole device, so requests wait in line for
+    it, and the reader it yields gives this gateway's next announced line length; after the block
+    the lease is released and what the gateway began meanwhile has settled."""
     assert stack.gateway.replica is not None
     ctx = stack.gateway.replica.edge.ctx
     accelerator = f"{stack.node}-cpu0"
-    # A lease holding the whole device: the request must wait in line for it to end.
     blocker = lease_granted(
         f"blocker-{new_id()[:6]}",
         accelerator,
@@ -117,36 +122,46 @@ async def test_a_request_its_client_limits_refuse_while_it_waits_for_capacity_le
         deployment_id=stack.deployment_id,
     )
     released = s.LeaseReleased(lease_id=blocker.lease_id, accelerator_id=accelerator, outcome="completed")
-    request_id = f"refused-in-line-{new_id()[:6]}"
     depths = await stack.connection.client.subscribe(subjects.queue_depth_subject(ctx.gateway_id))
 
     async def depth() -> int:
         return msgspec.json.decode((await depths.next_msg(timeout=20)).data, type=QueueDepth).depth
-
-    async def refused_once_in_line() -> None:  # the limits' answer arrives while it waits
-        while await depth() < 1:
-            pass
-        raise ServingError("RATE_LIMITED", "over the rate")
 
     # The blocker's pressure (past 100 %) is not under test: it would refuse instead of queueing.
     async with policy_while(stack, NO_PRESSURE):
         seq = await stack.store.append(Aggregate.ACCELERATOR, accelerator, [blocker], ExpectedVersion.ANY)
         try:
             assert await ctx.live.wait_applied(seq, timeout=10)
-            with pytest.raises(ServingError, match="over the rate"):
-                await serve_directly(stack, request_id, ["x"], admitted=refused_once_in_line)
-            async with asyncio.timeout(20):  # the line empties: the search stopped
-                while await depth():
-                    pass
+            yield depth
         finally:
             await depths.unsubscribe()
             seq = await stack.store.append(
                 Aggregate.ACCELERATOR, accelerator, [released], ExpectedVersion.ANY
             )
-        assert ctx.queued == 0
         assert await ctx.live.wait_applied(seq, timeout=10)
-        await stack.gateway.settled()  # had the search gone on, it would be leased by now
-    events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, accelerator)
+        await stack.gateway.settled()  # had a request stayed in line, it would be leased by now
+
+
+async def test_a_request_its_client_limits_refuse_while_it_waits_for_capacity_leaves_the_line(
+    stack: Stack,
+) -> None:
+    assert stack.gateway.replica is not None
+    ctx = stack.gateway.replica.edge.ctx
+    request_id = f"refused-in-line-{new_id()[:6]}"
+    async with _device_held(stack) as depth:
+
+        async def refused_once_in_line() -> None:  # the limits' answer arrives while it waits
+            while await depth() < 1:
+                pass
+            raise ServingError("RATE_LIMITED", "over the rate")
+
+        with pytest.raises(ServingError, match="over the rate"):
+            await serve_directly(stack, request_id, ["x"], admitted=refused_once_in_line)
+        async with asyncio.timeout(20):  # the line empties: the search stopped
+            while await depth():
+                pass
+        assert ctx.queued == 0
+    events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, f"{stack.node}-cpu0")
     assert not [e for e in events if isinstance(e, s.LeaseGranted) and e.request_id == request_id]
 
 
@@ -223,3 +238,34 @@ async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_reco
 
     assert (await failure_of(stack, request_id)).code == code
     assert (await release_of(stack, request_id)).outcome == "failed"
+
+
+async def test_a_request_whose_client_disconnects_while_it_waits_for_capacity_leaves_the_line(
+    stack: Stack,
+) -> None:
+    assert stack.gateway.replica is not None
+    ctx = stack.gateway.replica.edge.ctx
+    gone = await ClientService(stack.store).create(f"gone-{new_id()[:6]}", ["rag.embedding@1"])
+    # (its deadline, 10 s, is what would end its wait if nothing noticed the client leave)
+    headers = {"authorization": f"Bearer {gone.key}", "x-request-timeout-ms": "10000"}
+    async with _device_held(stack) as depth, httpx.AsyncClient(timeout=60) as http:
+        waiting = asyncio.ensure_future(
+            http.post(f"{stack.gateway.url}/v1/embeddings", json={"input": "x"}, headers=headers)
+        )
+        while await depth() < 1:
+            pass
+        waiting.cancel()  # the client gives up: its connection closes
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        failed = await first_event(
+            stack,
+            subjects.REQUESTS_STREAM,
+            lambda e: isinstance(e, RequestFailed) and e.client_id == gone.client_id,
+        )
+        async with asyncio.timeout(20):  # the line empties
+            while await depth():
+                pass
+    assert failed.code == "REQUEST_CANCELLED"  # type: ignore[attr-defined]
+    assert ctx.queued == 0
+    events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, f"{stack.node}-cpu0")
+    assert not [e for e in events if isinstance(e, s.LeaseGranted) and e.client_id == gone.client_id]
