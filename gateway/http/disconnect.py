@@ -4,14 +4,15 @@ uvicorn does not cancel a handler whose client went away, so a request waiting i
 queue would keep its place (counted against `global_queue_limit` on every replica), then take a
 lease and run the model for nobody, until its deadline. Once the body is read, the ASGI `receive`
 has nothing more to say but `http.disconnect`, which it says when the client goes (or once the
-response is complete): the serving path races that.
+response is complete): one watcher task waits for it and cancels the handler, which serves in its
+own task as before (no second task on the hot path).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from starlette.requests import Request
 
@@ -20,23 +21,26 @@ from streams.codes import ServingError
 T = TypeVar("T")
 
 
-async def _disconnected(request: Request) -> None:
+async def _cancel_when_gone(request: Request, handler: asyncio.Task[object]) -> None:
     while (await request.receive())["type"] != "http.disconnect":
         pass
+    handler.cancel()
 
 
-async def while_connected(request: Request, work: Coroutine[Any, Any, T]) -> T:
+async def while_connected(request: Request, work: Awaitable[T]) -> T:
     """`work`'s outcome, or REQUEST_CANCELLED once it was cancelled because the client left first
     (the body must have been read: what the client sends after it is not looked at)."""
-    serving = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(_disconnected(request))
+    handler = asyncio.current_task()
+    assert handler is not None
+    watcher = asyncio.ensure_future(_cancel_when_gone(request, handler))
     try:
-        await asyncio.wait((serving, gone), return_when=asyncio.FIRST_COMPLETED)
+        return await work
+    except asyncio.CancelledError:
+        if not watcher.done() or watcher.cancelled():
+            raise  # cancelled from elsewhere (a shutdown): not ours to answer
+        handler.uncancel()  # the watcher's cancel is answered here
+        raise ServingError(
+            "REQUEST_CANCELLED", "the client disconnected before the request finished"
+        ) from None
     finally:
-        gone.cancel()
-        if not serving.done():  # the client left (or this handler was cancelled): stop serving
-            serving.cancel()
-            await asyncio.wait((serving,))
-    if serving.cancelled():
-        raise ServingError("REQUEST_CANCELLED", "the client disconnected before the request finished")
-    return serving.result()
+        watcher.cancel()
