@@ -181,6 +181,12 @@ WORKER_RESTART_RECONCILED: Final = spec(
 DEPLOYMENT_BUSY: Final = spec(
     "DEPLOYMENT_BUSY", 409, "The deployment has active requests; they must finish before unload."
 )
+DEPLOYMENT_ALWAYS_WARM: Final = spec(
+    "DEPLOYMENT_ALWAYS_WARM",
+    409,
+    "The deployment is always-warm, so it would be loaded again at once: change its residency "
+    "policy, or drain it, before unloading.",
+)
 
 # --- node agent and artifacts ------------------------------------------------------------------------
 NODE_OWNERSHIP_MISMATCH: Final = spec(

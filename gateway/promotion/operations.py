@@ -67,8 +67,15 @@ class Operations:
         return await self.promotion.deployment(deployment_id), reclaimed
 
     async def unload(self, deployment_id: str) -> tuple[bool, int]:
-        """(was resident, reclaimed bytes); DEPLOYMENT_BUSY while a lease of it is held."""
-        await self.promotion.deployment(deployment_id)
+        """(was resident, reclaimed bytes); DEPLOYMENT_BUSY while a lease of it is held.
+        DEPLOYMENT_ALWAYS_WARM for a copy the upkeep keeps loaded: unloading it would not last."""
+        deployment = await self.promotion.deployment(deployment_id)
+        if deployment.residency.kind == "always_warm" and deployment.active and not deployment.draining:
+            raise ServingError(
+                "DEPLOYMENT_ALWAYS_WARM",
+                f"{deployment_id} is always-warm and would be loaded again at once: change its "
+                "residency policy (on_demand or keep_warm) or drain it first",
+            )
         planned = await plan_unload(self.ctx, deployment_id, "operator", 0.0)
         if planned is None:
             return False, 0

@@ -154,6 +154,23 @@ async def test_a_ttl_unload_as_another_replica_grants_a_lease_waits_until_the_co
     assert first.reason == "keep_warm_ttl"
 
 
+async def test_an_unload_of_an_always_warm_deployment_is_refused_naming_the_policy_and_unloads_nothing(
+    stack: Stack,
+) -> None:
+    accelerator = await _resident(stack)
+    ctx = _serving(stack)
+    version = ctx.live.versions[accelerator]
+    await _residency(stack, s.ResidencyPolicy(kind="always_warm"))
+    try:
+        with pytest.raises(ServingError) as refused:
+            await Operations(PromotionContext(ctx, OPERATOR)).unload(stack.deployment_id)
+    finally:
+        await _residency(stack, s.ResidencyPolicy())
+    assert refused.value.code == "DEPLOYMENT_ALWAYS_WARM"
+    assert refused.value.http_status == 409
+    assert _unloads(await _after(stack, accelerator, version), stack.deployment_id) == []
+
+
 # Last: it leaves the deployment drained.
 async def test_a_drain_as_another_replica_grants_a_lease_unloads_only_once_the_lease_has_ended(
     stack: Stack,
