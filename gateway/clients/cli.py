@@ -37,7 +37,11 @@ def register(subparsers: Any) -> None:
     create.add_argument("--expires-in-days", type=float, help="the key expires after this many days")
     create.set_defaults(handler=_run(_create))
 
-    rotate = verbs.add_parser("rotate", help="issue a new key; the old one stops (after a grace period)")
+    rotate = verbs.add_parser(
+        "rotate",
+        help="issue a new key; the old one stops (after a grace period); a client whose keys were "
+        "all revoked gets a fresh one",
+    )
     rotate.add_argument("client", help="client id or name")
     rotate.add_argument("--grace-seconds", type=float, default=0.0)
     rotate.add_argument("--expires-in-days", type=float)

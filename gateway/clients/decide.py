@@ -98,12 +98,11 @@ def _create(state: ClientState | None, command: CreateClient, now: datetime) -> 
 
 
 def _rotate(state: ClientState, command: RotateCredential, now: datetime) -> list[Event]:
+    """Replace the current credential (or the one named) with a new key. A client with no current
+    credential (every key revoked, as after a leak) is issued a new key, as the seed's rotate does:
+    otherwise nothing could give it one, since its name is taken for good."""
     if command.credential_id is None:
         old = state.current_credential()
-        if old is None:
-            raise ServingError(
-                "CREDENTIAL_NOT_FOUND", f"client {state.client_id!r} has no active credential to rotate"
-            )
     else:
         found = state.credential(command.credential_id)
         if found is None or found.revoked or found.rotated_away:
@@ -116,6 +115,8 @@ def _rotate(state: ClientState, command: RotateCredential, now: datetime) -> lis
     if not 0 <= command.grace_s <= MAX_GRACE_S:
         raise ServingError("INVALID_INPUT", f"grace must be 0-{MAX_GRACE_S:.0f} seconds", "grace_s")
     _check_key(command.key, now, state)
+    if old is None:
+        return [_issued(state.client_id, command.key)]
     grace_until = now + timedelta(seconds=command.grace_s) if command.grace_s > 0 else None
     return [
         CredentialRotated(

@@ -101,7 +101,8 @@ class IssueCredential:
 
 @dataclass(frozen=True, slots=True)
 class RotateCredential:
-    """Replace a credential (default: the current one); the old key works `grace_s` more seconds."""
+    """Replace a credential (default: the current one); the old key works `grace_s` more seconds.
+    A client with no current credential (all revoked) is issued a new one."""
 
     client_id: str
     key: NewKey

@@ -81,6 +81,20 @@ async def test_rotation_without_grace_stops_the_old_key_at_once(
         replica.directory.authenticate(bearer(second.key))
 
 
+async def test_rotating_a_client_whose_only_key_was_revoked_gives_it_a_working_key(
+    service: ClientService, gateways: Gateways, unique_name: str
+) -> None:
+    # The way back after revoking a leaked key (as in the seed): the name is taken, so `create`
+    # cannot help, and rotate issues the client a fresh key; the revoked one stays refused.
+    first = await service.create(unique_name, ["rag.embedding@1"])
+    await service.revoke(first.client_id, first.credential_id, "leaked")
+    second = await service.rotate(first.client_id, grace_s=60)
+    await gateways.applied(second.sequence)
+    for replica in gateways.both:
+        assert replica.directory.authenticate(bearer(second.key)).credential_id == second.credential_id
+        assert "revoked" in assert_rejected(replica.directory, first.key, 401).message
+
+
 async def test_an_expired_credential_is_rejected(
     service: ClientService, gateways: Gateways, unique_name: str
 ) -> None:

@@ -141,15 +141,30 @@ def test_rotation_refuses_a_negative_grace_and_a_reused_credential_id() -> None:
     refused(runner, RotateCredential(CLIENT, new_key("cred_first")[1]), "STATE_CONFLICT")
 
 
-def test_rotation_needs_an_active_credential() -> None:
+def test_rotating_a_named_credential_needs_it_active() -> None:
     runner = created_runner()
     runner.run(RevokeCredential(CLIENT, "cred_first"))
-    refused(runner, RotateCredential(CLIENT, new_key("cred_x")[1]), "CREDENTIAL_NOT_FOUND")
     refused(
         runner,
         RotateCredential(CLIENT, new_key("cred_y")[1], credential_id="cred_first"),
         "CREDENTIAL_NOT_FOUND",
     )
+    refused(
+        runner,
+        RotateCredential(CLIENT, new_key("cred_z")[1], credential_id="cred_unknown"),
+        "CREDENTIAL_NOT_FOUND",
+    )
+
+
+def test_rotating_a_client_with_every_key_revoked_issues_it_a_new_one() -> None:
+    runner = created_runner()
+    runner.run(RevokeCredential(CLIENT, "cred_first"))
+    refused(runner, RotateCredential(CLIENT, new_key("cred_x")[1], grace_s=-1), "INVALID_INPUT")
+    (issued,) = runner.run(RotateCredential(CLIENT, new_key("cred_x")[1], grace_s=60))
+    assert isinstance(issued, CredentialIssued)
+    assert runner.state is not None
+    assert runner.state.current_credential() == runner.state.credential("cred_x")
+    assert runner.state.credential("cred_first").revoked  # type: ignore[union-attr]
 
 
 def test_issuing_a_second_credential_keeps_the_first() -> None:
