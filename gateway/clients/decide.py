@@ -85,6 +85,8 @@ def _create(state: ClientState | None, command: CreateClient, now: datetime) -> 
     scopes = check_scopes(command.scopes)
     _check_limits(command.requests_per_minute, command.max_concurrency, command.priority)
     _check_key(command.first_key, now)
+    if command.project_id is not None and not command.project_known:
+        raise ServingError("PROJECT_NOT_FOUND", f"no project {command.project_id!r}", "project_id")
     created = ClientCreated(
         client_id=command.client_id,
         name=name,

@@ -91,6 +91,7 @@ class CreateClient:
     first_key: NewKey
     priority: int = 0
     project_id: str | None = None
+    project_known: bool = False  # whether `project_id` names a registered project (the service looks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,7 @@ class ClientService:
             first_key=new,
             priority=priority,
             project_id=project_id,
+            project_known=project_id is not None and await self._project_exists(project_id),
         )
         sequence = await self.execute(command)
         return IssuedKey(client_id, new.credential_id, plain.secret, plain.prefix, new.expires_at, sequence)
@@ -165,6 +166,14 @@ class ClientService:
             except ConcurrencyConflict:
                 continue  # someone else changed this client: reload and decide again
         raise ServingError("STATE_CONFLICT", f"client {client_id!r} kept changing; try again")
+
+    async def _project_exists(self, project_id: str) -> bool:
+        try:
+            subjects.token(project_id, "project id")
+        except subjects.InvalidSubjectToken:
+            return False
+        _, version = await self.store.load(Aggregate.PROJECT, project_id)
+        return version > 0
 
     def _new_key(self, expires_in: timedelta | None) -> tuple[keys.PlainKey, NewKey]:
         if expires_in is not None and expires_in <= timedelta(0):

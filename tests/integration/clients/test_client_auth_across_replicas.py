@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import timedelta
 
 import pytest
 
+from eventstore.store import EventStore, ExpectedVersion
 from gateway.clients.directory import ClientDirectory
-from gateway.clients.service import ClientService
+from gateway.clients.service import ClientService, client_id_for
 from streams.codes import ServingError
+from streams.events.control import ProjectRegistered
+from streams.subjects import Aggregate
 from tests.integration.clients.conftest import Gateways
 
 
@@ -140,6 +144,23 @@ async def test_a_directory_started_later_catches_up_before_it_is_ready(
         assert late.client(issued.client_id) is not None
     finally:
         await late.close()
+
+
+async def test_a_client_for_an_unknown_project_is_refused_and_nothing_is_recorded(
+    service: ClientService, store: EventStore, unique_name: str
+) -> None:
+    with pytest.raises(ServingError) as caught:
+        await service.create(unique_name, ["rag.embedding@1"], project_id=f"pr-{uuid.uuid4().hex[:20]}")
+    assert (caught.value.code, caught.value.http_status) == ("PROJECT_NOT_FOUND", 404)
+    assert await store.load(Aggregate.CLIENT, client_id_for(unique_name)) == ([], 0)
+
+    project_id = f"pr-{uuid.uuid4().hex[:20]}"
+    registered = ProjectRegistered(project_id=project_id, name=project_id)
+    await store.append(Aggregate.PROJECT, project_id, [registered], ExpectedVersion.NO_STREAM)
+    issued = await service.create(unique_name, ["rag.embedding@1"], project_id=project_id)
+    state = await service.get(issued.client_id)
+    assert state is not None
+    assert state.project_id == project_id
 
 
 async def test_client_names_are_unique_even_when_created_concurrently(
