@@ -110,7 +110,12 @@ async def _resolve(service: ClientService, ref: str) -> str:
 
 
 def _days(value: float | None) -> timedelta | None:
-    return timedelta(days=value) if value is not None else None
+    if value is None:
+        return None
+    try:
+        return timedelta(days=value)
+    except (ValueError, OverflowError):  # nan, inf, more days than a timedelta holds
+        raise ServingError("INVALID_INPUT", f"{value} is not a lifetime in days", "expires_in") from None
 
 
 def _print_key(issued: IssuedKey) -> None:

@@ -178,8 +178,13 @@ class ClientService:
     def _new_key(self, expires_in: timedelta | None) -> tuple[keys.PlainKey, NewKey]:
         if expires_in is not None and expires_in <= timedelta(0):
             raise ServingError("INVALID_INPUT", "a credential's lifetime must be positive", "expires_in")
+        try:
+            expires_at = self.clock() + expires_in if expires_in is not None else None
+        except OverflowError:
+            raise ServingError(
+                "INVALID_INPUT", "a credential's lifetime ends past year 9999", "expires_in"
+            ) from None
         plain = keys.new_key()
-        expires_at = self.clock() + expires_in if expires_in is not None else None
         return plain, NewKey(f"cred_{new_id()[:20]}", plain.sha256, plain.prefix, expires_at)
 
 

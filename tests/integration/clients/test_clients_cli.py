@@ -61,3 +61,14 @@ def test_errors_are_reported_with_their_code(nats_url: str) -> None:
     missing = clients(nats_url, "disable", f"ghost-{uuid.uuid4().hex[:6]}")
     assert missing.returncode == 1
     assert "CLIENT_NOT_FOUND" in missing.stderr
+
+
+def test_a_lifetime_that_is_no_number_of_days_is_an_error_with_its_code(nats_url: str) -> None:
+    for days in ("nan", "inf", "1e9", "5e6"):  # no timedelta; a timedelta past the calendar
+        name = f"cli-{uuid.uuid4().hex[:8]}"
+        bad = clients(
+            nats_url, "create", "--name", name, "--scope", "rag.embedding@1", "--expires-in-days", days
+        )
+        assert (bad.returncode, bad.stderr) == (1, bad.stderr.splitlines()[-1] + "\n"), bad.stderr
+        assert "INVALID_INPUT" in bad.stderr
+        assert name not in clients(nats_url, "list").stdout  # nothing recorded
