@@ -86,9 +86,15 @@ async def run_capability(
     principal: ClientPrincipal | None = None
     admission: Admission | None = None
     serving = False
+    authorization = request.headers.get("authorization")
+
+    def authorized() -> ClientPrincipal:
+        found = edge.directory.authenticate(authorization)
+        edge.directory.authorize(found, capability)
+        return found
+
     try:
-        principal = edge.directory.authenticate(request.headers.get("authorization"))
-        edge.directory.authorize(principal, capability)
+        principal = authorized()
         resolved = time.perf_counter()
         raw = decode_json(await read_limited(request, contract.limits.max_request_bytes))
         prepared = parse(raw, contract)
@@ -116,6 +122,7 @@ async def run_capability(
                     admitted=admission.settle,
                     priority=principal.priority,
                     render=lambda served: prepared.render(served.result, served, request_id),
+                    still_authorized=authorized,  # a key withdrawn while the request waited
                 ),
             )
         finally:

@@ -126,9 +126,12 @@ async def serve(
     model: str = "",
     priority: int = 0,
     render: Callable[[Served], object] | None = None,
+    still_authorized: Callable[[], object] = lambda: None,
 ) -> Served:
     """Serve one admitted request; `admitted` raises the client limits' refusal, if any, and is
     settled before anything is recorded (the caller records a refusal as `RequestRejected`).
+    `still_authorized` raises if the caller's key was withdrawn (revoked, expired, client disabled)
+    while the request waited for capacity: checked once it has its lease, before the model runs.
     `render` turns the worker's output into the answer (`Served.body`); an output it cannot render
     fails the request as INVALID_OUTPUT, as one the contract refuses does."""
     deployment = ctx.live.catalog.resolve(capability, model)
@@ -163,6 +166,7 @@ async def serve(
     grant: capacity.Grant | None = None
     try:
         grant = await seeking
+        still_authorized()
         invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
         latency = _latency(grant, invoked, started, validation_ms, resolution_ms)
         usage = Usage(items=shape.items, input_tokens=_output_of(_tokens.decode, invoked.result).input_tokens)
