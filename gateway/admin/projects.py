@@ -1,5 +1,5 @@
-"""Admin endpoints for projects (register, bind to a channel, bind clients, project fit),
-service clients (create, list) and integrations with their usage."""
+"""Admin endpoints for projects (register, bind to a channel, bind clients, project fit) and
+integrations with their usage (service clients: `gateway.admin.clients`)."""
 
 from __future__ import annotations
 
@@ -41,15 +41,6 @@ class Channel(msgspec.Struct, frozen=True, kw_only=True):
 
 class ClientRef(msgspec.Struct, frozen=True, kw_only=True):
     client_id: str
-
-
-class NewClient(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    scopes: list[str]
-    requests_per_minute: int = 60
-    max_concurrency: int = 4
-    priority: int = 0
-    project_id: str | None = None
 
 
 def project_id_for(name: str) -> str:
@@ -99,38 +90,6 @@ async def record_fit(call: Call) -> object:
     return await _run(call, call.path["project_id"], RecordFit(b, deployment))
 
 
-async def create_client(call: Call) -> object:
-    b: NewClient = call.body
-    clients = ClientService(call.edge.ctx.store, actor=call.actor)
-    issued = await clients.create(
-        b.name, b.scopes, requests_per_minute=b.requests_per_minute, max_concurrency=b.max_concurrency,
-        priority=b.priority, project_id=b.project_id,
-    )  # fmt: skip
-    await call.edge.directory.wait_until_applied(issued.sequence)
-    return {
-        "client_id": issued.client_id,
-        "credential_id": issued.credential_id,
-        "key": issued.key,  # shown once, never stored
-        "key_prefix": issued.key_prefix,
-    }
-
-
-async def list_clients(call: Call) -> object:
-    states = await ClientService(call.edge.ctx.store).all_clients()
-    return [
-        {
-            "client_id": s.client_id,
-            "name": s.name,
-            "scopes": list(s.scopes),
-            "requests_per_minute": s.requests_per_minute,
-            "max_concurrency": s.max_concurrency,
-            "enabled": s.enabled,
-            "project_id": s.project_id,
-        }
-        for s in states
-    ]
-
-
 async def integrations(call: Call) -> object:
     """Per project and bound client: volume, errors, p50/p95 latency and the VRAM it leased."""
     model = await read_model()
@@ -166,6 +125,4 @@ ENDPOINTS = [
     Endpoint("POST", "/projects/{project_id}/clients", "Bind a client", bind_client, ClientRef, "projects"),
     Endpoint("POST", "/projects/{project_id}/fit", "Record project-fit evidence", record_fit, FitEvidence, "projects"),
     Endpoint("GET", "/integrations", "Integrations with usage", integrations, tag="projects"),
-    Endpoint("POST", "/clients", "Create a service client (its key is shown once)", create_client, NewClient, "clients"),
-    Endpoint("GET", "/clients", "Service clients (never keys)", list_clients, tag="clients"),
 ]  # fmt: skip

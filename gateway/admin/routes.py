@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from gateway.admin import operating, pipeline, projection, projects
+from gateway.admin import clients, operating, pipeline, projection, projects
 from gateway.admin.endpoint import Endpoint
 from gateway.admin.openapi import routes_for_docs
 
@@ -12,6 +12,7 @@ ENDPOINTS: list[Endpoint] = [
     *pipeline.ENDPOINTS,
     *operating.ENDPOINTS,
     *projects.ENDPOINTS,
+    *clients.ENDPOINTS,
     *projection.ENDPOINTS,
 ]
 

@@ -1,0 +1,142 @@
+"""Admin endpoints for service clients: create (its key shown once), rotate (a new key shown once),
+revoke one credential, disable, enable, and list (credentials by id and prefix: never a key or a
+hash). Each answers once this gateway's key directory holds the change, so the next request it
+serves sees it; the other replicas follow through their own subscriptions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any
+
+import msgspec
+
+from gateway.admin.endpoint import Call, Endpoint
+from gateway.admin.pipeline import Reason
+from gateway.clients.model import ClientState
+from gateway.clients.service import ClientService, IssuedKey
+from streams.codes import ServingError
+
+CENTURY_S = 100 * 365 * 86_400.0  # a key's lifetime, at most (a date past the calendar is no date)
+Lifetime = Annotated[float, msgspec.Meta(gt=0, le=CENTURY_S)]
+
+
+class NewClient(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    scopes: list[str]
+    requests_per_minute: int = 60
+    max_concurrency: int = 4
+    priority: int = 0
+    project_id: str | None = None
+    expires_in_s: Lifetime | None = None  # the first key's lifetime (default: no expiry)
+
+
+class Rotation(msgspec.Struct, frozen=True, kw_only=True):
+    grace_s: float = 0.0  # how long the old key keeps working
+    credential_id: str | None = None  # default: the current credential
+    expires_in_s: Lifetime | None = None  # the new key's lifetime
+
+
+def _lifetime(seconds: float | None) -> timedelta | None:
+    return timedelta(seconds=seconds) if seconds is not None else None
+
+
+def _key(issued: IssuedKey) -> dict[str, Any]:
+    return {
+        "client_id": issued.client_id,
+        "credential_id": issued.credential_id,
+        "key": issued.key,  # shown once, never stored
+        "key_prefix": issued.key_prefix,
+        "expires_at": issued.expires_at,
+    }
+
+
+def _view(state: ClientState) -> dict[str, Any]:
+    return {
+        "client_id": state.client_id,
+        "name": state.name,
+        "scopes": list(state.scopes),
+        "requests_per_minute": state.requests_per_minute,
+        "max_concurrency": state.max_concurrency,
+        "priority": state.priority,
+        "enabled": state.enabled,
+        "project_id": state.project_id,
+        "credentials": [
+            {
+                "credential_id": c.credential_id,
+                "key_prefix": c.key_prefix,
+                "revoked": c.revoked,
+                "grace_until": c.grace_until,
+                "expires_at": c.expires_at,
+            }
+            for c in state.credentials
+        ],
+    }
+
+
+async def _applied(call: Call, sequence: int) -> None:
+    await call.edge.directory.wait_until_applied(sequence)
+
+
+async def _state_after(call: Call, sequence: int) -> object:
+    await _applied(call, sequence)
+    state = call.edge.directory.client(call.path["client_id"])
+    if state is None:  # (the command would have been refused CLIENT_NOT_FOUND)
+        raise ServingError("CLIENT_NOT_FOUND", f"no service client {call.path['client_id']!r}", "client_id")
+    return _view(state)
+
+
+async def create_client(call: Call) -> object:
+    b: NewClient = call.body
+    clients = ClientService(call.edge.ctx.store, actor=call.actor)
+    issued = await clients.create(
+        b.name, b.scopes, requests_per_minute=b.requests_per_minute, max_concurrency=b.max_concurrency,
+        priority=b.priority, project_id=b.project_id, expires_in=_lifetime(b.expires_in_s),
+    )  # fmt: skip
+    await _applied(call, issued.sequence)
+    return _key(issued)
+
+
+async def rotate(call: Call) -> object:
+    b: Rotation = call.body
+    clients = ClientService(call.edge.ctx.store, actor=call.actor)
+    issued = await clients.rotate(
+        call.path["client_id"],
+        grace_s=b.grace_s,
+        credential_id=b.credential_id,
+        expires_in=_lifetime(b.expires_in_s),
+    )
+    await _applied(call, issued.sequence)
+    return _key(issued)
+
+
+async def revoke(call: Call) -> object:
+    b: Reason = call.body
+    clients = ClientService(call.edge.ctx.store, actor=call.actor)
+    return await _state_after(
+        call, await clients.revoke(call.path["client_id"], call.path["credential_id"], b.reason)
+    )
+
+
+async def disable(call: Call) -> object:
+    b: Reason = call.body
+    clients = ClientService(call.edge.ctx.store, actor=call.actor)
+    return await _state_after(call, await clients.disable(call.path["client_id"], b.reason))
+
+
+async def enable(call: Call) -> object:
+    clients = ClientService(call.edge.ctx.store, actor=call.actor)
+    return await _state_after(call, await clients.enable(call.path["client_id"]))
+
+
+async def list_clients(call: Call) -> object:
+    return [_view(s) for s in await ClientService(call.edge.ctx.store).all_clients()]
+
+
+ENDPOINTS = [
+    Endpoint("POST", "/clients", "Create a service client (its key is shown once)", create_client, NewClient, "clients"),
+    Endpoint("GET", "/clients", "Service clients and their credentials (never keys)", list_clients, tag="clients"),
+    Endpoint("POST", "/clients/{client_id}/rotate", "A new key (shown once); the old one stops after grace_s", rotate, Rotation, "clients"),
+    Endpoint("POST", "/clients/{client_id}/credentials/{credential_id}/revoke", "Revoke a credential at once", revoke, Reason, "clients"),
+    Endpoint("POST", "/clients/{client_id}/disable", "Refuse every key of a client (403)", disable, Reason, "clients"),
+    Endpoint("POST", "/clients/{client_id}/enable", "Accept a disabled client's keys again", enable, tag="clients"),
+]  # fmt: skip

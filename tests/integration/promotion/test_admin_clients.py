@@ -1,0 +1,94 @@
+"""Service clients over the admin API, as an operator without NATS access manages them: create with
+an expiry, rotate, revoke, disable and enable; each takes effect on the gateway that answered it,
+and input it cannot act on is refused with its code and records nothing."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from streams.envelope import new_id
+from tests.integration.promotion.conftest import Stack
+
+pytestmark = pytest.mark.timeout(300)
+
+
+async def status_with(stack: Stack, key: str) -> int:
+    """What an embeddings call with `key` is answered (no model is served here: 503 once admitted)."""
+    async with httpx.AsyncClient(base_url=stack.gateway.url, timeout=60) as http:
+        response = await http.post(
+            "/v1/embeddings", json={"input": "x"}, headers={"authorization": f"Bearer {key}"}
+        )
+    return response.status_code
+
+
+async def test_an_operator_rotates_revokes_disables_and_enables_a_client_over_the_admin_api(
+    stack: Stack,
+) -> None:
+    body = {"name": f"admin-{new_id()[:6]}", "scopes": ["rag.embedding@1"], "expires_in_s": 3600}
+    first = await stack.post("/clients", body)
+    assert isinstance(first, dict)
+    assert first["expires_at"] is not None
+    client = first["client_id"]
+    assert await status_with(stack, first["key"]) not in (401, 403)
+
+    second = await stack.post(f"/clients/{client}/rotate", {"grace_s": 600})
+    assert isinstance(second, dict)
+    assert await status_with(stack, first["key"]) not in (401, 403)  # in its grace period
+    view = await stack.post(
+        f"/clients/{client}/credentials/{first['credential_id']}/revoke", {"reason": "leaked"}
+    )
+    assert isinstance(view, dict)
+    assert [c["revoked"] for c in view["credentials"]] == [True, False]
+    assert await status_with(stack, first["key"]) == 401  # revocation cuts the grace short
+
+    await stack.post(f"/clients/{client}/disable", {"reason": "abuse"})
+    assert await status_with(stack, second["key"]) == 403
+    await stack.post(f"/clients/{client}/enable")
+    assert await status_with(stack, second["key"]) not in (401, 403)
+
+    await stack.post(f"/clients/{client}/credentials/{second['credential_id']}/revoke")
+    third = await stack.post(f"/clients/{client}/rotate")  # every key revoked: a fresh one
+    assert isinstance(third, dict)
+    assert await status_with(stack, third["key"]) not in (401, 403)
+
+    listed = await stack.get("/clients")
+    assert isinstance(listed, list)
+    (mine,) = [c for c in listed if c["client_id"] == client]
+    assert [c["key_prefix"] for c in mine["credentials"]] == [k["key_prefix"] for k in (first, second, third)]
+    text = str(listed)
+    assert all(k["key"] not in text for k in (first, second, third))
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "code"),
+    [
+        ("/clients/cl_nobody/rotate", {}, 404, "CLIENT_NOT_FOUND"),
+        ("/clients/cl_nobody/disable", {}, 404, "CLIENT_NOT_FOUND"),
+        ("/clients/{client}/credentials/cred_nobody/revoke", {}, 404, "CREDENTIAL_NOT_FOUND"),
+        ("/clients/{client}/rotate", {"grace_s": -1}, 422, "INVALID_INPUT"),
+        ("/clients/{client}/rotate", {"expires_in_s": 0}, 422, "INVALID_INPUT"),
+        (
+            "/clients",
+            {"name": "later", "scopes": ["rag.embedding@1"], "expires_in_s": -60},
+            422,
+            "INVALID_INPUT",
+        ),
+        (
+            "/clients",
+            {"name": "huge", "scopes": ["rag.embedding@1"], "expires_in_s": 1e12},
+            422,
+            "INVALID_INPUT",
+        ),
+    ],
+)
+async def test_client_admin_input_it_cannot_act_on_is_refused_and_records_nothing(
+    stack: Stack, path: str, body: object, status: int, code: str
+) -> None:
+    created = await stack.post("/clients", {"name": f"kept-{new_id()[:6]}", "scopes": ["rag.embedding@1"]})
+    assert isinstance(created, dict)
+    head = await stack.events_head()
+    response = await stack.admin.post(f"/admin/v1{path.format(client=created['client_id'])}", json=body)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["code"] == code
+    assert await stack.events_head() == head, "a refusal must change nothing"
