@@ -10,6 +10,7 @@ import socket
 import uvicorn
 import uvloop
 
+from gateway.http.server import server_config
 from gateway.process import start_replica
 from streams.subjects import token
 
@@ -18,11 +19,7 @@ log = logging.getLogger("modelforge.gateway")
 
 async def run_gateway(host: str, port: int, gateway_id: str) -> None:
     replica = await start_replica(gateway_id)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            replica.app, host=host, port=port, log_level="warning", access_log=False, http="httptools"
-        )
-    )
+    server = uvicorn.Server(server_config(replica.app, host=host, port=port, log_level="warning"))
     log.info("gateway %s listening on http://%s:%d", gateway_id, host, port)
     try:
         await server.serve()

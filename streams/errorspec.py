@@ -48,7 +48,7 @@ def error_type_for_status(status: int) -> ErrorType:
         return "conflict_error"
     if status == 429:
         return "rate_limit_error"
-    if status == 504:
+    if status in (408, 504):
         return "timeout_error"
     if 400 <= status < 500:
         return "invalid_request_error"

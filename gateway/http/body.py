@@ -1,27 +1,44 @@
-"""Reading a request body with its size limit enforced before the body is fully read."""
+"""Reading a request body with its size limit enforced before the body is fully read, and within
+a time limit (a client that declares more than it sends must not hold the request open forever)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, TypeVar
 
 import msgspec
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from streams.codes import ServingError
 
 T = TypeVar("T")
 
+BODY_TIMEOUT_S = 30.0  # the default for a body with no capability deadline of its own (admin calls)
 
-async def read_limited(request: Request, limit: int) -> bytes:
+
+async def read_limited(request: Request, limit: int, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(limit)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ServingError(
+            "REQUEST_TIMEOUT",
+            f"the request body did not arrive within {timeout_s:g} s",
+            http_status=408,
+            details={"received_bytes": size},
+        ) from None
+    except ClientDisconnect:
+        raise ServingError(
+            "REQUEST_CANCELLED", "the client closed the connection before sending the whole body"
+        ) from None
     return b"".join(chunks)
 
 
@@ -37,6 +54,10 @@ def decode_json(body: bytes) -> Any:
     except msgspec.DecodeError as exc:
         raise ServingError(
             "INVALID_INPUT", f"the request body is not valid JSON: {exc}", http_status=400
+        ) from None
+    except RecursionError:  # msgspec's guard against a stack overflow: arrays or objects nested deeply
+        raise ServingError(
+            "INVALID_INPUT", "the request body nests arrays or objects too deeply", http_status=400
         ) from None
 
 

@@ -48,7 +48,11 @@ class Prepared(msgspec.Struct, frozen=True):
 Parse = Callable[[Any, CapabilityContract], Prepared]
 
 
-def check_texts(texts: list[str], contract: CapabilityContract, param: str) -> RequestShape:
+def check_texts(
+    texts: list[str], contract: CapabilityContract, param: str, too_large: str = "INVALID_INPUT"
+) -> RequestShape:
+    """The contract's limits on a list of texts; `too_large` is the code for texts over the total
+    (the seed reports reranking's as RERANK_REQUEST_TOO_LARGE)."""
     limits = contract.limits
     if not texts:
         raise ServingError("INVALID_INPUT", f"`{param}` must not be empty", param=param)
@@ -69,7 +73,7 @@ def check_texts(texts: list[str], contract: CapabilityContract, param: str) -> R
         total += len(text)
     if limits.max_total_chars and total > limits.max_total_chars:
         raise ServingError(
-            "INVALID_INPUT",
+            too_large,
             f"`{param}` totals {total} characters; at most {limits.max_total_chars}",
             param=param,
             http_status=413,
@@ -96,10 +100,11 @@ async def run_capability(
     try:
         principal = authorized()
         resolved = time.perf_counter()
-        raw = decode_json(await read_limited(request, contract.limits.max_request_bytes))
+        timeout_s = _timeout_s(request, contract)
+        raw = decode_json(await read_limited(request, contract.limits.max_request_bytes, timeout_s))
         prepared = parse(raw, contract)
         validated = time.perf_counter()
-        deadline = time.time() + _timeout_s(request, contract)
+        deadline = time.time() + timeout_s
         admission = Admission(edge.limiter, principal)
         try:
             if not admission.overlapped:

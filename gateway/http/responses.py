@@ -28,6 +28,10 @@ def error_response(error: ServingError, request_id: str) -> Response:
         headers["retry-after"] = str(max(1, int(float(str(retry_after)) + 0.999)))
     elif error.http_status == 429:
         headers["retry-after"] = "1"
+    if error.http_status == 401:
+        headers["www-authenticate"] = 'Bearer realm="modelforge"'  # RFC 6750: how to authenticate
+    if error.http_status == 408:
+        headers["connection"] = "close"  # the rest of the body may still come: the connection is done
     return json_response(error.to_body(request_id), error.http_status, headers)
 
 

@@ -30,6 +30,7 @@ from streams.events.requests import (
     RequestRejected,
     Usage,
 )
+from streams.redaction import fault_summary
 
 log = logging.getLogger("modelforge.gateway.pipeline")
 T = TypeVar("T")
@@ -78,8 +79,9 @@ def cancelled(error: BaseException) -> bool:
 
 
 def internal_error(error: Exception, request_id: str) -> ServingError:
-    """A fault with no code of its own: logged (type and message, never the request's content)."""
-    log.error("request %s failed: %r", request_id, error, exc_info=error)
+    """A fault with no code of its own: logged (its type and traceback; never its message, which
+    may quote the request's content)."""
+    log.error("request %s failed: %s", request_id, fault_summary(error))
     return ServingError(
         "INTERNAL_ERROR",
         f"the gateway failed to serve this request ({type(error).__name__})",

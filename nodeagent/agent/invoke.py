@@ -22,6 +22,7 @@ from nodeagent.agent.residency import Residency
 from streams import codes, subjects
 from streams.codes import ServingError
 from streams.messages import InvokeReply, InvokeRequest
+from streams.redaction import fault_summary
 
 log = logging.getLogger("modelforge.agent.invoke")
 
@@ -54,7 +55,9 @@ async def answer(residency: Residency, request: InvokeRequest) -> bytes:
     except ServingError as error:
         return failure(error.code, error.message)
     except Exception as error:  # an engine fault: report it, never its input
-        log.exception("invoke %s on %s failed", request.request_id, residency.deployment_id)
+        log.error(
+            "invoke %s on %s failed: %s", request.request_id, residency.deployment_id, fault_summary(error)
+        )
         return failure(codes.INFERENCE_FAILED.code, f"inference failed: {type(error).__name__}")
     reply = InvokeReply(ok=True, result=msgspec.Raw(body), timings=timings)
     return _reply_encoder.encode(reply)

@@ -19,6 +19,7 @@ import uvicorn
 from eventstore.connection import Connection
 from eventstore.store import EventStore, ExpectedVersion
 from eventstore.subscription import subscribe
+from gateway.http.server import server_config
 from gateway.process import GatewayReplica, start_replica
 from gateway.promotion.envelope import envelope_from_probe
 from modelforge.devstack.processes import free_port, wait_for_port
@@ -150,7 +151,7 @@ class InProcessGateway:
         sock.bind(("127.0.0.1", 0))
         sock.listen(512)
         port = sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(self.replica.app, log_level="warning"))
+        self.server = uvicorn.Server(server_config(self.replica.app, log_level="warning"))
         self.task = asyncio.create_task(self.server.serve(sockets=[sock]))
         self.url = f"http://127.0.0.1:{port}"
         return self.url
