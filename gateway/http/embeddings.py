@@ -31,9 +31,12 @@ _floats = msgspec.json.Decoder(list[float])
 
 
 class OpenAIEmbeddingRequest(msgspec.Struct, frozen=True):
+    """What OpenAI's API takes; other fields clients send (`user`, vendor extensions) are ignored,
+    and null stands for "not given" in the optional ones, as it does there."""
+
     input: str | list[str | int | list[int]]  # token ids are recognised to refuse them clearly
-    model: str = ""
-    encoding_format: Literal["float", "base64"] = "float"
+    model: str | None = None
+    encoding_format: Literal["float", "base64"] | None = None  # not given: float
     dimensions: int | None = None
     user: str | None = None
 
@@ -51,39 +54,57 @@ def parse_embeddings(edge: Edge) -> Any:
                 http_status=400,
             )
         strings: list[str] = [t for t in texts if isinstance(t, str)]
+        if len(strings) > contract.limits.max_items:
+            raise ServingError(
+                "INVALID_INPUT",
+                f"`input` has {len(strings)} items; at most {contract.limits.max_items} a request "
+                f"(with LangChain's OpenAIEmbeddings, set chunk_size={contract.limits.max_items} or less)",
+                param="input",
+            )
         shape = check_texts(strings, contract, "input")
-        _check_dimensions(edge, call)
-        payload = msgspec.json.encode(EmbeddingInput(texts=strings, dimensions=call.dimensions))
-        return Prepared(payload, shape, _render(call), call.model)
+        model = call.model or ""
+        dimensions = checked_dimensions(edge, model, call.dimensions)
+        payload = msgspec.json.encode(EmbeddingInput(texts=strings, dimensions=dimensions))
+        return Prepared(payload, shape, _render(call), model)
 
     return parse
 
 
-def _check_dimensions(edge: Edge, call: OpenAIEmbeddingRequest) -> None:
-    """Only the sizes the deployment the call routes to declares it may be truncated to."""
-    dimensions = call.dimensions
+def checked_dimensions(edge: Edge, model: str, dimensions: int | None) -> int | None:
+    """The `dimensions` to ask the agent for: None for the vectors as they are (not asked for, or
+    asked for at their full size), else one of the sizes the deployment the call routes to declares
+    its vectors may be truncated to; any other is refused."""
     if dimensions is None:
-        return
-    deployment = edge.ctx.live.catalog.resolve(EMBEDDING.capability, call.model)
+        return None
+    deployment = edge.ctx.live.catalog.resolve(EMBEDDING.capability, model)
     space = deployment.embedding_space if deployment else None
+    if space is not None and dimensions == space.dimension:
+        return None
     allowed = space.truncatable_dimensions if space else ()
-    if dimensions not in allowed:
-        supported = ", ".join(map(str, allowed)) or "none (this model's vectors cannot be truncated)"
-        raise ServingError(
-            "INVALID_INPUT",
-            f"`dimensions` {dimensions} is not supported; supported: {supported}",
-            param="dimensions",
-            http_status=400,
-        )
+    if dimensions in allowed:
+        return dimensions
+    if dimensions < 1:
+        problem = f"`dimensions` must be a positive number of components, not {dimensions}"
+    else:
+        problem = f"`dimensions` {dimensions} is not supported"
+    if space is None:
+        supported = "leave `dimensions` out (no embedding space is declared for this model)"
+    elif allowed:
+        supported = f"supported: {', '.join(map(str, (*allowed, space.dimension)))}"
+    else:
+        supported = f"this model's vectors cannot be truncated; leave it out or send {space.dimension}"
+    raise ServingError("INVALID_INPUT", f"{problem}; {supported}", param="dimensions", http_status=400)
 
 
 def _render(call: OpenAIEmbeddingRequest) -> Any:
+    model = call.model or ""
+
     def render(result: bytes, served: Served, request_id: str) -> dict[str, object]:
         output = _output.decode(result)
         data: list[dict[str, object]] = []
         for index, vector in enumerate(output.embeddings):
             embedding: object = vector
-            if call.encoding_format == "base64":
+            if call.encoding_format == "base64":  # little-endian float32, as OpenAI sends it
                 floats = np.asarray(_floats.decode(vector), dtype="<f4")
                 embedding = base64.b64encode(floats.tobytes()).decode()
             data.append({"object": "embedding", "index": index, "embedding": embedding})
@@ -91,7 +112,7 @@ def _render(call: OpenAIEmbeddingRequest) -> Any:
         return {
             "object": "list",
             "data": data,
-            "model": call.model or served.model_name,
+            "model": model or served.model_name,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
 

@@ -1,4 +1,7 @@
-"""`POST /v1/rerank`, Cohere- and Jina-compatible (`texts` is accepted for `documents`)."""
+"""`POST /v1/rerank` (Cohere v1 and Jina) and `POST /v2/rerank` (Cohere v2): `documents` as strings
+or `{"text": ...}` objects (`texts` is accepted for `documents`), `top_n` (more than there are
+documents returns them all), `return_documents` (Cohere's default, off: Jina's clients read only the
+index and score). Results are sorted best first; equal scores keep the documents' order."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ from starlette.responses import Response
 
 from gateway.http.body import convert
 from gateway.http.edge import Edge
-from gateway.http.flow import Prepared, check_texts, run_capability
+from gateway.http.flow import Prepared, run_capability
+from gateway.http.native import check_rerank
 from gateway.serving.pipeline import Served
 from streams.codes import ServingError
 from streams.contracts import RERANKING, CapabilityContract, RerankInput, RerankOutput
@@ -23,13 +27,15 @@ class TextDocument(msgspec.Struct, frozen=True):
 
 
 class RerankRequest(msgspec.Struct, frozen=True):
+    """Other fields clients send (`rank_fields`, `max_chunks_per_doc`, `max_tokens_per_doc`, …) are
+    ignored, and null stands for "not given" in the optional ones."""
+
     query: str
     documents: list[str | TextDocument] | None = None
     texts: list[str] | None = None
     top_n: int | None = None
-    return_documents: bool = False
-    model: str = ""
-    max_chunks_per_doc: int | None = None
+    return_documents: bool | None = None
+    model: str | None = None
 
 
 def parse_rerank(raw: Any, contract: CapabilityContract) -> Prepared:
@@ -38,13 +44,9 @@ def parse_rerank(raw: Any, contract: CapabilityContract) -> Prepared:
     if documents is None:
         raise ServingError("INVALID_INPUT", "`documents` is required", param="documents")
     texts = [d if isinstance(d, str) else d.text for d in documents]
-    if not call.query.strip():
-        raise ServingError("INVALID_INPUT", "`query` must not be empty", param="query")
-    shape = check_texts(texts, contract, "documents")
-    if call.top_n is not None and call.top_n < 1:
-        raise ServingError("INVALID_INPUT", "`top_n` must be at least 1", param="top_n")
+    shape = check_rerank(call.query, texts, call.top_n, contract)
     payload = msgspec.json.encode(RerankInput(query=call.query, documents=texts, top_n=call.top_n))
-    return Prepared(payload, shape, _render(call, texts), call.model)
+    return Prepared(payload, shape, _render(call, texts), call.model or "")
 
 
 def _render(call: RerankRequest, texts: list[str]) -> Any:
@@ -61,7 +63,7 @@ def _render(call: RerankRequest, texts: list[str]) -> Any:
             "id": request_id,
             "model": call.model or served.model_name,
             "results": results,
-            "usage": {"total_tokens": tokens},
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             "meta": {"billed_units": {"search_units": 1}},
         }
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
+import httpx
 import msgspec
 import pytest
 
@@ -25,7 +26,7 @@ from streams.contracts import EmbeddingInput
 from streams.envelope import new_id
 from streams.events import control as c
 from streams.events import serving as s
-from streams.events.requests import RequestFailed
+from streams.events.requests import RequestFailed, RequestRejected
 from streams.subjects import Aggregate
 from tests.support.agents import MINILM, AgentProcess
 from tests.support.serving import (
@@ -185,3 +186,53 @@ async def serve_directly(
         render=render,
         model=model,
     )
+
+
+async def refused_leaving_no_trace(
+    connection: Connection,
+    gateway: InProcessGateway,
+    path: str,
+    key: str | None,
+    body: object = None,
+    *,
+    content: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    recorded: bool = True,
+) -> httpx.Response:
+    """POST `body` (as JSON, or `content` as is) to `path` and return the refusal, having checked
+    that it is in the one error shape and changed no state: MF_EVENTS is as it was, and the
+    request's only event in MF_REQUESTS is its own `RequestRejected` (none at all for a refusal
+    before the key was known, or with `recorded` False: a capability that does not exist)."""
+    js = connection.client.jetstream()
+    await gateway.settled()  # earlier requests' lease releases are not this request's doing
+    before = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    requests_before = (await js.stream_info(subjects.REQUESTS_STREAM)).state.last_seq
+    sent = {"authorization": f"Bearer {key}"} if key else {}
+    if content is not None:
+        sent["content-type"] = "application/json"
+    async with httpx.AsyncClient(timeout=60) as http:
+        response = await http.post(
+            f"{gateway.url}{path}",
+            json=body if content is None else None,
+            content=content,
+            headers={**sent, **(headers or {})},
+        )
+    assert 400 <= response.status_code < 600, response.text
+    request_id = response.headers["x-request-id"]
+    error = response.json()["error"]
+    assert set(error) >= {"code", "message", "type", "param", "request_id"}
+    assert error["request_id"] == request_id
+    if key is None or response.status_code == 401 or not recorded:
+        await gateway.settled()
+        assert (await js.stream_info(subjects.REQUESTS_STREAM)).state.last_seq == requests_before
+    else:
+        events = await events_until(
+            connection,
+            subjects.REQUESTS_STREAM,
+            lambda e: isinstance(e, RequestRejected) and e.request_id == request_id,
+        )
+        own = [e for e in events if getattr(e, "request_id", None) == request_id]
+        assert [(type(e), e.code) for e in own] == [(RequestRejected, error["code"])]  # type: ignore[attr-defined]
+    await gateway.settled()
+    assert (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq == before
+    return response

@@ -13,12 +13,13 @@ import httpx
 import msgspec
 import pytest
 
-from eventstore.connection import connect
+from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.store import EventStore
 from gateway.clients.service import ClientService
 from modelforge.devstack.nats_server import NatsServer
 from streams.envelope import new_id
+from tests.integration.gateway.conftest import refused_leaving_no_trace
 from tests.support.agents import MINILM, AgentProcess
 from tests.support.models import write_tiny_cross_encoder
 from tests.support.serving import InProcessGateway, probe, promote, register_artifacts
@@ -29,6 +30,8 @@ DOCUMENTS = ["Stocks fell today.", "A cat and a kitten.", "The weather is mild."
 class RerankStack(msgspec.Struct):
     url: str
     key: str
+    connection: Connection
+    gateway: InProcessGateway
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,7 @@ async def rerank_stack(
     )
     key = await ClientService(store).create(f"rr-{new_id()[:6]}", ["rag.reranking@1"])
     gateway = InProcessGateway()
-    yield RerankStack(await gateway.start(module_nats.url), key.key)
+    yield RerankStack(await gateway.start(module_nats.url), key.key, connection, gateway)
     await gateway.stop()
     agent.stop()
     await connection.close()
@@ -90,24 +93,92 @@ async def test_jina_style_documents_and_texts_alias_with_returned_documents(
     assert tokens == alias.json()["usage"]["total_tokens"] > 3 * len(DOCUMENTS)
 
 
-@pytest.mark.parametrize(
-    ("body", "code"),
-    [
-        ({"query": "cats"}, "INVALID_INPUT"),
-        ({"query": "  ", "documents": ["x"]}, "INVALID_INPUT"),
-        ({"query": "cats", "documents": []}, "INVALID_INPUT"),
-        ({"query": "cats", "documents": ["x"], "top_n": 0}, "INVALID_INPUT"),
-        ({"query": "cats", "documents": [5]}, "INVALID_INPUT"),
-    ],
-)
-async def test_bad_rerank_requests_are_refused(
-    rerank_stack: RerankStack, body: dict[str, object], code: str
-) -> None:
+async def _rerank(stack: RerankStack, body: dict[str, object], path: str = "/v1/rerank") -> httpx.Response:
     async with httpx.AsyncClient(timeout=60) as http:
         response = await http.post(
-            f"{rerank_stack.url}/v1/rerank",
-            json=body,
-            headers={"authorization": f"Bearer {rerank_stack.key}"},
+            f"{stack.url}{path}", json=body, headers={"authorization": f"Bearer {stack.key}"}
         )
-    assert 400 <= response.status_code < 500
-    assert response.json()["error"]["code"] == code
+    assert response.status_code == 200, response.text
+    return response
+
+
+async def test_the_cohere_v1_client_gets_the_documents_back_when_it_asks(rerank_stack: RerankStack) -> None:
+    client = cohere.AsyncClient(api_key=rerank_stack.key, base_url=rerank_stack.url)
+    response = await client.rerank(
+        model="tiny-reranker", query="cats", documents=DOCUMENTS, top_n=3, return_documents=True
+    )
+    assert [(r.index, r.document.text if r.document else None) for r in response.results] == [
+        (1, "A cat and a kitten."),
+        (3, "My cat sleeps."),
+        (0, "Stocks fell today."),
+    ]
+
+
+async def test_a_top_n_past_the_documents_returns_them_all_best_first(rerank_stack: RerankStack) -> None:
+    response = await _rerank(rerank_stack, {"query": "cats", "documents": DOCUMENTS, "top_n": 50})
+    assert [r["index"] for r in response.json()["results"]] == [1, 3, 0, 2]
+
+
+async def test_equal_scores_keep_the_documents_order(rerank_stack: RerankStack) -> None:
+    documents = ["A dog.", "One cat.", "Two birds.", "Another cat.", "A third cat.", "Fish."]
+    response = await _rerank(rerank_stack, {"query": "cats", "documents": documents})
+    results = response.json()["results"]
+    assert [r["index"] for r in results] == [1, 3, 4, 0, 2, 5]
+    scores = [r["relevance_score"] for r in results]
+    assert scores[0] == scores[1] == scores[2] > scores[3] == scores[4] == scores[5]
+
+
+async def test_nulls_and_fields_of_other_rerank_apis_are_accepted(rerank_stack: RerankStack) -> None:
+    body = {
+        "model": None,
+        "query": "cats",
+        "documents": [{"text": d, "title": "t"} for d in DOCUMENTS],
+        "top_n": None,
+        "return_documents": None,
+        "rank_fields": ["text"],
+        "max_tokens_per_doc": 512,
+        "max_chunks_per_doc": 10,
+    }
+    response = (await _rerank(rerank_stack, body)).json()
+    assert [r["index"] for r in response["results"]] == [1, 3, 0, 2]
+    assert "document" not in response["results"][0]
+    assert response["model"] == "tiny-reranker"
+    assert response["usage"]["total_tokens"] == response["usage"]["prompt_tokens"] > 0
+
+
+async def test_the_native_contract_reranks_as_the_dialects_do(rerank_stack: RerankStack) -> None:
+    response = await _rerank(
+        rerank_stack,
+        {"query": "cats", "documents": DOCUMENTS, "top_n": 9},
+        "/v1/capabilities/rag.reranking@1:invoke",
+    )
+    assert [r["index"] for r in response.json()["output"]["results"]] == [1, 3, 0, 2]
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"query": "cats"}, "documents"),
+        ({"query": "  ", "documents": ["x"]}, "query"),
+        ({"documents": ["x"]}, None),
+        ({"query": 5, "documents": ["x"]}, "query"),
+        ({"query": "cats", "documents": []}, "documents"),
+        ({"query": "cats", "documents": ["x", " "]}, "documents"),
+        ({"query": "cats", "documents": ["x"], "top_n": 0}, "top_n"),
+        ({"query": "cats", "documents": ["x"], "top_n": -3}, "top_n"),
+        ({"query": "cats", "documents": ["x"], "top_n": "2"}, "top_n"),
+        ({"query": "cats", "documents": [5]}, "documents"),
+        ({"query": "cats", "documents": [{"title": "no text"}]}, "documents"),
+        ({"query": "cats", "texts": [{"text": "objects are for documents"}]}, "texts"),
+        ({"query": "cats", "documents": ["x"], "return_documents": "yes"}, "return_documents"),
+    ],
+)
+async def test_bad_rerank_requests_are_refused_and_leave_no_trace(
+    rerank_stack: RerankStack, body: dict[str, object], param: str | None
+) -> None:
+    response = await refused_leaving_no_trace(
+        rerank_stack.connection, rerank_stack.gateway, "/v1/rerank", rerank_stack.key, body
+    )
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("INVALID_INPUT", param)
