@@ -52,6 +52,7 @@ from nodeagent.adapters.embedding import EmbeddingAdapter
 from nodeagent.models.pull import pull_minilm
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
+from nodeagent.settings import CPU_THREADS_ENV, DEFAULT_CPU_THREADS
 
 REPO = Path(__file__).resolve().parents[1]
 TEXT = "A cat sits on the mat."
@@ -237,7 +238,9 @@ async def main(args: argparse.Namespace) -> None:
     serving = importlib.import_module("tests.support.serving")
     use_wrk = args.loadgen == "wrk" or (args.loadgen == "auto" and shutil.which("wrk") is not None)
     print(f"{os.cpu_count()} CPUs, load average {load_average()} at start; load generator: "
-          f"{'wrk (C, 1 thread)' if use_wrk else 'aiohttp child process'}")  # fmt: skip
+          f"{'wrk (C, 1 thread)' if use_wrk else 'aiohttp child process'}; ONNX Runtime threads: "
+          f"agent {os.environ.get(CPU_THREADS_ENV) or DEFAULT_CPU_THREADS}, "
+          f"direct engine {RuntimeOptions().intra_op_threads}")  # fmt: skip
     rows: list[tuple[str, str, str]] = []
     latency_only = args.only == "latency"
     for line in [] if latency_only else placement_lines(args.placement_iterations):

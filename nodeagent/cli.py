@@ -126,7 +126,8 @@ def register(subparsers: Any) -> None:
     agent.add_argument(
         "--cpu-threads",
         type=int,
-        help=f"threads ONNX Runtime runs one batch on (default: {CPU_THREADS_ENV} or {DEFAULT_CPU_THREADS})",
+        help=f"threads ONNX Runtime runs one batch on (default: {CPU_THREADS_ENV}, else half the cores: "
+        f"{DEFAULT_CPU_THREADS})",
     )
     agent.add_argument(
         "--telemetry-interval", type=float, default=DEFAULT_TELEMETRY_INTERVAL_S, help="seconds"
