@@ -274,10 +274,15 @@ class LiveState:
 
     async def _follow_telemetry(self, client: Client) -> None:
         js = client.jetstream()
+        # The follower is one ephemeral consumer on one server. If that server goes, nats-py remakes
+        # it after two missed heartbeats (and again each two while the stream elects a leader):
+        # heartbeats a tenth of the staleness bound leave room for that before every node reads as
+        # down (NO_ELIGIBLE_NODE); nats-py's default (5 s) did not.
         sub = await js.subscribe(
             f"{subjects.TELEMETRY_PREFIX}.>",
             stream=subjects.TELEMETRY_STREAM,
             ordered_consumer=True,
+            idle_heartbeat=self.telemetry_stale_s / 10,
             config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT),
         )
         async for msg in sub.messages:

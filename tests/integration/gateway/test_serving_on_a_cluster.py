@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import httpx
 import msgspec
 import pytest
+from nats.js.api import ConsumerInfo, DeliverPolicy
 
 from eventstore.provision import REPLICAS_ENV
 from streams import subjects
@@ -19,6 +20,7 @@ STREAMS = (
     subjects.EVENTS_STREAM,
     subjects.REQUESTS_STREAM,
     subjects.WORK_STREAM,
+    subjects.TELEMETRY_STREAM,
     subjects.LIMITS_RATE_STREAM,
     subjects.LIMITS_CONCURRENCY_STREAM,
 )
@@ -69,14 +71,46 @@ async def _lead_every_stream_from(stack: Stack, server: str) -> None:
             assert b'"success":true' in reply.data, reply.data
 
 
+async def _telemetry_follower(stack: Stack) -> ConsumerInfo:
+    """The gateway's consumer of MF_TELEMETRY (its live view's last-per-subject follower: an
+    ephemeral consumer, kept on one server only)."""
+    js = stack.connection.client.jetstream()
+    (follower,) = [
+        c
+        for c in await js.consumers_info(subjects.TELEMETRY_STREAM)
+        if c.config.deliver_policy == DeliverPolicy.LAST_PER_SUBJECT
+    ]
+    return follower
+
+
+async def _telemetry_follower_server(stack: Stack) -> str:
+    follower = await _telemetry_follower(stack)
+    assert follower.cluster is not None
+    assert follower.cluster.leader is not None
+    return follower.cluster.leader
+
+
+async def test_the_telemetry_follower_is_remade_well_before_telemetry_goes_stale(stack: Stack) -> None:
+    """Lost with its server, the follower is remade after two missed heartbeats: those must fit
+    several times into the staleness bound, or every node reads as down meanwhile."""
+    follower = await _telemetry_follower(stack)
+    assert stack.gateway.replica is not None
+    stale_s = stack.gateway.replica.edge.ctx.live.telemetry_stale_s
+    assert follower.config.idle_heartbeat is not None
+    assert 2 * follower.config.idle_heartbeat <= stale_s / 4
+
+
 async def test_requests_are_answered_through_the_loss_of_the_server_leading_every_stream(
     stack: Stack, cluster: Cluster
 ) -> None:
     await another_deployment(stack, "minilm-cold", "cold")  # not resident: its first request loads it
-    await _lead_every_stream_from(stack, "n0")
+    # The server that also holds the gateway's telemetry follower: losing it leaves the gateway
+    # without telemetry until the follower is made again elsewhere.
+    doomed = await _telemetry_follower_server(stack)
+    await _lead_every_stream_from(stack, doomed)
     async with httpx.AsyncClient(timeout=60) as http:
         assert (await _embed(http, stack, "before")).status_code == 200
-        cluster.node("n0").process.kill()
+        cluster.node(doomed).process.kill()
         during = await asyncio.gather(
             _embed(http, stack, "cold", model="cold"), *(_embed(http, stack, f"warm {i}") for i in range(8))
         )
