@@ -30,6 +30,15 @@ class NewClient(msgspec.Struct, frozen=True, kw_only=True):
     expires_in_s: Lifetime | None = None  # the first key's lifetime (default: no expiry)
 
 
+class LimitsChange(msgspec.Struct, frozen=True, kw_only=True):
+    """What is not given stays as it is; `scopes` replaces every scope."""
+
+    scopes: list[str] | None = None
+    requests_per_minute: int | None = None
+    max_concurrency: int | None = None
+    priority: int | None = None
+
+
 class Rotation(msgspec.Struct, frozen=True, kw_only=True):
     grace_s: float = 0.0  # how long the old key keeps working
     credential_id: str | None = None  # default: the current credential
@@ -128,6 +137,19 @@ async def enable(call: Call) -> object:
     return await _state_after(call, await clients.enable(call.path["client_id"]))
 
 
+async def change_limits(call: Call) -> object:
+    b: LimitsChange = call.body
+    clients = ClientService(call.edge.ctx.store, actor=call.actor)
+    changed = await clients.change_limits(
+        call.path["client_id"],
+        scopes=tuple(b.scopes) if b.scopes is not None else None,
+        requests_per_minute=b.requests_per_minute,
+        max_concurrency=b.max_concurrency,
+        priority=b.priority,
+    )
+    return await _state_after(call, changed)
+
+
 async def list_clients(call: Call) -> object:
     return [_view(s) for s in await ClientService(call.edge.ctx.store).all_clients()]
 
@@ -137,6 +159,7 @@ ENDPOINTS = [
     Endpoint("GET", "/clients", "Service clients and their credentials (never keys)", list_clients, tag="clients"),
     Endpoint("POST", "/clients/{client_id}/rotate", "A new key (shown once); the old one stops after grace_s", rotate, Rotation, "clients"),
     Endpoint("POST", "/clients/{client_id}/credentials/{credential_id}/revoke", "Revoke a credential at once", revoke, Reason, "clients"),
+    Endpoint("POST", "/clients/{client_id}/limits", "Change scopes, rate, concurrency or priority (omitted: unchanged)", change_limits, LimitsChange, "clients"),
     Endpoint("POST", "/clients/{client_id}/disable", "Refuse every key of a client (403)", disable, Reason, "clients"),
     Endpoint("POST", "/clients/{client_id}/enable", "Accept a disabled client's keys again", enable, tag="clients"),
 ]  # fmt: skip

@@ -62,6 +62,17 @@ def register(subparsers: Any) -> None:
     enable.add_argument("client", help="client id or name")
     enable.set_defaults(handler=_run(_enable))
 
+    limits = verbs.add_parser(
+        "limits",
+        help="change a client's scopes, rate, concurrency or priority (what is not given stays)",
+    )
+    limits.add_argument("client", help="client id or name")
+    limits.add_argument("--scope", action="append", help="capability@version; repeatable; replaces all")
+    limits.add_argument("--rpm", type=int, help="requests per minute")
+    limits.add_argument("--concurrency", type=int, help="max concurrent requests")
+    limits.add_argument("--priority", type=int, help="workload priority")
+    limits.set_defaults(handler=_run(_limits))
+
     verbs.add_parser("list", help="clients, limits and credentials (never keys)").set_defaults(
         handler=_run(_list)
     )
@@ -164,6 +175,20 @@ async def _enable(service: ClientService, args: argparse.Namespace) -> None:
     client_id = await _resolve(service, args.client)
     await service.enable(client_id)
     print(f"enabled {client_id}")
+
+
+async def _limits(service: ClientService, args: argparse.Namespace) -> None:
+    client_id = await _resolve(service, args.client)
+    await service.change_limits(
+        client_id,
+        scopes=tuple(args.scope) if args.scope else None,
+        requests_per_minute=args.rpm,
+        max_concurrency=args.concurrency,
+        priority=args.priority,
+    )
+    state = await service.get(client_id)
+    assert state is not None
+    print(format_client(state))
 
 
 async def _list(service: ClientService, args: argparse.Namespace) -> None:

@@ -177,13 +177,25 @@ def check_scopes(scopes: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted(set(scopes)))
 
 
+# Beyond these a limit is no limit, and a concurrency slot is looked for among that many subjects.
+MAX_REQUESTS_PER_MINUTE = 10_000_000
+MAX_CONCURRENCY = 10_000
+MAX_PRIORITY = 1_000
+
+
 def _check_limits(rpm: int, concurrency: int, priority: int) -> None:
-    if rpm <= 0:
-        raise ServingError("INVALID_INPUT", "requests per minute must be positive", "requests_per_minute")
-    if concurrency <= 0:
-        raise ServingError("INVALID_INPUT", "max concurrency must be positive", "max_concurrency")
-    if priority < 0:
-        raise ServingError("INVALID_INPUT", "priority must not be negative", "priority")
+    if not 0 < rpm <= MAX_REQUESTS_PER_MINUTE:
+        raise ServingError(
+            "INVALID_INPUT",
+            f"requests per minute must be between 1 and {MAX_REQUESTS_PER_MINUTE}",
+            "requests_per_minute",
+        )
+    if not 0 < concurrency <= MAX_CONCURRENCY:
+        raise ServingError(
+            "INVALID_INPUT", f"max concurrency must be between 1 and {MAX_CONCURRENCY}", "max_concurrency"
+        )
+    if not 0 <= priority <= MAX_PRIORITY:
+        raise ServingError("INVALID_INPUT", f"priority must be between 0 and {MAX_PRIORITY}", "priority")
 
 
 def _check_key(key: NewKey, now: datetime, state: ClientState | None = None) -> None:

@@ -54,6 +54,18 @@ def test_create_list_rotate_revoke_disable(nats_url: str) -> None:
     assert "revoked" in listed.stdout
 
 
+def test_limits_change_what_is_given_and_keep_the_rest(nats_url: str) -> None:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    created = clients(nats_url, "create", "--name", name, "--scope", "rag.embedding@1", "--rpm", "30")
+    assert created.returncode == 0, created.stderr
+    changed = clients(nats_url, "limits", name, "--concurrency", "9", "--priority", "2")
+    assert changed.returncode == 0, changed.stderr
+    assert "rpm=30  concurrency=9  priority=2" in changed.stdout
+    refused = clients(nats_url, "limits", name, "--concurrency", "0")
+    assert refused.returncode == 1
+    assert "INVALID_INPUT" in refused.stderr
+
+
 def test_errors_are_reported_with_their_code(nats_url: str) -> None:
     bad = clients(nats_url, "create", "--name", "x", "--scope", "nope@1")
     assert bad.returncode == 1

@@ -60,9 +60,35 @@ async def test_an_operator_rotates_revokes_disables_and_enables_a_client_over_th
     assert all(k["key"] not in text for k in (first, second, third))
 
 
+async def test_an_operator_changes_a_clients_limits_and_the_gateway_applies_them_at_once(
+    stack: Stack,
+) -> None:
+    created = await stack.post("/clients", {"name": f"lim-{new_id()[:6]}", "scopes": ["rag.embedding@1"]})
+    assert isinstance(created, dict)
+    client = created["client_id"]
+    view = await stack.post(f"/clients/{client}/limits", {"requests_per_minute": 1, "priority": 5})
+    assert isinstance(view, dict)
+    assert (view["requests_per_minute"], view["max_concurrency"], view["priority"]) == (1, 4, 5)
+    # One request a minute: the second within the minute is refused (unless the first straddled
+    # the minute's end: then the third is).
+    statuses = [await status_with(stack, created["key"]) for _ in range(3)]
+    assert 429 in statuses
+    narrowed = await stack.post(f"/clients/{client}/limits", {"scopes": ["rag.reranking@1"]})
+    assert isinstance(narrowed, dict)
+    assert narrowed["scopes"] == ["rag.reranking@1"]
+    assert await status_with(stack, created["key"]) == 403  # embeddings out of its scopes now
+
+
 @pytest.mark.parametrize(
     ("path", "body", "status", "code"),
     [
+        ("/clients/cl_nobody/limits", {"priority": 1}, 404, "CLIENT_NOT_FOUND"),
+        ("/clients/{client}/limits", {"max_concurrency": 0}, 422, "INVALID_INPUT"),
+        ("/clients/{client}/limits", {"max_concurrency": 10_001}, 422, "INVALID_INPUT"),
+        ("/clients/{client}/limits", {"requests_per_minute": 10**12}, 422, "INVALID_INPUT"),
+        ("/clients/{client}/limits", {"priority": -1}, 422, "INVALID_INPUT"),
+        ("/clients/{client}/limits", {"scopes": []}, 422, "INVALID_INPUT"),
+        ("/clients/{client}/limits", {"scopes": ["nope@1"]}, 404, "UNKNOWN_CAPABILITY"),
         ("/clients/cl_nobody/rotate", {}, 404, "CLIENT_NOT_FOUND"),
         ("/clients/cl_nobody/disable", {}, 404, "CLIENT_NOT_FOUND"),
         ("/clients/{client}/credentials/cred_nobody/revoke", {}, 404, "CREDENTIAL_NOT_FOUND"),
