@@ -41,7 +41,12 @@ async def routing_error(request: Request, exc: Exception) -> Response:
     if status == 405:
         refusal = ServingError("METHOD_NOT_ALLOWED", f"{request.url.path} does not take {request.method}")
     elif status == 404:
-        refusal = ServingError("ROUTE_NOT_FOUND", f"no route {request.url.path}; see /openapi.json")
+        refusal = ServingError(
+            "ROUTE_NOT_FOUND",
+            f"no route {request.url.path}; clients call POST /v1/embeddings, /v1/rerank, "
+            "/v1/capabilities/{capability}:invoke and GET /v1/models; the admin API is described at "
+            "/openapi.json",
+        )
     else:
         refusal = ServingError(
             "INVALID_INPUT", str(getattr(exc, "detail", "bad request")), http_status=status

@@ -49,6 +49,14 @@ async def test_a_path_or_method_no_route_takes_gets_the_one_error_shape(
         assert response.headers["allow"] == "POST"
 
 
+async def test_a_missing_route_points_to_routes_that_exist(stack: Stack) -> None:
+    async with httpx.AsyncClient(base_url=stack.gateway.url) as http:
+        message = (await http.get("/no/such/route")).json()["error"]["message"]
+        assert "/openapi.json" in message
+        assert "/v1/embeddings" in message
+        assert (await http.get("/openapi.json")).status_code != 404
+
+
 async def _models_refused(stack: Stack, headers: dict[str, str | bytes]) -> httpx.Response:
     async with httpx.AsyncClient() as http:
         return await http.get(f"{stack.gateway.url}/v1/models", headers=headers)
