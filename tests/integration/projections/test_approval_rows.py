@@ -4,6 +4,7 @@ projected before those columns existed get them from the audit log's copy of the
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 from eventstore.store import EventStore, ExpectedVersion
 from modelforge.devstack.nats_server import NatsServer
@@ -59,10 +60,51 @@ async def test_rows_projected_before_the_columns_existed_are_filled_from_the_aud
     await project_approvals(private_store, fresh_database, private_nats.url)
     async with await psycopg.AsyncConnection.connect(fresh_database, autocommit=True) as conn:
         # As a schema projected by a build without 008 left it.
-        await conn.execute("DELETE FROM mf.schema_migrations WHERE version = 8")
+        await conn.execute("DELETE FROM mf.schema_migrations WHERE version IN (8, 9)")
         await conn.execute("ALTER TABLE mf.approvals DROP COLUMN approved_by, DROP COLUMN approval_reason")
-        assert await migrate(conn, "mf") == [8]
+        assert await migrate(conn, "mf") == [8, 9]
         assert await approvals(conn) == [("appr-0", "", ""), ("appr-1", "dana", "load test passed on n1")]
+        live = await digest.digest(conn, "mf")
+    rebuilt = await replay(fresh_database, private_nats.url, progress=False)
+    assert rebuilt.digest == live
+
+
+REAPPROVED = [
+    c.ProductionApproved(
+        approval_id="appr-2", candidate_id="cand-2", evidence_fingerprint="d" * 64, evidence={},
+        approved_by="dana", reason="first look",
+    ),
+    c.ApprovalMarkedStale(approval_id="appr-2", changed_facts=("probe_id",)),
+    # The same facts approved again once they are back: the same approval, approved anew.
+    c.ProductionApproved(
+        approval_id="appr-2", candidate_id="cand-2", evidence_fingerprint="d" * 64, evidence={},
+        approved_by="erin", reason="the facts are back",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "history",
+    ["projected before 008", "migrated by the first 008"],
+)
+async def test_a_row_approved_again_names_its_last_approval_as_a_replay_does(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str, history: str
+) -> None:
+    last = await private_store.append(Aggregate.APPROVAL, "appr-2", REAPPROVED, ExpectedVersion.NO_STREAM)
+    await migrated(fresh_database)
+    await project_until(fresh_database, private_nats.url, {"MF_EVENTS": last})
+    async with await psycopg.AsyncConnection.connect(fresh_database, autocommit=True) as conn:
+        assert await approvals(conn) == [("appr-2", "erin", "the facts are back")]
+        if history == "projected before 008":
+            await conn.execute("DELETE FROM mf.schema_migrations WHERE version IN (8, 9)")
+            await conn.execute(
+                "ALTER TABLE mf.approvals DROP COLUMN approved_by, DROP COLUMN approval_reason"
+            )
+        else:  # 008 filled the row from the first of the approval's events
+            await conn.execute("DELETE FROM mf.schema_migrations WHERE version = 9")
+            await conn.execute("UPDATE mf.approvals SET approved_by = 'dana', approval_reason = 'first look'")
+        await migrate(conn, "mf")
+        assert await approvals(conn) == [("appr-2", "erin", "the facts are back")]
         live = await digest.digest(conn, "mf")
     rebuilt = await replay(fresh_database, private_nats.url, progress=False)
     assert rebuilt.digest == live

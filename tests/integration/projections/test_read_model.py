@@ -352,6 +352,7 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
             (6, "projection_gaps"),
             (7, "migration_checksums"),
             (8, "approval_approver"),
+            (9, "approval_last_approver"),
         ]
-    assert first == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert again == []
