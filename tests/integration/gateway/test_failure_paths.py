@@ -269,3 +269,41 @@ async def test_a_request_whose_client_disconnects_while_it_waits_for_capacity_le
     assert ctx.queued == 0
     events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, f"{stack.node}-cpu0")
     assert not [e for e in events if isinstance(e, s.LeaseGranted) and e.client_id == gone.client_id]
+
+
+async def test_a_request_with_another_pipelined_behind_it_leaves_the_line_when_its_client_disconnects(
+    stack: Stack,
+) -> None:
+    # HTTP/1.1 pipelining: the client sends its next request before the first is answered, then
+    # hangs up. The first, waiting in line, must notice as it would alone (and the second, never
+    # started, records nothing).
+    assert stack.gateway.replica is not None
+    ctx = stack.gateway.replica.edge.ctx
+    gone = await ClientService(stack.store).create(f"piped-{new_id()[:6]}", ["rag.embedding@1"])
+    body = b'{"input": "x"}'
+    one = (
+        b"POST /v1/embeddings HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n"
+        b"authorization: Bearer " + gone.key.encode() + b"\r\n"
+        b"x-request-timeout-ms: 10000\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+    )
+    host, port = stack.gateway.url.removeprefix("http://").split(":")
+    async with _device_held(stack) as depth:
+        _, writer = await asyncio.open_connection(host, int(port))
+        writer.write(one + one)
+        await writer.drain()
+        while await depth() < 1:
+            pass
+        writer.close()  # the client gives up on both
+        await writer.wait_closed()
+        failed = await first_event(
+            stack,
+            subjects.REQUESTS_STREAM,
+            lambda e: isinstance(e, RequestFailed) and e.client_id == gone.client_id,
+        )
+        async with asyncio.timeout(20):  # the line empties
+            while await depth():
+                pass
+    assert failed.code == "REQUEST_CANCELLED"  # type: ignore[attr-defined]
+    assert ctx.queued == 0
+    events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, f"{stack.node}-cpu0")
+    assert not [e for e in events if isinstance(e, s.LeaseGranted) and e.client_id == gone.client_id]
