@@ -124,8 +124,8 @@ LAB_PAUSED: Final = spec(
 REQUEST_CANCELLED: Final = spec(
     "REQUEST_CANCELLED",
     499,
-    "The request was cancelled before it finished (its client disconnected, or the gateway is "
-    "shutting down); recorded, never sent: nobody is left to answer.",
+    "The request was cancelled before it finished (its client disconnected before its model ran, "
+    "or the gateway is shutting down); recorded, never sent: nobody is left to answer.",
     from_seed=False,
 )
 REQUEST_TIMEOUT: Final = spec(

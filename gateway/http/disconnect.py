@@ -1,4 +1,7 @@
-"""A client that disconnects stops its request: the serving path is cancelled, not left to run.
+"""A client that disconnects stops its request while it waits: in the capacity queue, for its
+lease, for a load. Not once its model runs: the lease must last as long as the work on the node
+(its memory is in use until the worker answers), so from then on the request runs to its end and
+is recorded as it ends; only its answer goes nowhere.
 
 uvicorn does not cancel a handler whose client went away, so a request waiting in the capacity
 queue would keep its place (counted against `global_queue_limit` on every replica), then take a
@@ -21,22 +24,41 @@ from streams.codes import ServingError
 T = TypeVar("T")
 
 
-async def _cancel_when_gone(request: Request, handler: asyncio.Task[object]) -> None:
+class Interruption:
+    """Whether the client leaving may still stop its request, and whether it did."""
+
+    __slots__ = ("allowed", "stopped")
+
+    def __init__(self) -> None:
+        self.allowed = True
+        self.stopped = False
+
+    def forbid(self) -> None:
+        """The model is about to run: from now on the request runs to its end."""
+        self.allowed = False
+
+
+async def _cancel_when_gone(
+    request: Request, handler: asyncio.Task[object], interruption: Interruption
+) -> None:
     while (await request.receive())["type"] != "http.disconnect":
         pass
-    handler.cancel()
+    if interruption.allowed:
+        interruption.stopped = True
+        handler.cancel()
 
 
-async def while_connected(request: Request, work: Awaitable[T]) -> T:
+async def while_connected(request: Request, work: Awaitable[T], interruption: Interruption) -> T:
     """`work`'s outcome, or REQUEST_CANCELLED once it was cancelled because the client left first
-    (the body must have been read: what the client sends after it is not looked at)."""
+    while `interruption` allowed it (the body must have been read: what the client sends after it
+    is not looked at)."""
     handler = asyncio.current_task()
     assert handler is not None
-    watcher = asyncio.ensure_future(_cancel_when_gone(request, handler))
+    watcher = asyncio.ensure_future(_cancel_when_gone(request, handler, interruption))
     try:
         return await work
     except asyncio.CancelledError:
-        if not watcher.done() or watcher.cancelled():
+        if not interruption.stopped:
             raise  # cancelled from elsewhere (a shutdown): not ours to answer
         handler.uncancel()  # the watcher's cancel is answered here
         raise ServingError(

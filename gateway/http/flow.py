@@ -2,8 +2,8 @@
 
 authenticate → authorise the capability → read the body within its limit → parse and validate
 (the dialect's job) → client limits (alongside the capacity search when the client is far from
-them: `gateway.clients.admission`) → serve, stopped if the client disconnects
-(`gateway.http.disconnect`) → render (the dialect's job). A refusal, by the
+them: `gateway.clients.admission`) → serve, stopped if the client disconnects before its model
+runs (`gateway.http.disconnect`) → render (the dialect's job). A refusal, by the
 checks or the client's limits, is recorded as the request's only event (`RequestRejected`);
 later failures are recorded by the pipeline.
 """
@@ -21,7 +21,7 @@ from starlette.responses import Response
 from gateway.clients.admission import Admission
 from gateway.clients.model import ClientPrincipal
 from gateway.http.body import decode_json, read_limited
-from gateway.http.disconnect import while_connected
+from gateway.http.disconnect import Interruption, while_connected
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
 from gateway.http.stamps import request_id_of
@@ -92,10 +92,16 @@ async def run_capability(
     serving = False
     authorization = request.headers.get("authorization")
 
+    interruption = Interruption()
+
     def authorized() -> ClientPrincipal:
         found = edge.directory.authenticate(authorization)
         edge.directory.authorize(found, capability)
         return found
+
+    def before_dispatch() -> None:
+        authorized()  # a key withdrawn while the request waited is refused here
+        interruption.forbid()  # the model runs: its lease lasts until the worker answers
 
     try:
         principal = authorized()
@@ -127,8 +133,9 @@ async def run_capability(
                     admitted=admission.settle,
                     priority=principal.priority,
                     render=lambda served: prepared.render(served.result, served, request_id),
-                    still_authorized=authorized,  # a key withdrawn while the request waited
+                    before_dispatch=before_dispatch,
                 ),
+                interruption,
             )
         finally:
             edge.ctx.spawn(admission.close())

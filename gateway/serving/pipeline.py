@@ -128,12 +128,13 @@ async def serve(
     model: str = "",
     priority: int = 0,
     render: Callable[[Served], object] | None = None,
-    still_authorized: Callable[[], object] = lambda: None,
+    before_dispatch: Callable[[], object] = lambda: None,
 ) -> Served:
     """Serve one admitted request; `admitted` raises the client limits' refusal, if any, and is
     settled before anything is recorded (the caller records a refusal as `RequestRejected`).
-    `still_authorized` raises if the caller's key was withdrawn (revoked, expired, client disabled)
-    while the request waited for capacity: checked once it has its lease, before the model runs.
+    `before_dispatch` is called once the request has its lease, just before the model runs: it
+    raises to refuse the request (a key withdrawn while it waited for capacity: revoked, expired,
+    client disabled).
     `render` turns the worker's output into the answer (`Served.body`); an output it cannot render
     fails the request as INVALID_OUTPUT, as one the contract refuses does."""
     deployment = ctx.live.catalog.resolve(capability, model)
@@ -168,7 +169,7 @@ async def serve(
     grant: capacity.Grant | None = None
     try:
         grant = await seeking
-        still_authorized()
+        before_dispatch()
         invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
         latency = _latency(grant, invoked, started, validation_ms, resolution_ms)
         usage = Usage(items=shape.items, input_tokens=_output_of(_tokens.decode, invoked.result).input_tokens)

@@ -22,7 +22,7 @@ from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import control as c
 from streams.events import serving as s
-from streams.events.requests import RequestFailed
+from streams.events.requests import RequestCompleted, RequestFailed
 from streams.messages import QueueDepth
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import (
@@ -217,6 +217,46 @@ async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and
     assert (await failure_of(stack, request_id)).code == "REQUEST_CANCELLED"
 
 
+async def test_a_request_whose_client_disconnects_while_its_model_runs_keeps_its_lease_until_the_worker_answers(
+    stack: Stack,
+) -> None:
+    # The worker's memory is in use until it answers: the books must not free it earlier.
+    gone = await ClientService(stack.store).create(f"left-{new_id()[:6]}", ["rag.embedding@1"])
+    headers = {"authorization": f"Bearer {gone.key}", "x-request-timeout-ms": "60000"}
+    texts = [f"{i} " + "a long passage to embed, " * 40 for i in range(64)]  # seconds of inference
+    # A copy of each invoke sent to the agent (outside its queue group): the model is running.
+    invokes = await stack.connection.client.subscribe(
+        subjects.invoke_subject(stack.node, stack.deployment_id)
+    )
+    await stack.connection.client.flush()  # the server holds the copy's interest before the request
+    async with httpx.AsyncClient(timeout=60) as http:
+        running = asyncio.ensure_future(
+            http.post(f"{stack.gateway.url}/v1/embeddings", json={"input": texts}, headers=headers)
+        )
+        try:
+            while len((await invokes.next_msg(timeout=30)).data) < 10_000:
+                pass  # (another test's small request)
+        finally:
+            await invokes.unsubscribe()
+        running.cancel()  # the client gives up: its connection closes
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    lease = await first_event(
+        stack,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseGranted) and e.client_id == gone.client_id,
+    )
+    assert isinstance(lease, s.LeaseGranted)
+    ended = await first_event(
+        stack,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, RequestCompleted | RequestFailed) and e.client_id == gone.client_id,
+    )
+    assert isinstance(ended, RequestCompleted)
+    assert (await release_of(stack, lease.request_id)).outcome == "completed"
+
+
+# It kills the stack's agent: the tests after it need no model to run.
 async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_recorded_failed(
     stack: Stack,
 ) -> None:
