@@ -217,6 +217,13 @@ async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and
     assert (await failure_of(stack, request_id)).code == "REQUEST_CANCELLED"
 
 
+async def _hang_up(call: asyncio.Future[httpx.Response]) -> None:
+    """The client gives up on `call`: its connection closes."""
+    call.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await call
+
+
 async def test_a_request_whose_client_disconnects_while_its_model_runs_keeps_its_lease_until_the_worker_answers(
     stack: Stack,
 ) -> None:
@@ -238,9 +245,7 @@ async def test_a_request_whose_client_disconnects_while_its_model_runs_keeps_its
                 pass  # (another test's small request)
         finally:
             await invokes.unsubscribe()
-        running.cancel()  # the client gives up: its connection closes
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
+        await _hang_up(running)
     lease = await first_event(
         stack,
         subjects.EVENTS_STREAM,
@@ -294,9 +299,7 @@ async def test_a_request_whose_client_disconnects_while_it_waits_for_capacity_le
         )
         while await depth() < 1:
             pass
-        waiting.cancel()  # the client gives up: its connection closes
-        with contextlib.suppress(asyncio.CancelledError):
-            await waiting
+        await _hang_up(waiting)
         failed = await first_event(
             stack,
             subjects.REQUESTS_STREAM,
