@@ -49,7 +49,7 @@ class MemoryStats:
 
 @dataclass(frozen=True)
 class RuntimeOptions:
-    intra_op_threads: int = 2  # ONNX Runtime (the agent's --cpu-threads)
+    intra_op_threads: int = 2  # ONNX Runtime; the agent passes its own (--cpu-threads)
     inter_op_threads: int = 1
     max_batch: int = 32  # TensorRT optimisation profile bounds
     max_seq: int = 256
