@@ -38,7 +38,7 @@ class ImportArtifacts(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Reason(msgspec.Struct, frozen=True, kw_only=True):
-    reason: str = ""
+    reason: Annotated[str, msgspec.Meta(max_length=1_000)] = ""  # kept in every copy of the log
 
 
 class CreateCandidate(msgspec.Struct, frozen=True, kw_only=True):

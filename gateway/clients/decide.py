@@ -50,6 +50,7 @@ def decide(state: ClientState | None, command: Command, now: datetime) -> list[E
         case RotateCredential():
             return _rotate(state, command, now)
         case RevokeCredential():
+            _check_reason(command.reason)
             credential = state.credential(command.credential_id)
             if credential is None:
                 raise ServingError(
@@ -65,6 +66,7 @@ def decide(state: ClientState | None, command: Command, now: datetime) -> list[E
                 )
             ]
         case DisableClient():
+            _check_reason(command.reason)
             return [ClientDisabled(client_id=state.client_id, reason=command.reason)] if state.enabled else []
         case EnableClient():
             return [] if state.enabled else [ClientEnabled(client_id=state.client_id)]
@@ -181,6 +183,14 @@ def check_scopes(scopes: tuple[str, ...]) -> tuple[str, ...]:
 MAX_REQUESTS_PER_MINUTE = 10_000_000
 MAX_CONCURRENCY = 10_000
 MAX_PRIORITY = 1_000
+
+
+MAX_REASON_CHARS = 1_000  # an operator's note, kept in every copy of the event log
+
+
+def _check_reason(reason: str) -> None:
+    if len(reason) > MAX_REASON_CHARS:
+        raise ServingError("INVALID_INPUT", f"a reason is at most {MAX_REASON_CHARS} characters", "reason")
 
 
 def _check_limits(rpm: int, concurrency: int, priority: int) -> None:

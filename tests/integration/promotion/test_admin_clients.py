@@ -83,6 +83,7 @@ async def test_an_operator_changes_a_clients_limits_and_the_gateway_applies_them
     ("path", "body", "status", "code"),
     [
         ("/clients/cl_nobody/limits", {"priority": 1}, 404, "CLIENT_NOT_FOUND"),
+        ("/clients/{client}/disable", {"reason": "x" * 1001}, 422, "INVALID_INPUT"),
         ("/clients/{client}/limits", {"max_concurrency": 0}, 422, "INVALID_INPUT"),
         ("/clients/{client}/limits", {"max_concurrency": 10_001}, 422, "INVALID_INPUT"),
         ("/clients/{client}/limits", {"requests_per_minute": 10**12}, 422, "INVALID_INPUT"),

@@ -97,6 +97,13 @@ def test_revoking_an_unknown_credential_is_refused() -> None:
     refused(created_runner(), RevokeCredential(CLIENT, "cred_nope"), "CREDENTIAL_NOT_FOUND")
 
 
+@pytest.mark.parametrize(
+    "command", [RevokeCredential(CLIENT, "cred_first", "x" * 1001), DisableClient(CLIENT, "x" * 1001)]
+)
+def test_a_reason_longer_than_a_note_is_refused(command: object) -> None:
+    refused(created_runner(), command, "INVALID_INPUT")
+
+
 def test_revoking_twice_records_one_revocation() -> None:
     runner = created_runner()
     assert [type(e) for e in runner.run(RevokeCredential(CLIENT, "cred_first", "leaked"))] == [
