@@ -267,7 +267,7 @@ async def main(args: argparse.Namespace) -> None:
         measured = await serving.probe(connection, agent.node, artifacts, root)
         await serving.promote(store, artifacts, measured)
         key = await ClientService(store).create(
-            "bench-gateway", ["rag.embedding@1"], requests_per_minute=100_000_000, max_concurrency=1024
+            "bench-gateway", ["rag.embedding@1"], requests_per_minute=10_000_000, max_concurrency=1024
         )
         url = await gateway.start()
         headers = {"authorization": f"Bearer {key.key}", "content-type": "application/json"}
