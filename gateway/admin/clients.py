@@ -1,10 +1,14 @@
 """Admin endpoints for service clients: create (its key shown once), rotate (a new key shown once),
 revoke one credential, disable, enable, and list (credentials by id and prefix: never a key or a
 hash). Each answers once this gateway's key directory holds the change, so the next request it
-serves sees it; the other replicas follow through their own subscriptions."""
+serves sees it; the other replicas follow through their own subscriptions. A directory that has
+not applied it within APPLY_WAIT_S (its feed stalled) does not hold the answer back: the change is
+recorded, so the answer says `"applied": false` and shows the client as the event log has it (a
+key is shown once: an error answer would lose it)."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -16,6 +20,8 @@ from gateway.clients.model import ClientState
 from gateway.clients.service import ClientService, IssuedKey
 from streams.codes import ServingError
 
+log = logging.getLogger("modelforge.gateway.admin.clients")
+APPLY_WAIT_S = 10.0
 CENTURY_S = 100 * 365 * 86_400.0  # a key's lifetime, at most (a date past the calendar is no date)
 Lifetime = Annotated[float, msgspec.Meta(gt=0, le=CENTURY_S)]
 
@@ -49,8 +55,9 @@ def _lifetime(seconds: float | None) -> timedelta | None:
     return timedelta(seconds=seconds) if seconds is not None else None
 
 
-def _key(issued: IssuedKey) -> dict[str, Any]:
+def _key(issued: IssuedKey, applied: bool) -> dict[str, Any]:
     return {
+        "applied": applied,
         "client_id": issued.client_id,
         "credential_id": issued.credential_id,
         "key": issued.key,  # shown once, never stored
@@ -82,16 +89,26 @@ def _view(state: ClientState) -> dict[str, Any]:
     }
 
 
-async def _applied(call: Call, sequence: int) -> None:
-    await call.edge.directory.wait_until_applied(sequence)
+async def _applied(call: Call, sequence: int) -> bool:
+    """Whether this gateway's key directory holds the event at `sequence` within APPLY_WAIT_S."""
+    try:
+        await call.edge.directory.wait_until_applied(sequence, timeout=APPLY_WAIT_S)
+    except TimeoutError:
+        log.warning("client change %d recorded but not applied here within %.0f s", sequence, APPLY_WAIT_S)
+        return False
+    return True
 
 
 async def _state_after(call: Call, sequence: int) -> object:
-    await _applied(call, sequence)
-    state = call.edge.directory.client(call.path["client_id"])
+    client_id = call.path["client_id"]
+    applied = await _applied(call, sequence)
+    if applied:
+        state = call.edge.directory.client(client_id)
+    else:
+        state = await ClientService(call.edge.ctx.store).get(client_id)
     if state is None:  # (the command would have been refused CLIENT_NOT_FOUND)
-        raise ServingError("CLIENT_NOT_FOUND", f"no service client {call.path['client_id']!r}", "client_id")
-    return _view(state)
+        raise ServingError("CLIENT_NOT_FOUND", f"no service client {client_id!r}", "client_id")
+    return {**_view(state), "applied": applied}
 
 
 async def create_client(call: Call) -> object:
@@ -101,8 +118,7 @@ async def create_client(call: Call) -> object:
         b.name, b.scopes, requests_per_minute=b.requests_per_minute, max_concurrency=b.max_concurrency,
         priority=b.priority, project_id=b.project_id, expires_in=_lifetime(b.expires_in_s),
     )  # fmt: skip
-    await _applied(call, issued.sequence)
-    return _key(issued)
+    return _key(issued, await _applied(call, issued.sequence))
 
 
 async def rotate(call: Call) -> object:
@@ -114,8 +130,7 @@ async def rotate(call: Call) -> object:
         credential_id=b.credential_id,
         expires_in=_lifetime(b.expires_in_s),
     )
-    await _applied(call, issued.sequence)
-    return _key(issued)
+    return _key(issued, await _applied(call, issued.sequence))
 
 
 async def revoke(call: Call) -> object:

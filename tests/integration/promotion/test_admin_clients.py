@@ -7,8 +7,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from gateway.admin import clients as admin_clients
 from streams.envelope import new_id
-from tests.integration.promotion.conftest import Stack
+from tests.integration.promotion.conftest import TOKEN, Stack
+from tests.support.serving import InProcessGateway
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -119,3 +121,35 @@ async def test_client_admin_input_it_cannot_act_on_is_refused_and_records_nothin
     assert response.status_code == status, response.text
     assert response.json()["error"]["code"] == code
     assert await stack.events_head() == head, "a refusal must change nothing"
+
+
+async def test_a_change_a_stalled_directory_has_not_applied_is_still_answered_from_the_log(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A gateway whose key directory stopped following the log (its feed stalled): the change is
+    # recorded, so the answer must come, key included (it is shown once), saying it is not applied.
+    monkeypatch.setattr(admin_clients, "APPLY_WAIT_S", 0.5)
+    stalled = InProcessGateway()
+    await stalled.start(stack.nats_url)
+    assert stalled.replica is not None
+    stalled.replica.edge.operator_token = TOKEN
+    await stalled.replica.edge.directory.close()
+    try:
+        async with httpx.AsyncClient(
+            base_url=f"{stalled.url}/admin/v1", headers={"authorization": f"Bearer {TOKEN}"}, timeout=60
+        ) as admin:
+            body = {"name": f"stalled-{new_id()[:6]}", "scopes": ["rag.embedding@1"]}
+            created = await admin.post("/clients", json=body)
+            assert created.status_code == 200, created.text
+            assert created.json()["applied"] is False
+            assert created.json()["key"].startswith("mf_")
+            disabled = await admin.post(f"/clients/{created.json()['client_id']}/disable", json={})
+            assert disabled.status_code == 200, disabled.text
+            assert (disabled.json()["applied"], disabled.json()["enabled"]) == (False, False)
+    finally:
+        await stalled.stop()
+    # The gateway that follows the log sees both.
+    listed = await stack.get("/clients")
+    assert isinstance(listed, list)
+    (mine,) = [c for c in listed if c["client_id"] == created.json()["client_id"]]
+    assert mine["enabled"] is False
