@@ -285,11 +285,28 @@ async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_reco
     assert (await release_of(stack, request_id)).outcome == "failed"
 
 
+async def _left_the_line(stack: Stack, depth: Callable[[], Awaitable[int]], client_id: str) -> None:
+    """The client's request, which waited in line when its client left, is recorded cancelled,
+    the line empties, and it never got a lease."""
+    failed = await first_event(
+        stack,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, RequestFailed) and e.client_id == client_id,
+    )
+    async with asyncio.timeout(20):
+        while await depth():
+            pass
+    assert isinstance(failed, RequestFailed)
+    assert failed.code == "REQUEST_CANCELLED"
+    assert stack.gateway.replica is not None
+    assert stack.gateway.replica.edge.ctx.queued == 0
+    events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, f"{stack.node}-cpu0")
+    assert not [e for e in events if isinstance(e, s.LeaseGranted) and e.client_id == client_id]
+
+
 async def test_a_request_whose_client_disconnects_while_it_waits_for_capacity_leaves_the_line(
     stack: Stack,
 ) -> None:
-    assert stack.gateway.replica is not None
-    ctx = stack.gateway.replica.edge.ctx
     gone = await ClientService(stack.store).create(f"gone-{new_id()[:6]}", ["rag.embedding@1"])
     # (its deadline, 10 s, is what would end its wait if nothing noticed the client leave)
     headers = {"authorization": f"Bearer {gone.key}", "x-request-timeout-ms": "10000"}
@@ -300,18 +317,7 @@ async def test_a_request_whose_client_disconnects_while_it_waits_for_capacity_le
         while await depth() < 1:
             pass
         await _hang_up(waiting)
-        failed = await first_event(
-            stack,
-            subjects.REQUESTS_STREAM,
-            lambda e: isinstance(e, RequestFailed) and e.client_id == gone.client_id,
-        )
-        async with asyncio.timeout(20):  # the line empties
-            while await depth():
-                pass
-    assert failed.code == "REQUEST_CANCELLED"  # type: ignore[attr-defined]
-    assert ctx.queued == 0
-    events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, f"{stack.node}-cpu0")
-    assert not [e for e in events if isinstance(e, s.LeaseGranted) and e.client_id == gone.client_id]
+        await _left_the_line(stack, depth, gone.client_id)
 
 
 async def test_a_request_with_another_pipelined_behind_it_leaves_the_line_when_its_client_disconnects(
@@ -320,8 +326,6 @@ async def test_a_request_with_another_pipelined_behind_it_leaves_the_line_when_i
     # HTTP/1.1 pipelining: the client sends its next request before the first is answered, then
     # hangs up. The first, waiting in line, must notice as it would alone (and the second, never
     # started, records nothing).
-    assert stack.gateway.replica is not None
-    ctx = stack.gateway.replica.edge.ctx
     gone = await ClientService(stack.store).create(f"piped-{new_id()[:6]}", ["rag.embedding@1"])
     body = b'{"input": "x"}'
     one = (
@@ -338,15 +342,4 @@ async def test_a_request_with_another_pipelined_behind_it_leaves_the_line_when_i
             pass
         writer.close()  # the client gives up on both
         await writer.wait_closed()
-        failed = await first_event(
-            stack,
-            subjects.REQUESTS_STREAM,
-            lambda e: isinstance(e, RequestFailed) and e.client_id == gone.client_id,
-        )
-        async with asyncio.timeout(20):  # the line empties
-            while await depth():
-                pass
-    assert failed.code == "REQUEST_CANCELLED"  # type: ignore[attr-defined]
-    assert ctx.queued == 0
-    events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, f"{stack.node}-cpu0")
-    assert not [e for e in events if isinstance(e, s.LeaseGranted) and e.client_id == gone.client_id]
+        await _left_the_line(stack, depth, gone.client_id)
