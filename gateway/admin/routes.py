@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.routing import Route
 
 from gateway.admin import clients, operating, pipeline, projection, projects
+from gateway.admin.console import console_routes
 from gateway.admin.endpoint import Endpoint
 from gateway.admin.openapi import routes_for_docs
 
@@ -23,4 +24,5 @@ def admin_routes() -> list[Route]:
         *(e.route() for e in ENDPOINTS),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
+        *console_routes(),
     ]

@@ -1,0 +1,45 @@
+"""The operator console: one static page (`/console`) whose script reads the admin API with the
+operator token the operator types in. The page holds no data and needs no token to load; every
+read it makes is an ordinary authenticated admin call, so it can show nothing the API would not.
+
+The assets are read once at import. The content security policy lets the page run only its own
+script and talk only to this gateway, so no data it displays can load or run anything else.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+_ASSETS = resources.files("gateway.admin") / "console"
+_TYPES = {
+    "index.html": "text/html; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+}
+_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-cache",
+}
+
+
+def _asset(name: str) -> Route:
+    body = (_ASSETS / name).read_bytes()
+    path = "/console" if name == "index.html" else f"/console/{name}"
+
+    async def serve(request: Request) -> Response:
+        return Response(body, headers=_HEADERS, media_type=_TYPES[name])
+
+    return Route(path, serve, methods=["GET"])
+
+
+def console_routes() -> list[Route]:
+    return [_asset(name) for name in _TYPES]

@@ -1,0 +1,63 @@
+"""The operator console: a static page whose script reads the admin API with the operator's token.
+Its views are checked against a real gateway reading a real read model (every read answers), not
+in a browser."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+from gateway.admin import console
+
+SCRIPT = (console._ASSETS / "console.js").read_text()
+
+
+def view_paths() -> list[str]:
+    return re.findall(r'path: "(/[^"]+)"', SCRIPT)
+
+
+def anonymous(admin: httpx.AsyncClient) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=str(admin.base_url).removesuffix("/admin/v1/"))
+
+
+async def test_the_console_page_loads_without_a_token_and_runs_only_its_own_assets(
+    admin: httpx.AsyncClient,
+) -> None:
+    async with anonymous(admin) as browser:
+        page = await browser.get("/console")
+        script = await browser.get("/console/console.js")
+        style = await browser.get("/console/console.css")
+    assert page.status_code == script.status_code == style.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert style.headers["content-type"].startswith("text/css")
+    policy = page.headers["content-security-policy"]
+    for directive in ("default-src 'none'", "script-src 'self'", "connect-src 'self'"):
+        assert directive in policy
+    assert '<script src="/console/console.js"' in page.text
+    assert "<script>" not in page.text  # no inline script: the policy would block it anyway
+    assert page.headers["x-request-id"]
+
+
+async def test_every_console_view_is_an_admin_read_that_answers(admin: httpx.AsyncClient) -> None:
+    paths = view_paths()
+    assert len(paths) >= 10, paths
+    for path in paths:
+        response = await admin.get(path.removeprefix("/"))
+        assert response.status_code == 200, (path, response.text)
+        assert isinstance(response.json(), dict | list), path
+
+
+async def test_the_console_shows_nothing_without_the_operator_token(admin: httpx.AsyncClient) -> None:
+    async with anonymous(admin) as browser:
+        for path in view_paths():
+            response = await browser.get(f"/admin/v1{path}")
+            assert response.status_code == 401, path
+            assert response.json()["error"]["code"] == "CAPABILITY_NOT_AUTHORIZED"
+
+
+def test_the_console_script_never_renders_data_as_html() -> None:
+    # Data from the API (client names, reasons) is set as text only: no HTML-parsing sinks.
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in SCRIPT, sink
