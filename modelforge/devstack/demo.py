@@ -87,3 +87,4 @@ def bootstrap(
     echo(f"  curl -s {gateway_url}/v1/embeddings -H 'Authorization: Bearer {key}' \\")
     echo(f"       -H 'content-type: application/json' -d '{body}'")
     echo(f"admin API   {gateway_url}/docs (token in {home / 'operator-token'})")
+    echo(f"console     {gateway_url}/console (the same token)")

@@ -57,7 +57,26 @@ function cell(key, value) {
   return td;
 }
 
-function table(rows) {
+function isPlainObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+// A nested object's fields become columns of their own (a row's budget, say); a field that
+// repeats one of the row's own with the same value is left out.
+function flatten(row) {
+  const flat = {};
+  for (const [key, value] of Object.entries(row)) {
+    if (!isPlainObject(value)) { flat[key] = value; continue; }
+    for (const [inner, field] of Object.entries(value)) {
+      if (inner in row && row[inner] === field) continue;
+      flat[inner in flat || inner in row ? key + "." + inner : inner] = field;
+    }
+  }
+  return flat;
+}
+
+function table(records) {
+  const rows = records.map(flatten);
   const columns = [];
   for (const row of rows) for (const key of Object.keys(row)) if (!columns.includes(key)) columns.push(key);
   const t = el("table");
@@ -73,30 +92,41 @@ function table(rows) {
 }
 
 function isRows(value) {
-  return Array.isArray(value) && value.length > 0 && value.every((v) => v && typeof v === "object" && !Array.isArray(v));
+  return Array.isArray(value) && value.length > 0 && value.every(isPlainObject);
 }
 
-// Lists of objects become tables; other fields a definition list.
+function facts(fields) {
+  const list = el("dl");
+  for (const [key, field] of Object.entries(fields)) {
+    list.appendChild(el("dt", key));
+    const dd = el("dd");
+    dd.appendChild(valueNode(key, field));
+    list.appendChild(dd);
+  }
+  return list;
+}
+
+// Lists of objects become tables, objects of objects too (keyed by id); an object's other
+// fields a definition list, nested objects one of their own.
 function render(value, into) {
   if (isRows(value)) { into.appendChild(table(value)); return; }
-  if (Array.isArray(value)) { into.appendChild(el("p", value.length ? JSON.stringify(value) : "(none)")); return; }
-  if (!value || typeof value !== "object") { into.appendChild(el("p", String(value))); return; }
-  const facts = el("dl");
+  if (!isPlainObject(value)) { into.appendChild(el("p", Array.isArray(value) && !value.length ? "(none)" : JSON.stringify(value))); return; }
+  const scalars = {};
   for (const [key, field] of Object.entries(value)) {
     if (isRows(field)) {
       into.appendChild(el("h2", key));
       into.appendChild(table(field));
-    } else if (field && typeof field === "object" && !Array.isArray(field) && Object.values(field).every((v) => v && typeof v === "object" && !Array.isArray(v))) {
+    } else if (isPlainObject(field) && Object.keys(field).length && Object.values(field).every(isPlainObject)) {
       into.appendChild(el("h2", key));
       into.appendChild(table(Object.entries(field).map(([id, row]) => ({ id, ...row }))));
+    } else if (isPlainObject(field)) {
+      into.appendChild(el("h2", key));
+      into.appendChild(facts(field));
     } else {
-      facts.appendChild(el("dt", key));
-      const dd = el("dd");
-      dd.appendChild(valueNode(key, field));
-      facts.appendChild(dd);
+      scalars[key] = field;
     }
   }
-  if (facts.childNodes.length) into.prepend(facts);
+  if (Object.keys(scalars).length) into.prepend(facts(scalars));
 }
 
 function setStatus(text, isError) {
