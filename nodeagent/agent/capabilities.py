@@ -95,7 +95,7 @@ class CapabilityServer(Protocol):
     async def close(self) -> None: ...
 
 
-def _decode(payload: bytes, input_type: type[Any]) -> Any:
+def decode_input(payload: bytes, input_type: type[Any]) -> Any:
     try:
         return msgspec.json.decode(payload, type=input_type)
     except (msgspec.ValidationError, msgspec.DecodeError) as error:
@@ -107,7 +107,7 @@ def _check_items(count: int, limits: contracts.Limits) -> None:
         raise ServingError(codes.INVALID_INPUT.code, f"between 1 and {limits.max_items} items are allowed")
 
 
-def _timings(timed: Sequence[Timed[Any]], waited_ms: float, decode_ms: float) -> WorkerTimings:
+def worker_timings(timed: Sequence[Timed[Any]], waited_ms: float, decode_ms: float) -> WorkerTimings:
     inference_ms = max((t.inference_ms for t in timed), default=0.0)
     return WorkerTimings(
         queue_ms=max(0.0, waited_ms - inference_ms),
@@ -128,7 +128,7 @@ class EmbeddingServer:
 
     async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
         started = time.perf_counter()
-        request: contracts.EmbeddingInput = _decode(payload, contracts.EmbeddingInput)
+        request: contracts.EmbeddingInput = decode_input(payload, contracts.EmbeddingInput)
         _check_items(len(request.texts), contracts.EMBEDDING.limits)
         dimension = self.adapter.config.dimension
         if request.dimensions is not None and not 1 <= request.dimensions <= dimension:
@@ -148,7 +148,7 @@ class EmbeddingServer:
             input_tokens=sum(t.result.token_count for t in timed),
         )
         body = msgspec.json.encode(output)
-        timings = _timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
+        timings = worker_timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
         serialize_ms = (time.perf_counter() - ran) * 1000
         return body, msgspec.structs.replace(timings, serialize_ms=serialize_ms)
 
@@ -191,7 +191,7 @@ class RerankServer:
 
     async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
         started = time.perf_counter()
-        request: contracts.RerankInput = _decode(payload, contracts.RerankInput)
+        request: contracts.RerankInput = decode_input(payload, contracts.RerankInput)
         _check_items(len(request.documents), contracts.RERANKING.limits)
         decoded = time.perf_counter()
         timed = await self.batcher.submit([(request.query, text) for text in request.documents])
@@ -208,7 +208,7 @@ class RerankServer:
             input_tokens=sum(t.tokens for t in timed),  # counted by the batch, not tokenized again
         )
         body = msgspec.json.encode(output)
-        timings = _timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
+        timings = worker_timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
         return body, msgspec.structs.replace(timings, serialize_ms=(time.perf_counter() - ran) * 1000)
 
     def test_inference(self) -> MeasuredOutput:

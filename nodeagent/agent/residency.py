@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nodeagent.adapters.embedding import EmbeddingAdapter, EmbeddingConfig
+from nodeagent.adapters.ocr import OcrConfig, OcrPipeline
+from nodeagent.adapters.ocr_recognition import load_vocabulary
 from nodeagent.adapters.reranking import RerankingAdapter, RerankingConfig
 from nodeagent.agent.capabilities import CapabilityServer, EmbeddingServer, RerankServer
 from nodeagent.agent.hardware import Accelerator
+from nodeagent.agent.ocr_server import OcrServer
 from nodeagent.artifacts import (
     ArtifactManifest,
     VerifiedArtifactSet,
@@ -26,6 +30,7 @@ from nodeagent.artifacts import (
     verify_artifact_set,
 )
 from nodeagent.runtimes import Runtime, RuntimeOptions
+from nodeagent.runtimes.paired import PairedRuntime
 from nodeagent.runtimes.select import RuntimeKind, create_runtime, tensorrt_installed
 from nodeagent.settings import DEFAULT_CPU_THREADS
 from streams import codes
@@ -136,9 +141,20 @@ def _known(config_type: Any, data: dict[str, Any]) -> dict[str, Any]:
     return {name: data[name] for name in config_type.__dataclass_fields__ if name in data}
 
 
-def _server(
-    capability: str, verified: VerifiedArtifactSet, runtime: Runtime, max_batch: int
-) -> tuple[CapabilityServer, Path]:
+@dataclass(frozen=True)
+class Servable:
+    """What a load needs: the server, the runtime it drives, the model file the runtime loads, and
+    the bytes of every model file it holds (what a loaded model holds at the least)."""
+
+    server: CapabilityServer
+    runtime: Runtime
+    model_path: Path
+    weights_bytes: int
+
+
+def _servable(
+    capability: str, verified: VerifiedArtifactSet, new_runtime: Callable[[], Runtime], max_batch: int
+) -> Servable:
     data = _serving_config(verified)
     declared = str(data.get("capability", ""))
     name = capability.partition("@")[0]
@@ -147,13 +163,35 @@ def _server(
     if name == "rag.embedding":
         e_config = EmbeddingConfig(**_known(EmbeddingConfig, data))
         adapter = EmbeddingAdapter(_verified_file(verified, e_config.tokenizer_file), e_config)
-        return EmbeddingServer(adapter, runtime, max_batch), _verified_file(verified, e_config.onnx_file)
+        runtime = new_runtime()
+        return _one_model(EmbeddingServer(adapter, runtime, max_batch), runtime, verified, e_config.onnx_file)
     if name == "rag.reranking":
         r_config = RerankingConfig(**_known(RerankingConfig, data))
         tokenizer = _verified_file(verified, str(data.get("tokenizer_file", "tokenizer.json")))
-        onnx = _verified_file(verified, str(data.get("onnx_file", "model.onnx")))
-        return RerankServer(RerankingAdapter(tokenizer, r_config), runtime, max_batch), onnx
+        runtime = new_runtime()
+        server = RerankServer(RerankingAdapter(tokenizer, r_config), runtime, max_batch)
+        return _one_model(server, runtime, verified, str(data.get("onnx_file", "model.onnx")))
+    if name == "document.ocr":
+        config = OcrConfig.from_file(verified.path_of(SERVING_CONFIG_FILE))
+        keys = _verified_file(verified, config.keys_file)
+        pipeline = OcrPipeline(load_vocabulary(keys, use_space_char=config.use_space_char), config)
+        detection = _verified_file(verified, config.detection_file)
+        recognition = _verified_file(verified, config.recognition_file)
+        detector, recognizer = new_runtime(), new_runtime()
+        return Servable(
+            OcrServer(pipeline, detector, recognizer, max_batch),
+            PairedRuntime(detector, recognizer, recognition),
+            detection,
+            detection.stat().st_size + recognition.stat().st_size,
+        )
     raise ServingError(codes.CAPABILITY_UNAVAILABLE.code, f"this agent cannot serve {capability}")
+
+
+def _one_model(
+    server: CapabilityServer, runtime: Runtime, verified: VerifiedArtifactSet, onnx_file: str
+) -> Servable:
+    path = _verified_file(verified, onnx_file)
+    return Servable(server, runtime, path, path.stat().st_size)
 
 
 def runtime_for(accelerator: Accelerator) -> Runtime:
@@ -174,10 +212,10 @@ def load_blocking(
     """Verify, load, warm up and measure. Raises ServingError with a stable code on any refusal."""
     started = time.perf_counter()
     verified = verify(node_root, artifact_root, manifest)
-    runtime = runtime_for(accelerator)
-    server, onnx_path = _server(capability, verified, runtime, max_batch)
+    servable = _servable(capability, verified, lambda: runtime_for(accelerator), max_batch)
+    server, runtime = servable.server, servable.runtime
     try:
-        runtime.load(onnx_path, RuntimeOptions(intra_op_threads=cpu_threads, max_batch=max_batch))
+        runtime.load(servable.model_path, RuntimeOptions(intra_op_threads=cpu_threads, max_batch=max_batch))
         loaded = runtime.memory_stats()
         warm_started = time.perf_counter()
         server.test_inference()
@@ -198,7 +236,7 @@ def load_blocking(
         peak_bytes=max(peak.peak_bytes, loaded.current_bytes),
         cold_load_ms=(time.perf_counter() - started) * 1000,
         warmup_ms=warmup_ms,
-        weights_bytes=onnx_path.stat().st_size,
+        weights_bytes=servable.weights_bytes,
     )
     if measurement.measured_bytes <= 0:
         runtime.unload()
