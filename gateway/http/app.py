@@ -12,6 +12,7 @@ from gateway.http.edge import Edge
 from gateway.http.embeddings import embeddings
 from gateway.http.models import list_models
 from gateway.http.native import invoke_capability
+from gateway.http.ocr import ocr
 from gateway.http.ops import healthz, metrics, readyz
 from gateway.http.rerank import rerank
 from gateway.http.responses import routing_error
@@ -23,6 +24,7 @@ def create_app(edge: Edge) -> Starlette:
         Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/v1/rerank", rerank, methods=["POST"]),  # Cohere v1 and Jina
         Route("/v2/rerank", rerank, methods=["POST"]),  # Cohere v2 (what `cohere.ClientV2` calls)
+        Route("/v1/ocr", ocr, methods=["POST"]),  # Mistral's (what `mistralai`'s ocr.process calls)
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/capabilities/{capability}:invoke", invoke_capability, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),

@@ -89,14 +89,22 @@ def _check_base64(
             "INVALID_INPUT", f"`{param}` has {len(items)} items; at most {contract.limits.max_items}", param
         )
     for index, item in enumerate(items):
-        where = f"`{param}[{index}]`" if listed else f"`{param}`"
-        try:
-            decoded = base64.b64decode(item, validate=True)
-        except (binascii.Error, ValueError):
-            raise ServingError("INVALID_INPUT", f"{where} is not valid base64", param=param) from None
-        if not decoded:
-            raise ServingError("INVALID_INPUT", f"{where} is empty", param=param)
+        decoded_base64(item, f"`{param}[{index}]`" if listed else f"`{param}`", param)
     return RequestShape(items=len(items), chars=sum(map(len, items)))
+
+
+def decoded_base64(item: str, where: str, param: str, http_status: int | None = None) -> bytes:
+    """`item`'s bytes, decoded as the agent will decode them; refused when it does not decode or
+    holds nothing (`where` names it in the message)."""
+    try:
+        decoded = base64.b64decode(item, validate=True)
+    except (binascii.Error, ValueError):
+        raise ServingError(
+            "INVALID_INPUT", f"{where} is not valid base64", param=param, http_status=http_status
+        ) from None
+    if not decoded:
+        raise ServingError("INVALID_INPUT", f"{where} is empty", param=param, http_status=http_status)
+    return decoded
 
 
 def _render(contract: CapabilityContract) -> Any:
