@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image
 
 from nodeagent.adapters.ctc import greedy_ctc, tokens_to_text
 from nodeagent.adapters.ocr import OcrPipeline, validate_ocr_output
@@ -24,6 +24,7 @@ from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from streams.codes import ServingError
 from streams.contracts import OcrBlock, OcrInput, OcrOutput
+from tests.support.images import text_page
 
 LINES = ["Invoice number 4821", "Shipping to Berlin", "Total due: 37 EUR"]
 
@@ -50,21 +51,6 @@ def runtimes(pipeline: OcrPipeline, ppocr_dir: Path) -> Iterator[tuple[OnnxRunti
     recognizer.unload()
 
 
-def _page(lines: list[str], image_format: str = "PNG") -> tuple[str, list[float]]:
-    """A white page with one line of black text per entry; returns it base64 and each line's y centre."""
-    page = Image.new("RGB", (960, 120 + 110 * len(lines)), "white")
-    draw = ImageDraw.Draw(page)
-    font = ImageFont.load_default(size=48)
-    centres = []
-    for number, line in enumerate(lines):
-        _, top, _, bottom = draw.textbbox((60, 60 + 110 * number), line, font=font)
-        draw.text((60, 60 + 110 * number), line, fill="black", font=font)
-        centres.append((top + bottom) / 2)
-    buffer = io.BytesIO()
-    page.save(buffer, image_format, **({"quality": 90} if image_format == "JPEG" else {}))
-    return base64.b64encode(buffer.getvalue()).decode("ascii"), centres
-
-
 def _words_found(expected: list[str], text: str) -> float:
     words = [word.lower() for line in expected for word in line.split()]
     found = text.lower()
@@ -78,14 +64,14 @@ def _read(pipeline: OcrPipeline, runtimes: tuple[OnnxRuntimeCpu, OnnxRuntimeCpu]
 def test_rendered_text_is_read_back(
     pipeline: OcrPipeline, runtimes: tuple[OnnxRuntimeCpu, OnnxRuntimeCpu]
 ) -> None:
-    output = _read(pipeline, runtimes, _page(LINES)[0])
+    output = _read(pipeline, runtimes, text_page(LINES)[0])
     assert _words_found(LINES, output.text) >= 0.8, output.text
 
 
 def test_each_line_is_a_block_in_reading_order_with_its_box(
     pipeline: OcrPipeline, runtimes: tuple[OnnxRuntimeCpu, OnnxRuntimeCpu]
 ) -> None:
-    image, centres = _page(LINES)
+    image, centres = text_page(LINES)
     output = _read(pipeline, runtimes, image)
     assert len(output.blocks) == len(LINES)
     assert output.text.count("\n") == len(LINES) - 1
@@ -101,20 +87,20 @@ def test_each_line_is_a_block_in_reading_order_with_its_box(
 def test_a_jpeg_page_is_read_too(
     pipeline: OcrPipeline, runtimes: tuple[OnnxRuntimeCpu, OnnxRuntimeCpu]
 ) -> None:
-    output = _read(pipeline, runtimes, _page(LINES[:1], "JPEG")[0])
+    output = _read(pipeline, runtimes, text_page(LINES[:1], "JPEG")[0])
     assert _words_found(LINES[:1], output.text) >= 0.6, output.text
 
 
 def test_a_blank_page_has_no_text(
     pipeline: OcrPipeline, runtimes: tuple[OnnxRuntimeCpu, OnnxRuntimeCpu]
 ) -> None:
-    assert _read(pipeline, runtimes, _page([])[0]) == OcrOutput(text="", blocks=[])
+    assert _read(pipeline, runtimes, text_page([])[0]) == OcrOutput(text="", blocks=[])
 
 
 def test_output_round_trips_through_the_contract_json(
     pipeline: OcrPipeline, runtimes: tuple[OnnxRuntimeCpu, OnnxRuntimeCpu]
 ) -> None:
-    output = _read(pipeline, runtimes, _page(LINES[:1])[0])
+    output = _read(pipeline, runtimes, text_page(LINES[:1])[0])
     assert msgspec.json.decode(msgspec.json.encode(output), type=OcrOutput) == output
 
 
