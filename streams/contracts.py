@@ -58,7 +58,8 @@ class OcrOutput(msgspec.Struct, frozen=True):
 
 
 class VisionEmbeddingInput(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    images_base64: list[str]
+    images_base64: list[str]  # PNG or JPEG
+    dimensions: int | None = None  # truncate (Matryoshka) where the deployment supports it
     normalize: bool = True
 
 

@@ -47,7 +47,11 @@ class VisionEmbeddingConfig:
 
     @classmethod
     def from_file(cls, path: Path) -> VisionEmbeddingConfig:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VisionEmbeddingConfig:
+        """The fields this config has (a serving config names others, `capability` among them)."""
         known: dict[str, Any] = {
             name: tuple(value) if isinstance(value, list) else value
             for name, value in data.items()

@@ -102,7 +102,7 @@ def decode_input(payload: bytes, input_type: type[Any]) -> Any:
         raise ServingError(codes.INVALID_INPUT.code, f"input breaks the contract: {error}") from None
 
 
-def _check_items(count: int, limits: contracts.Limits) -> None:
+def check_items(count: int, limits: contracts.Limits) -> None:
     if not 1 <= count <= limits.max_items:
         raise ServingError(codes.INVALID_INPUT.code, f"between 1 and {limits.max_items} items are allowed")
 
@@ -117,6 +117,46 @@ def worker_timings(timed: Sequence[Timed[Any]], waited_ms: float, decode_ms: flo
     )
 
 
+class ServedVectors(msgspec.Struct, frozen=True):
+    """A request's rows as vectors, with the timings of their run and when it ended."""
+
+    vectors: NDArray[Any]
+    timed: list[Timed[Any]]
+    timings: WorkerTimings
+    ran: float
+
+
+async def served_vectors(
+    batcher: DynamicBatcher[ItemT, Timed[Any]],
+    items: list[ItemT],
+    dimensions: int | None,
+    *,
+    dimension: int,
+    normalize: bool,
+    started: float,
+) -> ServedVectors:
+    """The rows through the batcher (each vector checked against the contract with its batch),
+    cut to the leading `dimensions` components asked for (Matryoshka truncation; the gateway admits
+    only the sizes the deployment declares) and normalised again where the model's vectors are."""
+    if dimensions is not None and not 1 <= dimensions <= dimension:
+        raise ServingError(
+            codes.INVALID_INPUT.code, f"`dimensions` must be between 1 and {dimension}", "dimensions"
+        )
+    decoded = time.perf_counter()
+    timed = await batcher.submit(items)
+    ran = time.perf_counter()
+    vectors = np.stack([t.result.vector for t in timed])
+    if dimensions is not None and dimensions < dimension:
+        head = vectors[:, :dimensions]
+        vectors = l2_normalize(head) if normalize else head
+    timings = worker_timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
+    return ServedVectors(vectors, timed, timings, ran)
+
+
+def measured_vectors(vectors: Sequence[NDArray[Any]]) -> MeasuredOutput:
+    return MeasuredOutput(dimension=int(vectors[0].shape[0]), normalized=all(unit_length(v) for v in vectors))
+
+
 class EmbeddingServer:
     capability = contracts.EMBEDDING.capability
 
@@ -129,41 +169,29 @@ class EmbeddingServer:
     async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
         started = time.perf_counter()
         request: contracts.EmbeddingInput = decode_input(payload, contracts.EmbeddingInput)
-        _check_items(len(request.texts), contracts.EMBEDDING.limits)
-        dimension = self.adapter.config.dimension
-        if request.dimensions is not None and not 1 <= request.dimensions <= dimension:
-            raise ServingError(
-                codes.INVALID_INPUT.code, f"`dimensions` must be between 1 and {dimension}", "dimensions"
-            )
-        decoded = time.perf_counter()
-        timed = await self.batcher.submit(request.texts)
-        ran = time.perf_counter()
-        # One vector per text, each checked against the contract by `run_rows` with its batch.
-        vectors = np.stack([t.result.vector for t in timed])
-        if request.dimensions is not None and request.dimensions < dimension:
-            vectors = self._truncate(vectors, request.dimensions)
+        check_items(len(request.texts), contracts.EMBEDDING.limits)
+        config = self.adapter.config
+        served = await served_vectors(
+            self.batcher,
+            request.texts,
+            request.dimensions,
+            dimension=config.dimension,
+            normalize=config.normalize,
+            started=started,
+        )
         output = contracts.EmbeddingOutput(
-            embeddings=vectors.tolist(),
-            dimension=vectors.shape[1],
-            input_tokens=sum(t.result.token_count for t in timed),
+            embeddings=served.vectors.tolist(),
+            dimension=served.vectors.shape[1],
+            input_tokens=sum(t.result.token_count for t in served.timed),
         )
         body = msgspec.json.encode(output)
-        timings = worker_timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
-        serialize_ms = (time.perf_counter() - ran) * 1000
-        return body, msgspec.structs.replace(timings, serialize_ms=serialize_ms)
-
-    def _truncate(self, vectors: NDArray[Any], dimensions: int) -> NDArray[Any]:
-        """The leading `dimensions` components (Matryoshka truncation; the gateway admits only the
-        sizes the deployment declares), normalised again where the model's vectors are."""
-        head = vectors[:, :dimensions]
-        return l2_normalize(head) if self.adapter.config.normalize else head
+        serialize_ms = (time.perf_counter() - served.ran) * 1000
+        return body, msgspec.structs.replace(served.timings, serialize_ms=serialize_ms)
 
     def test_inference(self) -> MeasuredOutput:
         vectors = [r.vector for r in run_rows(self.adapter, self.runtime, _TEST_TEXTS)]
         self._validate(vectors)
-        return MeasuredOutput(
-            dimension=int(vectors[0].shape[0]), normalized=all(unit_length(v) for v in vectors)
-        )
+        return measured_vectors(vectors)
 
     async def check(self) -> None:
         self._validate([t.result.vector for t in await self.batcher.submit(_TEST_TEXTS)])
@@ -192,7 +220,7 @@ class RerankServer:
     async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
         started = time.perf_counter()
         request: contracts.RerankInput = decode_input(payload, contracts.RerankInput)
-        _check_items(len(request.documents), contracts.RERANKING.limits)
+        check_items(len(request.documents), contracts.RERANKING.limits)
         decoded = time.perf_counter()
         timed = await self.batcher.submit([(request.query, text) for text in request.documents])
         ran = time.perf_counter()

@@ -20,9 +20,11 @@ from nodeagent.adapters.embedding import EmbeddingAdapter, EmbeddingConfig
 from nodeagent.adapters.ocr import OcrConfig, OcrPipeline
 from nodeagent.adapters.ocr_recognition import load_vocabulary
 from nodeagent.adapters.reranking import RerankingAdapter, RerankingConfig
+from nodeagent.adapters.vision import VisionEmbeddingAdapter, VisionEmbeddingConfig
 from nodeagent.agent.capabilities import CapabilityServer, EmbeddingServer, RerankServer
 from nodeagent.agent.hardware import Accelerator
 from nodeagent.agent.ocr_server import OcrServer
+from nodeagent.agent.vision_serving import VisionEmbeddingServer
 from nodeagent.artifacts import (
     ArtifactManifest,
     VerifiedArtifactSet,
@@ -184,6 +186,11 @@ def _servable(
             detection,
             detection.stat().st_size + recognition.stat().st_size,
         )
+    if name == "vision.embedding":
+        v_config = VisionEmbeddingConfig.from_dict(data)
+        runtime = new_runtime()
+        server = VisionEmbeddingServer(VisionEmbeddingAdapter(v_config), runtime, max_batch)
+        return _one_model(server, runtime, verified, v_config.onnx_file)
     raise ServingError(codes.CAPABILITY_UNAVAILABLE.code, f"this agent cannot serve {capability}")
 
 
