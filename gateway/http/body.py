@@ -19,14 +19,14 @@ BODY_TIMEOUT_S = 30.0  # the default for a body with no capability deadline of i
 async def read_limited(request: Request, limit: int, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
+        raise too_large(limit)
     chunks, size = [], 0
     try:
         async with asyncio.timeout(timeout_s):
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > limit:
-                    raise _too_large(limit)
+                    raise too_large(limit)
                 chunks.append(chunk)
     except TimeoutError:
         raise ServingError(
@@ -42,7 +42,7 @@ async def read_limited(request: Request, limit: int, timeout_s: float = BODY_TIM
     return b"".join(chunks)
 
 
-def _too_large(limit: int) -> ServingError:
+def too_large(limit: int) -> ServingError:
     return ServingError("PAYLOAD_TOO_LARGE", f"the request body is larger than {limit} bytes")
 
 

@@ -1,9 +1,11 @@
 """`POST /v1/embeddings`, OpenAI-compatible (the `openai` package, LangChain with
-`check_embedding_ctx_length=False`)."""
+`check_embedding_ctx_length=False`), and Jina's image items (`gateway.http.image_inputs`), served by
+`vision.embedding@1` in the same response shape."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -12,11 +14,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.http.body import convert
+from gateway.http.checks import check_texts, checked_dimensions
 from gateway.http.edge import Edge
-from gateway.http.flow import Prepared, check_texts, run_capability
+from gateway.http.flow import ContractChoice, Prepared, run_capability
+from gateway.http.image_inputs import InputObject, image_payload, is_image_request, object_text
 from gateway.serving.pipeline import Served
 from streams.codes import ServingError
-from streams.contracts import EMBEDDING, CapabilityContract, EmbeddingInput
+from streams.contracts import EMBEDDING, VISION_EMBEDDING, CapabilityContract, EmbeddingInput
 
 
 class _Vectors(msgspec.Struct):
@@ -31,10 +35,12 @@ _floats = msgspec.json.Decoder(list[float])
 
 
 class OpenAIEmbeddingRequest(msgspec.Struct, frozen=True):
-    """What OpenAI's API takes; other fields clients send (`user`, vendor extensions) are ignored,
-    and null stands for "not given" in the optional ones, as it does there."""
+    """What OpenAI's API takes, and Jina's `{"text"}` / `{"image"}` items; other fields clients send
+    (`user`, vendor extensions) are ignored, and null stands for "not given" in the optional ones,
+    as it does there."""
 
-    input: str | list[str | int | list[int]]  # token ids are recognised to refuse them clearly
+    # token ids are recognised to refuse them clearly
+    input: str | InputObject | list[str | int | list[int] | InputObject]
     model: str | None = None
     encoding_format: Literal["float", "base64"] | None = None  # not given: float
     dimensions: int | None = None
@@ -44,16 +50,15 @@ class OpenAIEmbeddingRequest(msgspec.Struct, frozen=True):
 def parse_embeddings(edge: Edge) -> Any:
     def parse(raw: Any, contract: CapabilityContract) -> Prepared:
         call = convert(raw, OpenAIEmbeddingRequest, "embeddings request")
-        texts = [call.input] if isinstance(call.input, str) else call.input
-        if texts and not all(isinstance(t, str) for t in texts):
-            raise ServingError(
-                "INVALID_INPUT",
-                "`input` holds token ids; this server embeds text. Send strings (with LangChain's "
-                "OpenAIEmbeddings, set check_embedding_ctx_length=False).",
-                param="input",
-                http_status=400,
-            )
-        strings: list[str] = [t for t in texts if isinstance(t, str)]
+        items = call.input if isinstance(call.input, list) else [call.input]
+        model = call.model or ""
+        if contract is VISION_EMBEDDING:
+            payload, shape = image_payload(edge, items, model, call.dimensions)
+            return Prepared(payload, shape, _render(call), model)
+        if all(isinstance(t, str) for t in items):
+            strings: list[str] = [t for t in items if isinstance(t, str)]
+        else:
+            strings = _texts_of(items)
         if len(strings) > contract.limits.max_items:
             raise ServingError(
                 "INVALID_INPUT",
@@ -62,38 +67,30 @@ def parse_embeddings(edge: Edge) -> Any:
                 param="input",
             )
         shape = check_texts(strings, contract, "input")
-        model = call.model or ""
-        dimensions = checked_dimensions(edge, model, call.dimensions)
+        dimensions = checked_dimensions(edge, contract.capability, model, call.dimensions)
         payload = msgspec.json.encode(EmbeddingInput(texts=strings, dimensions=dimensions))
         return Prepared(payload, shape, _render(call), model)
 
     return parse
 
 
-def checked_dimensions(edge: Edge, model: str, dimensions: int | None) -> int | None:
-    """The `dimensions` to ask the agent for: None for the vectors as they are (not asked for, or
-    asked for at their full size), else one of the sizes the deployment the call routes to declares
-    its vectors may be truncated to; any other is refused."""
-    if dimensions is None:
-        return None
-    deployment = edge.ctx.live.catalog.resolve(EMBEDDING.capability, model)
-    space = deployment.embedding_space if deployment else None
-    if space is not None and dimensions == space.dimension:
-        return None
-    allowed = space.truncatable_dimensions if space else ()
-    if dimensions in allowed:
-        return dimensions
-    if dimensions < 1:
-        problem = f"`dimensions` must be a positive number of components, not {dimensions}"
-    else:
-        problem = f"`dimensions` {dimensions} is not supported"
-    if space is None:
-        supported = "leave `dimensions` out (no embedding space is declared for this model)"
-    elif allowed:
-        supported = f"supported: {', '.join(map(str, (*allowed, space.dimension)))}"
-    else:
-        supported = f"this model's vectors cannot be truncated; leave it out or send {space.dimension}"
-    raise ServingError("INVALID_INPUT", f"{problem}; {supported}", param="dimensions", http_status=400)
+def _texts_of(items: Sequence[str | int | list[int] | InputObject]) -> list[str]:
+    """Strings and `{"text"}` objects as texts; token ids (or an image) refused, saying why."""
+    texts: list[str] = []
+    for index, item in enumerate(items):
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, InputObject):
+            texts.append(object_text(item, index))
+        else:
+            raise ServingError(
+                "INVALID_INPUT",
+                "`input` holds token ids; this server embeds text. Send strings (with LangChain's "
+                "OpenAIEmbeddings, set check_embedding_ctx_length=False).",
+                param="input",
+                http_status=400,
+            )
+    return texts
 
 
 def _render(call: OpenAIEmbeddingRequest) -> Any:
@@ -119,6 +116,13 @@ def _render(call: OpenAIEmbeddingRequest) -> Any:
     return render
 
 
+def _contract_of(raw: Any) -> CapabilityContract:
+    return VISION_EMBEDDING if is_image_request(raw) else EMBEDDING
+
+
+_TEXTS_OR_IMAGES = ContractChoice((EMBEDDING, VISION_EMBEDDING), _contract_of)
+
+
 async def embeddings(request: Request) -> Response:
     edge: Edge = request.app.state.edge
-    return await run_capability(edge, request, EMBEDDING, parse_embeddings(edge))
+    return await run_capability(edge, request, EMBEDDING, parse_embeddings(edge), _TEXTS_OR_IMAGES)

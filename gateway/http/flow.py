@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from gateway.clients.admission import Admission
 from gateway.clients.model import ClientPrincipal
-from gateway.http.body import decode_json, read_limited
+from gateway.http.body import decode_json, read_limited, too_large
 from gateway.http.disconnect import Interruption, while_connected
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
@@ -48,41 +48,33 @@ class Prepared(msgspec.Struct, frozen=True):
 Parse = Callable[[Any, CapabilityContract], Prepared]
 
 
-def check_texts(
-    texts: list[str], contract: CapabilityContract, param: str, too_large: str = "INVALID_INPUT"
-) -> RequestShape:
-    """The contract's limits on a list of texts; `too_large` is the code for texts over the total
-    (the seed reports reranking's as RERANK_REQUEST_TOO_LARGE)."""
-    limits = contract.limits
-    if not texts:
-        raise ServingError("INVALID_INPUT", f"`{param}` must not be empty", param=param)
-    if len(texts) > limits.max_items:
-        raise ServingError(
-            "INVALID_INPUT", f"`{param}` has {len(texts)} items; at most {limits.max_items}", param=param
-        )
-    total = 0
-    for index, text in enumerate(texts):
-        if not text.strip():
-            raise ServingError("INVALID_INPUT", f"`{param}[{index}]` is empty", param=param)
-        if limits.max_chars_per_item and len(text) > limits.max_chars_per_item:
-            raise ServingError(
-                "INVALID_INPUT",
-                f"`{param}[{index}]` has {len(text)} characters; at most {limits.max_chars_per_item}",
-                param=param,
-            )
-        total += len(text)
-    if limits.max_total_chars and total > limits.max_total_chars:
-        raise ServingError(
-            too_large,
-            f"`{param}` totals {total} characters; at most {limits.max_total_chars}",
-            param=param,
-            http_status=413,
-        )
-    return RequestShape(items=len(texts), chars=total)
+class ContractChoice(msgspec.Struct, frozen=True):
+    """A route that serves more than one contract (`/v1/embeddings`: texts or images): those it
+    may call, and the one a decoded body is for. The key must hold that one's scope, and the body
+    be within that one's size limit."""
+
+    contracts: tuple[CapabilityContract, ...]
+    of_body: Callable[[Any], CapabilityContract]
+
+
+def _body_limit(
+    edge: Edge, principal: ClientPrincipal, contract: CapabilityContract, choice: ContractChoice | None
+) -> int:
+    """The largest body a contract the key may call through the route takes (read before the body
+    says which); with none in its scopes, the route's own contract's refusal (403)."""
+    contracts = choice.contracts if choice else (contract,)
+    limits = [c.limits.max_request_bytes for c in contracts if c.capability in principal.scopes]
+    if not limits:
+        edge.directory.authorize(principal, contract.capability)
+    return max(limits)
 
 
 async def run_capability(
-    edge: Edge, request: Request, contract: CapabilityContract, parse: Parse
+    edge: Edge,
+    request: Request,
+    contract: CapabilityContract,
+    parse: Parse,
+    choice: ContractChoice | None = None,
 ) -> Response:
     started = time.perf_counter()
     request_id = request_id_of(request)
@@ -104,10 +96,19 @@ async def run_capability(
         interruption.forbid()  # the model runs: its lease lasts until the worker answers
 
     try:
-        principal = authorized()
+        authenticated = edge.directory.authenticate(authorization)
+        limit = _body_limit(edge, authenticated, contract, choice)
+        principal = authenticated  # from here on, a refusal is recorded as the request's
         resolved = time.perf_counter()
         timeout_s = _timeout_s(request, contract)
-        raw = decode_json(await read_limited(request, contract.limits.max_request_bytes, timeout_s))
+        content = await read_limited(request, limit, timeout_s)
+        raw = decode_json(content)
+        if choice is not None:  # `authorized` checks this one's scope from here on
+            contract = choice.of_body(raw)
+            capability = contract.capability
+            edge.directory.authorize(principal, capability)
+            if len(content) > contract.limits.max_request_bytes:
+                raise too_large(contract.limits.max_request_bytes)
         prepared = parse(raw, contract)
         validated = time.perf_counter()
         deadline = time.time() + timeout_s

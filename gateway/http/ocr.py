@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.http.body import convert
+from gateway.http.checks import decoded_base64
 from gateway.http.edge import Edge
 from gateway.http.flow import Prepared, run_capability
 from gateway.http.image_header import ImageKind, image_kind, image_size
-from gateway.http.native import decoded_base64
 from gateway.serving.pipeline import RequestShape, Served
 from streams.codes import ServingError
 from streams.contracts import OCR, CapabilityContract, OcrInput, OcrOutput

@@ -12,9 +12,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.http.body import convert
+from gateway.http.checks import check_rerank
 from gateway.http.edge import Edge
 from gateway.http.flow import Prepared, run_capability
-from gateway.http.native import check_rerank
 from gateway.serving.pipeline import Served
 from streams.codes import ServingError
 from streams.contracts import RERANKING, CapabilityContract, RerankInput, RerankOutput

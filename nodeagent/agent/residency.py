@@ -189,8 +189,8 @@ def _servable(
     if name == "vision.embedding":
         v_config = VisionEmbeddingConfig.from_dict(data)
         runtime = new_runtime()
-        server = VisionEmbeddingServer(VisionEmbeddingAdapter(v_config), runtime, max_batch)
-        return _one_model(server, runtime, verified, v_config.onnx_file)
+        vision = VisionEmbeddingServer(VisionEmbeddingAdapter(v_config), runtime, max_batch)
+        return _one_model(vision, runtime, verified, v_config.onnx_file)
     raise ServingError(codes.CAPABILITY_UNAVAILABLE.code, f"this agent cannot serve {capability}")
 
 

@@ -85,21 +85,20 @@ async def promote(
     route: str = "",
     model_name: str = "all-MiniLM-L6-v2",
     truncatable_dimensions: tuple[int, ...] = (),
+    space: s.EmbeddingSpace | None = None,
 ) -> str:
-    """A stable deployment, or with `route` an active experiment reached by that model name."""
+    """A stable deployment, or with `route` an active experiment reached by that model name.
+    A MiniLM set gets MiniLM's embedding space (with `truncatable_dimensions`), others `space`."""
     deployment_id = f"dep-{new_id()[:10]}"
     envelope = envelope_from_probe(measured)
-    space = (
-        s.EmbeddingSpace(
+    if artifacts.capability == EMBEDDING:
+        space = s.EmbeddingSpace(
             space_id="minilm-l6-v2",
             dimension=384,
             normalized=True,
             input_semantics="symmetric",
             truncatable_dimensions=truncatable_dimensions,
         )
-        if artifacts.capability == EMBEDDING
-        else None
-    )
     events: list[codec.Event] = (
         [
             s.ExperimentCreated(

@@ -55,6 +55,7 @@ ACCEPTED = [
     ),
     ("dimensions at the vectors' full size", {"input": "hello", "dimensions": 384}),
     ("fields of other vendors", {"input": "hello", "input_type": "query", "truncate": "END"}),
+    ("jina's text objects", {"input": [{"text": "hello"}]}),
 ]
 
 
