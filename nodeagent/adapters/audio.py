@@ -64,6 +64,17 @@ def decode_wav(data: bytes) -> Audio:
     return Audio(np.asarray(samples, dtype=np.float32), rate)
 
 
+def silent_wav(seconds: float, rate: int = 16_000) -> bytes:
+    """A 16-bit mono PCM WAV of silence: a fixed recording for warm-ups and health checks."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as writer:
+        writer.setnchannels(1)
+        writer.setsampwidth(2)
+        writer.setframerate(rate)
+        writer.writeframes(bytes(2 * round(seconds * rate)))
+    return buffer.getvalue()
+
+
 def resample(audio: Audio, rate: int) -> Audio:
     """Band-limited resampling by zero-padding or truncating the spectrum."""
     if audio.sample_rate == rate:

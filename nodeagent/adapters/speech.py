@@ -49,7 +49,11 @@ class SpeechConfig:
 
     @classmethod
     def from_file(cls, path: Path) -> SpeechConfig:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SpeechConfig:
+        """The fields it knows from a serving config (which names other things too)."""
         names = {f.name for f in fields(cls)} - {"features"}
         feature_names = {f.name for f in fields(FeatureConfig)}
         return cls(

@@ -20,11 +20,14 @@ from nodeagent.adapters.embedding import EmbeddingAdapter, EmbeddingConfig
 from nodeagent.adapters.ocr import OcrConfig, OcrPipeline
 from nodeagent.adapters.ocr_recognition import load_vocabulary
 from nodeagent.adapters.reranking import RerankingAdapter, RerankingConfig
+from nodeagent.adapters.speech import SpeechConfig, SpeechTranscriptionAdapter
+from nodeagent.adapters.speech import load_vocabulary as load_speech_vocabulary
 from nodeagent.adapters.vision import VisionEmbeddingAdapter, VisionEmbeddingConfig
 from nodeagent.agent.capabilities import CapabilityServer, EmbeddingServer, RerankServer
 from nodeagent.agent.hardware import Accelerator
 from nodeagent.agent.ocr_server import OcrServer
-from nodeagent.agent.vision_serving import VisionEmbeddingServer
+from nodeagent.agent.speech_server import TranscriptionServer
+from nodeagent.agent.vision_server import VisionEmbeddingServer
 from nodeagent.artifacts import (
     ArtifactManifest,
     VerifiedArtifactSet,
@@ -191,6 +194,12 @@ def _servable(
         runtime = new_runtime()
         vision = VisionEmbeddingServer(VisionEmbeddingAdapter(v_config), runtime, max_batch)
         return _one_model(vision, runtime, verified, v_config.onnx_file)
+    if name == "speech.transcription":
+        s_config = SpeechConfig.from_dict(data)
+        vocabulary = load_speech_vocabulary(_verified_file(verified, s_config.vocabulary_file))
+        runtime = new_runtime()
+        speech = TranscriptionServer(SpeechTranscriptionAdapter(vocabulary, s_config), runtime, max_batch)
+        return _one_model(speech, runtime, verified, s_config.onnx_file)
     raise ServingError(codes.CAPABILITY_UNAVAILABLE.code, f"this agent cannot serve {capability}")
 
 

@@ -1,0 +1,62 @@
+"""speech.transcription@1 on the agent: one recording a row through the dynamic batcher, each
+transcript checked against the contract with its batch; warmed up and health-checked on half a
+second of silence. Content is never logged."""
+
+from __future__ import annotations
+
+import base64
+import time
+
+import msgspec
+
+from nodeagent.adapters.audio import silent_wav
+from nodeagent.adapters.base import run_rows
+from nodeagent.adapters.speech import SpeechTranscriptionAdapter
+from nodeagent.agent.capabilities import (
+    BATCH_WAIT_S,
+    MeasuredOutput,
+    Timed,
+    decode_input,
+    timed_runner,
+    worker_timings,
+)
+from nodeagent.batching import DynamicBatcher
+from nodeagent.runtimes.base import Runtime
+from streams import contracts
+from streams.messages import WorkerTimings
+
+_TEST_RECORDING = contracts.TranscriptionInput(
+    audio_base64=base64.b64encode(silent_wav(0.5)).decode("ascii")  # transcribes to no segments
+)
+
+
+class TranscriptionServer:
+    capability = contracts.TRANSCRIPTION.capability
+
+    def __init__(self, adapter: SpeechTranscriptionAdapter, runtime: Runtime, max_batch_size: int) -> None:
+        self.adapter, self.runtime = adapter, runtime
+        self.batcher: DynamicBatcher[contracts.TranscriptionInput, Timed[contracts.TranscriptionOutput]] = (
+            DynamicBatcher(
+                timed_runner(adapter, runtime), max_batch_size=max_batch_size, max_wait_s=BATCH_WAIT_S
+            )
+        )
+
+    async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
+        started = time.perf_counter()
+        request: contracts.TranscriptionInput = decode_input(payload, contracts.TranscriptionInput)
+        decoded = time.perf_counter()
+        timed = await self.batcher.submit([request])  # checked against the contract with its batch
+        ran = time.perf_counter()
+        body = msgspec.json.encode(timed[0].result)
+        timings = worker_timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
+        return body, msgspec.structs.replace(timings, serialize_ms=(time.perf_counter() - ran) * 1000)
+
+    def test_inference(self) -> MeasuredOutput:
+        run_rows(self.adapter, self.runtime, [_TEST_RECORDING])
+        return MeasuredOutput()
+
+    async def check(self) -> None:
+        await self.batcher.submit([_TEST_RECORDING])
+
+    async def close(self) -> None:
+        await self.batcher.close()
