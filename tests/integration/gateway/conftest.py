@@ -91,6 +91,39 @@ async def stack(module_nats: NatsServer, minilm_root: Path, scratch: Path) -> As
     await connection.close()
 
 
+class ModelStack(msgspec.Struct):
+    """One model promoted on an agent of its own, a key for its capability, and a gateway."""
+
+    url: str
+    key: str
+    connection: Connection
+    gateway: InProcessGateway
+
+
+@contextlib.asynccontextmanager
+async def one_model_stack(
+    nats_url: str, root: Path, scratch: Path, folder: str, capability: str
+) -> AsyncIterator[ModelStack]:
+    """The model in `root`/`folder` probed on a new agent and promoted as the stable deployment of
+    `capability` under the folder's name, while the block runs."""
+    connection = await connect(nats_url, f"{folder}-tests")
+    await provision(connection.client)
+    store = EventStore(connection)
+    node = f"node-{new_id()[:6]}"
+    agent = AgentProcess(nats_url, node, root, scratch)
+    await agent.start(connection)
+    artifacts = await register_artifacts(store, node, root, folder, capability=capability)
+    await promote(store, artifacts, await probe(connection, node, artifacts, root), model_name=folder)
+    key = await ClientService(store).create(f"{folder}-{new_id()[:6]}", [capability])
+    gateway = InProcessGateway()
+    try:
+        yield ModelStack(await gateway.start(nats_url), key.key, connection, gateway)
+    finally:
+        await gateway.stop()
+        agent.stop()
+        await connection.close()
+
+
 async def another_deployment(stack: Stack, folder: str, route: str) -> str:
     """A second copy of MiniLM on the stack's node, probed and promoted under `route`: not resident,
     and known to the stack's gateway."""

@@ -10,61 +10,33 @@ from pathlib import Path
 
 import cohere
 import httpx
-import msgspec
 import pytest
 
-from eventstore.connection import Connection, connect
-from eventstore.provision import provision
-from eventstore.store import EventStore
-from gateway.clients.service import ClientService
 from modelforge.devstack.nats_server import NatsServer
-from streams.envelope import new_id
-from tests.integration.gateway.conftest import refused_leaving_no_trace
-from tests.support.agents import MINILM, AgentProcess
+from tests.integration.gateway.conftest import ModelStack, one_model_stack, refused_leaving_no_trace
+from tests.support.agents import MINILM
 from tests.support.models import write_tiny_cross_encoder
-from tests.support.serving import InProcessGateway, probe, promote, register_artifacts
 
 DOCUMENTS = ["Stocks fell today.", "A cat and a kitten.", "The weather is mild.", "My cat sleeps."]
-
-
-class RerankStack(msgspec.Struct):
-    url: str
-    key: str
-    connection: Connection
-    gateway: InProcessGateway
 
 
 @pytest.fixture(scope="module")
 async def rerank_stack(
     module_nats: NatsServer, minilm_root: Path, scratch: Path
-) -> AsyncIterator[RerankStack]:
+) -> AsyncIterator[ModelStack]:
     folder = minilm_root / "tiny-reranker"
     if not folder.exists():
         folder.mkdir()
         shutil.copy(minilm_root / MINILM / "tokenizer.json", folder / "tokenizer.json")
         write_tiny_cross_encoder(folder / "model.onnx", folder / "tokenizer.json")
         (folder / "serving_config.json").write_text('{"capability": "rag.reranking@1"}')
-    connection = await connect(module_nats.url, "rerank-tests")
-    await provision(connection.client)
-    store = EventStore(connection)
-    node = f"node-{new_id()[:6]}"
-    agent = AgentProcess(module_nats.url, node, minilm_root, scratch)
-    await agent.start(connection)
-    artifacts = await register_artifacts(
-        store, node, minilm_root, "tiny-reranker", capability="rag.reranking@1"
-    )
-    await promote(
-        store, artifacts, await probe(connection, node, artifacts, minilm_root), model_name="tiny-reranker"
-    )
-    key = await ClientService(store).create(f"rr-{new_id()[:6]}", ["rag.reranking@1"])
-    gateway = InProcessGateway()
-    yield RerankStack(await gateway.start(module_nats.url), key.key, connection, gateway)
-    await gateway.stop()
-    agent.stop()
-    await connection.close()
+    async with one_model_stack(
+        module_nats.url, minilm_root, scratch, "tiny-reranker", "rag.reranking@1"
+    ) as stack:
+        yield stack
 
 
-async def test_the_cohere_client_gets_documents_ranked_by_relevance(rerank_stack: RerankStack) -> None:
+async def test_the_cohere_client_gets_documents_ranked_by_relevance(rerank_stack: ModelStack) -> None:
     client = cohere.AsyncClientV2(api_key=rerank_stack.key, base_url=rerank_stack.url)
     response = await client.rerank(model="tiny-reranker", query="cats", documents=DOCUMENTS, top_n=2)
     assert [r.index for r in response.results] == [1, 3]
@@ -72,7 +44,7 @@ async def test_the_cohere_client_gets_documents_ranked_by_relevance(rerank_stack
 
 
 async def test_jina_style_documents_and_texts_alias_with_returned_documents(
-    rerank_stack: RerankStack,
+    rerank_stack: ModelStack,
 ) -> None:
     headers = {"authorization": f"Bearer {rerank_stack.key}"}
     async with httpx.AsyncClient(timeout=60) as http:
@@ -93,7 +65,7 @@ async def test_jina_style_documents_and_texts_alias_with_returned_documents(
     assert tokens == alias.json()["usage"]["total_tokens"] > 3 * len(DOCUMENTS)
 
 
-async def _rerank(stack: RerankStack, body: dict[str, object], path: str = "/v1/rerank") -> httpx.Response:
+async def _rerank(stack: ModelStack, body: dict[str, object], path: str = "/v1/rerank") -> httpx.Response:
     async with httpx.AsyncClient(timeout=60) as http:
         response = await http.post(
             f"{stack.url}{path}", json=body, headers={"authorization": f"Bearer {stack.key}"}
@@ -102,7 +74,7 @@ async def _rerank(stack: RerankStack, body: dict[str, object], path: str = "/v1/
     return response
 
 
-async def test_the_cohere_v1_client_gets_the_documents_back_when_it_asks(rerank_stack: RerankStack) -> None:
+async def test_the_cohere_v1_client_gets_the_documents_back_when_it_asks(rerank_stack: ModelStack) -> None:
     client = cohere.AsyncClient(api_key=rerank_stack.key, base_url=rerank_stack.url)
     response = await client.rerank(
         model="tiny-reranker", query="cats", documents=DOCUMENTS, top_n=3, return_documents=True
@@ -114,12 +86,12 @@ async def test_the_cohere_v1_client_gets_the_documents_back_when_it_asks(rerank_
     ]
 
 
-async def test_a_top_n_past_the_documents_returns_them_all_best_first(rerank_stack: RerankStack) -> None:
+async def test_a_top_n_past_the_documents_returns_them_all_best_first(rerank_stack: ModelStack) -> None:
     response = await _rerank(rerank_stack, {"query": "cats", "documents": DOCUMENTS, "top_n": 50})
     assert [r["index"] for r in response.json()["results"]] == [1, 3, 0, 2]
 
 
-async def test_equal_scores_keep_the_documents_order(rerank_stack: RerankStack) -> None:
+async def test_equal_scores_keep_the_documents_order(rerank_stack: ModelStack) -> None:
     documents = ["A dog.", "One cat.", "Two birds.", "Another cat.", "A third cat.", "Fish."]
     response = await _rerank(rerank_stack, {"query": "cats", "documents": documents})
     results = response.json()["results"]
@@ -128,7 +100,7 @@ async def test_equal_scores_keep_the_documents_order(rerank_stack: RerankStack) 
     assert scores[0] == scores[1] == scores[2] > scores[3] == scores[4] == scores[5]
 
 
-async def test_nulls_and_fields_of_other_rerank_apis_are_accepted(rerank_stack: RerankStack) -> None:
+async def test_nulls_and_fields_of_other_rerank_apis_are_accepted(rerank_stack: ModelStack) -> None:
     body = {
         "model": None,
         "query": "cats",
@@ -146,7 +118,7 @@ async def test_nulls_and_fields_of_other_rerank_apis_are_accepted(rerank_stack: 
     assert response["usage"]["total_tokens"] == response["usage"]["prompt_tokens"] > 0
 
 
-async def test_the_native_contract_reranks_as_the_dialects_do(rerank_stack: RerankStack) -> None:
+async def test_the_native_contract_reranks_as_the_dialects_do(rerank_stack: ModelStack) -> None:
     response = await _rerank(
         rerank_stack,
         {"query": "cats", "documents": DOCUMENTS, "top_n": 9},
@@ -174,7 +146,7 @@ async def test_the_native_contract_reranks_as_the_dialects_do(rerank_stack: Rera
     ],
 )
 async def test_bad_rerank_requests_are_refused_and_leave_no_trace(
-    rerank_stack: RerankStack, body: dict[str, object], param: str | None
+    rerank_stack: ModelStack, body: dict[str, object], param: str | None
 ) -> None:
     response = await refused_leaving_no_trace(
         rerank_stack.connection, rerank_stack.gateway, "/v1/rerank", rerank_stack.key, body
