@@ -17,6 +17,7 @@ from gateway.http.ops import healthz, metrics, readyz
 from gateway.http.rerank import rerank
 from gateway.http.responses import routing_error
 from gateway.http.stamps import ResponseStamps
+from gateway.http.transcriptions import transcriptions
 
 
 def create_app(edge: Edge) -> Starlette:
@@ -25,6 +26,7 @@ def create_app(edge: Edge) -> Starlette:
         Route("/v1/rerank", rerank, methods=["POST"]),  # Cohere v1 and Jina
         Route("/v2/rerank", rerank, methods=["POST"]),  # Cohere v2 (what `cohere.ClientV2` calls)
         Route("/v1/ocr", ocr, methods=["POST"]),  # Mistral's (what `mistralai`'s ocr.process calls)
+        Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),  # OpenAI's, multipart
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/capabilities/{capability}:invoke", invoke_capability, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),

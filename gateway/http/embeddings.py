@@ -125,4 +125,4 @@ _TEXTS_OR_IMAGES = ContractChoice((EMBEDDING, VISION_EMBEDDING), _contract_of)
 
 async def embeddings(request: Request) -> Response:
     edge: Edge = request.app.state.edge
-    return await run_capability(edge, request, EMBEDDING, parse_embeddings(edge), _TEXTS_OR_IMAGES)
+    return await run_capability(edge, request, EMBEDDING, parse_embeddings(edge), choice=_TEXTS_OR_IMAGES)

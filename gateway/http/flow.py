@@ -46,6 +46,7 @@ class Prepared(msgspec.Struct, frozen=True):
 
 
 Parse = Callable[[Any, CapabilityContract], Prepared]
+Decode = Callable[[bytes], Any]  # the body (read within its limit) → what the dialect's Parse takes
 
 
 class ContractChoice(msgspec.Struct, frozen=True):
@@ -74,8 +75,12 @@ async def run_capability(
     request: Request,
     contract: CapabilityContract,
     parse: Parse,
+    *,
     choice: ContractChoice | None = None,
+    decode: Decode = decode_json,
 ) -> Response:
+    """`render` may answer a dict (sent as JSON, with the request id and latency added), any other
+    JSON value, or a whole `Response` (a dialect's plain-text formats)."""
     started = time.perf_counter()
     request_id = request_id_of(request)
     capability = contract.capability
@@ -102,7 +107,7 @@ async def run_capability(
         resolved = time.perf_counter()
         timeout_s = _timeout_s(request, contract)
         content = await read_limited(request, limit, timeout_s)
-        raw = decode_json(content)
+        raw = decode(content)
         if choice is not None:  # `authorized` checks this one's scope from here on
             contract = choice.of_body(raw)
             capability = contract.capability
@@ -154,6 +159,9 @@ async def run_capability(
         body["latency"] = latency_body(result.latency)
     edge.metrics.observe(capability, "OK", 200, result.latency.total_ms)
     headers = {**timing_headers(result.latency), "x-mf-deployment": result.deployment_id}
+    if isinstance(body, Response):
+        body.headers.update(headers)
+        return body
     return json_response(body, 200, headers)
 
 
