@@ -5,6 +5,8 @@ python-multipart's callback parser doing the framing."""
 
 from __future__ import annotations
 
+import logging
+
 import msgspec
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -14,6 +16,10 @@ from streams.codes import ServingError
 MAX_PARTS = 32  # OpenAI's forms have a handful of fields: more is not a real client
 MAX_FIELD_BYTES = 64 << 10  # a text field's value (a file part is bounded by the body limit alone)
 MAX_PART_HEADERS = 8
+
+# The parser logs a warning quoting the offending bytes of a malformed body: request content must
+# reach no log, and the client gets the same words in its 400.
+logging.getLogger("python_multipart").setLevel(logging.ERROR)
 
 
 class FormPart(msgspec.Struct, frozen=True):

@@ -3,6 +3,8 @@ recording recognised by its content, and subtitles rendered from timed segments.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from gateway.http.multipart import MAX_FIELD_BYTES, MAX_PARTS, FormPart, parse_form
@@ -173,3 +175,12 @@ def test_vtt_starts_with_its_header_and_uses_dot_milliseconds() -> None:
 
 def test_no_segments_render_as_empty_subtitles() -> None:
     assert (srt([]), vtt([])) == ("", "WEBVTT\n\n")
+
+
+def test_a_malformed_body_reaches_no_log(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    bad_header = f"--{BOUNDARY}\r\nCont\x01ent: x\r\n\r\nsecret\r\n--{BOUNDARY}--\r\n".encode()
+    for body in (bad_header, b"--wrong-boundary\r\n"):
+        with pytest.raises(ServingError):
+            parse_form(body, CONTENT_TYPE, "file")
+    assert caplog.records == []  # the parser's warnings quote the body's bytes
