@@ -8,6 +8,7 @@ replica that has not yet caught up with our own last write wait: read-your-write
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import msgspec
 from nats.aio.client import Client
@@ -45,6 +46,25 @@ async def read_subject_range(
         if pending <= 0 or not got:
             return records
         start = last + 1
+
+
+async def read_subjects_range(
+    client: Client, stream: str, filter_subjects: Sequence[str], after_sequence: int = 0
+) -> tuple[list[RecordedEvent], int]:
+    """Every message on any of `filter_subjects` with sequence > after_sequence, in stream order,
+    up to a horizon: the stream's last sequence when the read began, which is returned with them.
+    Each subject's read is complete up to the horizon (and a replica behind it is not asked);
+    what was stored after it is left out, so a subscription from horizon + 1 misses nothing."""
+    horizon = (await client.jetstream().stream_info(stream)).state.last_seq
+    if horizon <= after_sequence:
+        return [], after_sequence
+    records = [
+        record
+        for subject in filter_subjects
+        for record in await read_subject_range(client, stream, subject, after_sequence, horizon)
+        if record.sequence <= horizon
+    ]
+    return sorted(records, key=lambda record: record.sequence), horizon
 
 
 async def _one_batch_behind_replicas(

@@ -7,7 +7,7 @@ handed out, so a redelivery after a reset can never surface twice.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from datetime import datetime
 
 from nats.aio.client import Client
@@ -26,21 +26,28 @@ async def subscribe(
     from_sequence: int = 1,
     *,
     stream: str = subjects.EVENTS_STREAM,
-    filter_subject: str | None = None,
+    filter_subject: str | Sequence[str] | None = None,
     since_time: datetime | None = None,
     folded: Callable[[int, str], bool] | None = None,
 ) -> AsyncGenerator[RecordedEvent, None]:
     """Yield events with sequence >= from_sequence (or stored at/after since_time), forever.
 
     `folded(sequence, subject)`: true for an event the caller already holds (its own append,
-    applied when acknowledged); such an event is passed over without being decoded."""
-    subject = filter_subject or (f"{subjects.EVENTS_PREFIX}.>" if stream == subjects.EVENTS_STREAM else ">")
+    applied when acknowledged); such an event is passed over without being decoded.
+    Several filter subjects make one consumer over all of them (nats-server >= 2.10): their
+    events still arrive in stream order."""
+    several = [] if filter_subject is None or isinstance(filter_subject, str) else list(filter_subject)
+    subject = (filter_subject if isinstance(filter_subject, str) else None) or (
+        f"{subjects.EVENTS_PREFIX}.>" if stream == subjects.EVENTS_STREAM else ">"
+    )
     if since_time is not None:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since_time)
     else:
         config = ConsumerConfig(
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_sequence)
         )
+    if several:
+        config.filter_subjects = several
     js = client.jetstream()
     sub = await js.subscribe(
         subject,
