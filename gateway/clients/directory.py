@@ -1,9 +1,10 @@
 """`ClientDirectory`: the `ClientIndex` of one gateway process, kept live from the event log.
 
-Catch-up reads all client events with batched direct gets; then an ordered consumer on
-`mf.evt.client.>` pushes each new event as it is stored, so a revocation, rotation or disable
-reaches every gateway replica within milliseconds (one NATS hop), not at a polling interval.
-`authenticate` and `authorize` are in-memory and synchronous: no I/O on the hot path.
+Catch-up reads all client events, and the project events that bind clients and channels, with
+batched direct gets; then one ordered consumer on those subjects pushes each new event as it is
+stored, in stream order, so a revocation, rotation, disable or project binding reaches every
+gateway replica within milliseconds (one NATS hop), not at a polling interval.
+`authenticate`, `authorize` and `route` are in-memory and synchronous: no I/O on the hot path.
 """
 
 from __future__ import annotations
@@ -11,22 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from nats.aio.client import Client
 
 from eventstore import reading
 from eventstore.subscription import subscribe
-from gateway.clients.index import ClientIndex
+from gateway.clients.index import FEED, ClientIndex
 from gateway.clients.model import ClientPrincipal, ClientState
 from streams import subjects
 from streams.envelope import utcnow
-from streams.subjects import Aggregate
 
 log = logging.getLogger("modelforge.gateway.clients")
 
-CLIENT_EVENTS = f"{subjects.EVENTS_PREFIX}.{Aggregate.CLIENT.value}.>"
 RESUBSCRIBE_S = 0.5
 
 
@@ -84,8 +83,19 @@ class ClientDirectory:
         return self._index.authenticate(authorization, self._clock())
 
     def authorize(self, principal: ClientPrincipal, capability: str) -> None:
-        """CAPABILITY_NOT_AUTHORIZED (403) unless `capability` (`name@version`) is in its scopes."""
+        """CAPABILITY_NOT_AUTHORIZED (403) unless `capability` (`name@version`) is in its scopes;
+        PROJECT_CAPABILITY_NOT_BOUND (403) when its project is not bound to the capability."""
         self._index.authorize(principal, capability)
+
+    def route(self, principal: ClientPrincipal, capability: str, requested: str) -> str:
+        """The model name `Catalog.resolve` serves the call by: its project's channel, if bound."""
+        return self._index.projects.route(principal.project_id, capability, requested)
+
+    def channels(self, principal: ClientPrincipal) -> Mapping[str, str] | None:
+        """Its project's channel per capability; None for a client bound to no project."""
+        if principal.project_id is None:
+            return None
+        return self._index.projects.of(principal.project_id)
 
     def client(self, client_id: str) -> ClientState | None:
         return self._index.client(client_id)
@@ -99,14 +109,15 @@ class ClientDirectory:
         while not self._stop.is_set():
             try:
                 if not self._ready.is_set():
-                    history = await reading.read_subject_range(
-                        self._nats, subjects.EVENTS_STREAM, CLIENT_EVENTS, self.applied_sequence
+                    history, horizon = await reading.read_subjects_range(
+                        self._nats, subjects.EVENTS_STREAM, FEED, self.applied_sequence
                     )
                     for record in history:
                         self._index.apply(record)
+                    self._index.caught_up_to(horizon)
                     await self._notify()
                     self._ready.set()
-                live = subscribe(self._nats, self.applied_sequence + 1, filter_subject=CLIENT_EVENTS)
+                live = subscribe(self._nats, self.applied_sequence + 1, filter_subject=FEED)
                 async for record in live:
                     self._index.apply(record)
                     await self._notify()

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from gateway.http.body import convert
 from gateway.http.checks import check_texts, checked_dimensions
 from gateway.http.edge import Edge
-from gateway.http.flow import ContractChoice, Prepared, run_capability
+from gateway.http.flow import ContractChoice, Prepared, Route, run_capability
 from gateway.http.image_inputs import InputObject, image_payload, is_image_request, object_text
 from gateway.serving.pipeline import Served
 from streams.codes import ServingError
@@ -48,12 +48,12 @@ class OpenAIEmbeddingRequest(msgspec.Struct, frozen=True):
 
 
 def parse_embeddings(edge: Edge) -> Any:
-    def parse(raw: Any, contract: CapabilityContract) -> Prepared:
+    def parse(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
         call = convert(raw, OpenAIEmbeddingRequest, "embeddings request")
         items = call.input if isinstance(call.input, list) else [call.input]
         model = call.model or ""
         if contract is VISION_EMBEDDING:
-            payload, shape = image_payload(edge, items, model, call.dimensions)
+            payload, shape = image_payload(edge, items, route(model), call.dimensions)
             return Prepared(payload, shape, _render(call), model)
         if all(isinstance(t, str) for t in items):
             strings: list[str] = [t for t in items if isinstance(t, str)]
@@ -67,7 +67,7 @@ def parse_embeddings(edge: Edge) -> Any:
                 param="input",
             )
         shape = check_texts(strings, contract, "input")
-        dimensions = checked_dimensions(edge, contract.capability, model, call.dimensions)
+        dimensions = checked_dimensions(edge, contract.capability, route(model), call.dimensions)
         payload = msgspec.json.encode(EmbeddingInput(texts=strings, dimensions=dimensions))
         return Prepared(payload, shape, _render(call), model)
 

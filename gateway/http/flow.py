@@ -1,6 +1,7 @@
 """The shape every capability call takes at the edge, whatever API dialect it arrives in.
 
-authenticate → authorise the capability → read the body within its limit → parse and validate
+authenticate → authorise the capability (its scopes; a project-bound client's project channels) →
+read the body within its limit → parse and validate
 (the dialect's job) → client limits (alongside the capacity search when the client is far from
 them: `gateway.clients.admission`) → serve, stopped if the client disconnects before its model
 runs (`gateway.http.disconnect`) → render (the dialect's job). A refusal, by the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -45,7 +47,8 @@ class Prepared(msgspec.Struct, frozen=True):
     model: str = ""  # an experiment's route, where the dialect names one
 
 
-Parse = Callable[[Any, CapabilityContract], Prepared]
+Route = Callable[[str], str]  # the model name a call naming `model` is served by (Catalog.resolve)
+Parse = Callable[[Any, CapabilityContract, Route], Prepared]
 Decode = Callable[[bytes], Any]  # the body (read within its limit) → what the dialect's Parse takes
 
 
@@ -61,10 +64,13 @@ class ContractChoice(msgspec.Struct, frozen=True):
 def _body_limit(
     edge: Edge, principal: ClientPrincipal, contract: CapabilityContract, choice: ContractChoice | None
 ) -> int:
-    """The largest body a contract the key may call through the route takes (read before the body
-    says which); with none in its scopes, the route's own contract's refusal (403)."""
-    contracts = choice.contracts if choice else (contract,)
-    limits = [c.limits.max_request_bytes for c in contracts if c.capability in principal.scopes]
+    """The body limit to read within, once the key may call through the route: its contract's, or
+    with a choice the largest of those the key may call (read before the body says which); with
+    none of them, the route's own contract's refusal (403)."""
+    if choice is None:
+        edge.directory.authorize(principal, contract.capability)
+        return contract.limits.max_request_bytes
+    limits = [c.limits.max_request_bytes for c in choice.contracts if c.capability in principal.scopes]
     if not limits:
         edge.directory.authorize(principal, contract.capability)
     return max(limits)
@@ -114,7 +120,8 @@ async def run_capability(
             edge.directory.authorize(principal, capability)
             if len(content) > contract.limits.max_request_bytes:
                 raise too_large(contract.limits.max_request_bytes)
-        prepared = parse(raw, contract)
+        route = partial(edge.directory.route, principal, capability)
+        prepared = parse(raw, contract, route)
         validated = time.perf_counter()
         deadline = time.time() + timeout_s
         admission = Admission(edge.limiter, principal)
@@ -135,7 +142,7 @@ async def run_capability(
                     started=started,
                     validation_ms=(validated - resolved) * 1000,
                     resolution_ms=(resolved - started) * 1000,
-                    model=prepared.model,
+                    model=route(prepared.model),
                     admitted=admission.settle,
                     priority=principal.priority,
                     render=lambda served: prepared.render(served.result, served, request_id),

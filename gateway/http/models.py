@@ -1,12 +1,17 @@
 """`GET /v1/models`: what this key may call, in OpenAI's list shape with the capability named: for
 each capability in its scopes, the stable deployment's model name (or the capability itself while
-nothing serves it, `available: false`) and the route of each active experiment it may reach."""
+nothing serves it, `available: false`) and the route of each active experiment it may reach.
+A key of a project-bound client may call only the capabilities its project is bound to, each
+through its project's channel: one entry each, what that channel serves it by."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.clients.bindings import STABLE
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response
 from gateway.http.stamps import request_id_of
@@ -29,20 +34,40 @@ def _entry(name: str, capability: str, deployment: DeploymentState | None) -> di
     }
 
 
-def models_of(catalog: Catalog, scopes: frozenset[str]) -> list[dict[str, object]]:
+def models_of(
+    catalog: Catalog, scopes: frozenset[str], channels: Mapping[str, str] | None = None
+) -> list[dict[str, object]]:
+    """`channels`: the project's channel per capability for a project-bound client, else None."""
     data = []
     for capability in sorted(scopes):
-        if capability not in CONTRACTS:
+        if capability not in CONTRACTS or (channels is not None and capability not in channels):
             continue
-        stable = catalog.stable_for(capability)
-        data.append(_entry(stable.model_name if stable else capability, capability, stable))
-        routes = sorted(
-            {d.route for d in catalog.deployments.values() if d.capability == capability and d.route}
-        )
-        for route in routes:
-            routed = catalog.resolve(capability, route)
-            if routed is not None and routed.route == route:  # an active experiment, reached by it
-                data.append(_entry(route, capability, routed))
+        if channels is None:
+            data.append(_stable_entry(catalog, capability))
+            data.extend(_routed_entries(catalog, capability, _routes_of(catalog, capability)))
+        else:
+            channel = channels[capability]
+            routed = _routed_entries(catalog, capability, [] if channel == STABLE else [channel])
+            data.extend(routed or [_stable_entry(catalog, capability)])
+    return data
+
+
+def _stable_entry(catalog: Catalog, capability: str) -> dict[str, object]:
+    stable = catalog.stable_for(capability)
+    return _entry(stable.model_name if stable else capability, capability, stable)
+
+
+def _routes_of(catalog: Catalog, capability: str) -> list[str]:
+    return sorted({d.route for d in catalog.deployments.values() if d.capability == capability and d.route})
+
+
+def _routed_entries(catalog: Catalog, capability: str, routes: list[str]) -> list[dict[str, object]]:
+    """An entry for each route that leads to an active experiment."""
+    data = []
+    for route in routes:
+        routed = catalog.resolve(capability, route)
+        if routed is not None and routed.route == route:
+            data.append(_entry(route, capability, routed))
     return data
 
 
@@ -52,4 +77,5 @@ async def list_models(request: Request) -> Response:
         principal = edge.directory.authenticate(request.headers.get("authorization"))
     except ServingError as error:
         return error_response(error, request_id_of(request))
-    return json_response({"object": "list", "data": models_of(edge.ctx.live.catalog, principal.scopes)})
+    models = models_of(edge.ctx.live.catalog, principal.scopes, edge.directory.channels(principal))
+    return json_response({"object": "list", "data": models})

@@ -17,7 +17,7 @@ from starlette.responses import Response
 from gateway.http.body import convert
 from gateway.http.checks import check_base64, check_rerank, check_texts, checked_dimensions
 from gateway.http.edge import Edge
-from gateway.http.flow import Prepared, run_capability
+from gateway.http.flow import Prepared, Route, run_capability
 from gateway.http.responses import error_response
 from gateway.http.stamps import request_id_of
 from gateway.serving.pipeline import RequestShape, Served
@@ -36,12 +36,12 @@ _CAPABILITY = re.compile(r"[a-z0-9_.-]+@[0-9]+")
 
 
 def parse_native(edge: Edge) -> Any:
-    def parse(raw: Any, contract: CapabilityContract) -> Prepared:
+    def parse(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
         value = convert(raw, contract.input_type, f"{contract.capability} input")
         match value:
             case EmbeddingInput():
                 shape = check_texts(value.texts, contract, "texts")
-                dimensions = checked_dimensions(edge, contract.capability, "", value.dimensions)
+                dimensions = checked_dimensions(edge, contract.capability, route(""), value.dimensions)
                 value = msgspec.structs.replace(value, dimensions=dimensions)
             case RerankInput():
                 shape = check_rerank(value.query, value.documents, value.top_n, contract)
@@ -49,7 +49,7 @@ def parse_native(edge: Edge) -> Any:
                 shape = check_base64([value.image_base64], contract, "image_base64", listed=False)
             case VisionEmbeddingInput():
                 shape = check_base64(value.images_base64, contract, "images_base64", listed=True)
-                dimensions = checked_dimensions(edge, contract.capability, "", value.dimensions)
+                dimensions = checked_dimensions(edge, contract.capability, route(""), value.dimensions)
                 value = msgspec.structs.replace(value, dimensions=dimensions)
             case TranscriptionInput():
                 shape = check_base64([value.audio_base64], contract, "audio_base64", listed=False)

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from gateway.http.body import convert
 from gateway.http.checks import decoded_base64
 from gateway.http.edge import Edge
-from gateway.http.flow import Prepared, run_capability
+from gateway.http.flow import Prepared, Route, run_capability
 from gateway.http.image_header import ImageKind, image_kind, image_size
 from gateway.serving.pipeline import RequestShape, Served
 from streams.codes import ServingError
@@ -109,7 +109,8 @@ def inline_image(url: str) -> InlineImage:
     return InlineImage(data, kind, len(decoded), image_size(decoded))
 
 
-def parse_ocr(raw: Any, contract: CapabilityContract) -> Prepared:
+def parse_ocr(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
+    # (`route` unused: no check here depends on the deployment the call is served by)
     call = convert(raw, MistralOcrRequest, "OCR request")
     image = inline_image(document_url(call.document))
     if call.pages is not None and 0 not in call.pages:

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from gateway.http.body import convert
 from gateway.http.checks import check_rerank
 from gateway.http.edge import Edge
-from gateway.http.flow import Prepared, run_capability
+from gateway.http.flow import Prepared, Route, run_capability
 from gateway.serving.pipeline import Served
 from streams.codes import ServingError
 from streams.contracts import RERANKING, CapabilityContract, RerankInput, RerankOutput
@@ -38,7 +38,8 @@ class RerankRequest(msgspec.Struct, frozen=True):
     model: str | None = None
 
 
-def parse_rerank(raw: Any, contract: CapabilityContract) -> Prepared:
+def parse_rerank(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
+    # (`route` unused: no check here depends on the deployment the call is served by)
     call = convert(raw, RerankRequest, "rerank request")
     documents = call.documents if call.documents is not None else call.texts
     if documents is None:

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.http.edge import Edge
-from gateway.http.flow import Prepared, run_capability
+from gateway.http.flow import Prepared, Route, run_capability
 from gateway.http.multipart import FormPart, parse_form, refusal
 from gateway.http.subtitles import srt, vtt
 from gateway.serving.pipeline import RequestShape, Served
@@ -126,7 +126,8 @@ def _temperature(value: str | None) -> float | None:
     return temperature
 
 
-def parse_transcription(raw: Any, contract: CapabilityContract) -> Prepared:
+def parse_transcription(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
+    # (`route` unused: no check here depends on the deployment the call is served by)
     form = read_form(raw)
     audio_base64 = base64.b64encode(form.audio).decode("ascii")
     payload = msgspec.json.encode(TranscriptionInput(audio_base64=audio_base64, language=form.language))

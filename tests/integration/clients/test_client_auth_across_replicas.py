@@ -12,7 +12,7 @@ from eventstore.store import EventStore, ExpectedVersion
 from gateway.clients.directory import ClientDirectory
 from gateway.clients.service import ClientService, client_id_for
 from streams.codes import ServingError
-from streams.events.control import ProjectRegistered
+from streams.events.control import ProjectBoundToChannel, ProjectRegistered
 from streams.subjects import Aggregate
 from tests.integration.clients.conftest import Gateways
 
@@ -189,3 +189,21 @@ async def test_listing_clients_shows_prefixes_never_hashes_or_keys(
     assert issued.key not in text
     assert state.credentials[0].key_sha256 not in text
     assert issued.key not in repr(issued)
+
+
+async def test_a_project_channel_bound_later_reaches_both_replicas_within_a_second(
+    service: ClientService, store: EventStore, gateways: Gateways, unique_name: str
+) -> None:
+    project_id = f"pr-{uuid.uuid4().hex[:20]}"
+    registered = ProjectRegistered(project_id=project_id, name=project_id)
+    await store.append(Aggregate.PROJECT, project_id, [registered], ExpectedVersion.NO_STREAM)
+    issued = await service.create(unique_name, ["rag.embedding@1"], project_id=project_id)
+    await gateways.applied(issued.sequence)
+    for replica in gateways.both:
+        with pytest.raises(ServingError) as caught:
+            replica.directory.authorize(replica.directory.authenticate(bearer(issued.key)), "rag.embedding@1")
+        assert (caught.value.code, caught.value.http_status) == ("PROJECT_CAPABILITY_NOT_BOUND", 403)
+    bound = ProjectBoundToChannel(project_id=project_id, capability="rag.embedding@1", channel="stable")
+    await gateways.applied(await store.append(Aggregate.PROJECT, project_id, [bound], ExpectedVersion.ANY))
+    for replica in gateways.both:
+        replica.directory.authorize(replica.directory.authenticate(bearer(issued.key)), "rag.embedding@1")

@@ -1,4 +1,4 @@
-"""Experiments reached only through their route, projects and their integrations, unload, and a
+"""Experiments reached through a project's channel, projects and their integrations, unload, and a
 replay of the whole run reproducing the live read model's digest."""
 
 from __future__ import annotations
@@ -62,17 +62,21 @@ async def test_whole_run_operations_and_replay_digest(
     assert isinstance(experiment, dict)
     assert experiment["status"] == "active"
 
-    # A project with a bound client; the experiment is invoked only through its route.
+    # A project bound to the experiment's route, with a bound client: its calls go to the experiment
+    # whatever model they name, and to the stable deployment once the route leads nowhere.
     project = await stack.post("/projects", {"name": "docs-search", "owner": "search-team"})
     assert isinstance(project, dict)
-    await stack.post(f"/projects/{project['project_id']}/channels", {"capability": "rag.embedding@1"})
+    await stack.post(
+        f"/projects/{project['project_id']}/channels",
+        {"capability": "rag.embedding@1", "channel": "minilm-lab"},
+    )
     client = await stack.post("/clients", {"name": "docs-app", "scopes": ["rag.embedding@1"]})
     assert isinstance(client, dict)
     await stack.post(f"/projects/{project['project_id']}/clients", {"client_id": client["client_id"]})
     by_route = await embed(stack, client["key"], "minilm-lab")
     assert by_route.headers["x-mf-deployment"] == experiment["deployment_id"]
-    stable_call = await embed(stack, client["key"], "")
-    assert stable_call.headers["x-mf-deployment"] == deployment["deployment_id"]
+    by_channel = await embed(stack, client["key"], "")
+    assert by_channel.headers["x-mf-deployment"] == experiment["deployment_id"]
     await stack.post(f"/experiments/{experiment['deployment_id']}/deactivate")
     after = await embed(stack, client["key"], "minilm-lab")
     assert after.headers["x-mf-deployment"] == deployment["deployment_id"]  # the route is gone

@@ -12,6 +12,7 @@ from gateway.clients.evolve import apply_record
 from gateway.clients.index import ClientIndex
 from gateway.clients.model import ClientState, Command, CreateClient, NewKey
 from streams.events import Event
+from streams.events.control import ClientBoundToProject, ProjectBoundToChannel
 from streams.subjects import Aggregate, event_subject
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -34,9 +35,13 @@ def create(
     rpm: int = 60,
     concurrency: int = 4,
     expires_at: datetime | None = None,
+    project_id: str | None = None,
 ) -> tuple[str, CreateClient]:
     secret, key = new_key("cred_first", expires_at)
-    return secret, CreateClient(CLIENT, "app", scopes, rpm, concurrency, key, priority=1)
+    return secret, CreateClient(
+        CLIENT, "app", scopes, rpm, concurrency, key, priority=1,
+        project_id=project_id, project_known=project_id is not None,
+    )  # fmt: skip
 
 
 class Runner:
@@ -62,6 +67,12 @@ class Runner:
             self.index.apply(record)
         self.events.extend(events)
         return events
+
+    def record_project(self, event: ProjectBoundToChannel | ClientBoundToProject) -> None:
+        """A project event, as the directory's feed hands it to the index."""
+        self.sequence += 1
+        subject = event_subject(Aggregate.PROJECT, event.project_id, type(event).__name__)
+        self.index.apply(RecordedEvent(self.sequence, subject, None, event))
 
 
 def bearer(secret: str) -> str:
