@@ -89,7 +89,7 @@ def _view(state: ClientState) -> dict[str, Any]:
     }
 
 
-async def _applied(call: Call, sequence: int) -> bool:
+async def applied_here(call: Call, sequence: int) -> bool:
     """Whether this gateway's key directory holds the event at `sequence` within APPLY_WAIT_S."""
     try:
         await call.edge.directory.wait_until_applied(sequence, timeout=APPLY_WAIT_S)
@@ -101,7 +101,7 @@ async def _applied(call: Call, sequence: int) -> bool:
 
 async def _state_after(call: Call, sequence: int) -> object:
     client_id = call.path["client_id"]
-    applied = await _applied(call, sequence)
+    applied = await applied_here(call, sequence)
     if applied:
         state = call.edge.directory.client(client_id)
     else:
@@ -118,7 +118,7 @@ async def create_client(call: Call) -> object:
         b.name, b.scopes, requests_per_minute=b.requests_per_minute, max_concurrency=b.max_concurrency,
         priority=b.priority, project_id=b.project_id, expires_in=_lifetime(b.expires_in_s),
     )  # fmt: skip
-    return _key(issued, await _applied(call, issued.sequence))
+    return _key(issued, await applied_here(call, issued.sequence))
 
 
 async def rotate(call: Call) -> object:
@@ -130,7 +130,7 @@ async def rotate(call: Call) -> object:
         credential_id=b.credential_id,
         expires_in=_lifetime(b.expires_in_s),
     )
-    return _key(issued, await _applied(call, issued.sequence))
+    return _key(issued, await applied_here(call, issued.sequence))
 
 
 async def revoke(call: Call) -> object:

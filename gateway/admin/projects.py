@@ -1,5 +1,10 @@
 """Admin endpoints for projects (register, bind to a channel, bind clients, project fit) and
-integrations with their usage (service clients: `gateway.admin.clients`)."""
+integrations with their usage (service clients: `gateway.admin.clients`).
+
+A project's clients are those whose project it is now, as this gateway's key directory holds
+them: created with the project (`ClientCreated.project_id`) or bound to it later
+(`ClientBoundToProject`), the later one winning. A binding answers once the directory holds it,
+so the next request this gateway serves is held to it."""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from gateway.admin.clients import applied_here
 from gateway.admin.endpoint import Call, Endpoint
 from gateway.admin.pipeline import promotion
 from gateway.admin.reads import INTEGRATIONS_SQL, percentile, read_model, requests_from_log
@@ -47,19 +53,27 @@ def project_id_for(name: str) -> str:
     return f"pr-{hashlib.sha256(name.strip().casefold().encode()).hexdigest()[:20]}"
 
 
-def _view(state: ProjectState) -> dict[str, Any]:
+def _clients_of(call: Call, project_id: str) -> list[str]:
+    return [c.client_id for c in call.edge.directory.clients() if c.project_id == project_id]
+
+
+def _view(call: Call, state: ProjectState) -> dict[str, Any]:
     out: dict[str, Any] = msgspec.to_builtins(state)
+    out["clients"] = _clients_of(call, state.project_id)
     out["fit"] = {cap: msgspec.to_builtins(e) for cap, e in state.fit.items()}
     return out
 
 
-async def _run(call: Call, project_id: str, command: ProjectCommand) -> object:
+async def _run(call: Call, project_id: str, command: ProjectCommand, *, binding: bool = False) -> object:
+    """Execute `command`; a `binding` (its events feed the key directory) answers once applied here."""
     aggregates: Aggregates = promotion(call).aggregates
-    await aggregates.execute(A.PROJECT, project_id, decide_project, command)
+    events, version = await aggregates.execute(A.PROJECT, project_id, decide_project, command)
+    if binding and events:
+        await applied_here(call, version)
     state = await aggregates.get(A.PROJECT, project_id)
     if state is None:
         raise ServingError("PROJECT_NOT_FOUND", f"no project {project_id!r}", "project_id")
-    return _view(state)
+    return _view(call, state)
 
 
 async def register(call: Call) -> object:
@@ -70,18 +84,18 @@ async def register(call: Call) -> object:
 
 async def list_projects(call: Call) -> object:
     states: dict[str, ProjectState] = await promotion(call).aggregates.all(A.PROJECT)
-    return [_view(s) for s in states.values()]
+    return [_view(call, s) for s in states.values()]
 
 
 async def bind_channel(call: Call) -> object:
     b: Channel = call.body
-    return await _run(call, call.path["project_id"], BindChannel(b.capability, b.channel))
+    return await _run(call, call.path["project_id"], BindChannel(b.capability, b.channel), binding=True)
 
 
 async def bind_client(call: Call) -> object:
     b: ClientRef = call.body
     known = await ClientService(call.edge.ctx.store).get(b.client_id) is not None
-    return await _run(call, call.path["project_id"], BindClient(b.client_id, known))
+    return await _run(call, call.path["project_id"], BindClient(b.client_id, known), binding=True)
 
 
 async def record_fit(call: Call) -> object:
@@ -100,7 +114,7 @@ async def integrations(call: Call) -> object:
     history = await requests_from_log(call.edge.ctx.client, 1_000_000, None)
     out = []
     for project in projects.values():
-        for client_id in project.clients:
+        for client_id in _clients_of(call, project.project_id):
             rows = [r for r in history if r["client_id"] == client_id]
             done = [float(r["latency"]["total_ms"]) for r in rows if r["status"] == "completed"]
             out.append(

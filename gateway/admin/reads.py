@@ -108,17 +108,18 @@ SELECT request_id, client_id, capability, status, deployment_id, node_id, accele
 FROM requests WHERE (%s::text IS NULL OR client_id = %s) ORDER BY accepted_at DESC NULLS LAST LIMIT %s
 """
 
+# A project's clients are those whose project it is now (`clients.project_id`: set by the client's
+# creation with a project and by a later binding alike, the later one winning).
 INTEGRATIONS_SQL = """
-SELECT p.project_id, p.name AS project, pc.client_id, c.name AS client, l.capability,
+SELECT p.project_id, p.name AS project, c.client_id, c.name AS client, l.capability,
        coalesce(l.requests, 0) AS requests, coalesce(l.errors, 0) AS errors, l.p50_ms, l.p95_ms,
        coalesce(u.reserved_bytes, 0) AS reserved_bytes, coalesce(u.leases, 0) AS leases
 FROM projects p
-JOIN project_clients pc ON pc.project_id = p.project_id
-LEFT JOIN clients c ON c.client_id = pc.client_id
-LEFT JOIN request_latency l ON l.client_id = pc.client_id
+JOIN clients c ON c.project_id = p.project_id
+LEFT JOIN request_latency l ON l.client_id = c.client_id
 LEFT JOIN (SELECT client_id, sum(reserved_bytes)::bigint AS reserved_bytes, count(*) AS leases
-           FROM leases GROUP BY client_id) u ON u.client_id = pc.client_id
-ORDER BY p.project_id, pc.client_id
+           FROM leases GROUP BY client_id) u ON u.client_id = c.client_id
+ORDER BY p.project_id, c.client_id
 """
 
 PLACEMENTS_SQL = """

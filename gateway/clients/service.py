@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 
 from eventstore import reading
 from eventstore.errors import ConcurrencyConflict
-from eventstore.records import RecordedEvent
 from eventstore.store import EventStore, ExpectedVersion
 from gateway.clients import keys
 from gateway.clients.decide import decide
 from gateway.clients.evolve import fold
+from gateway.clients.index import FEED, ClientIndex
 from gateway.clients.model import (
     ChangeLimits,
     ClientState,
@@ -135,17 +135,13 @@ class ClientService:
         return fold(records)
 
     async def all_clients(self) -> list[ClientState]:
-        """Every client, folded from the log (admin use; the hot path reads ClientDirectory)."""
-        records = await reading.read_subject_range(
-            self.store.client, subjects.EVENTS_STREAM, f"{subjects.EVENTS_PREFIX}.{Aggregate.CLIENT.value}.>"
-        )
-        by_client: dict[str, list[RecordedEvent]] = {}
+        """Every client, folded from the log as the key directory folds it (admin use; the hot
+        path reads ClientDirectory): its project is the later of its own and a project's binding."""
+        records, _ = await reading.read_subjects_range(self.store.client, subjects.EVENTS_STREAM, FEED)
+        index = ClientIndex()
         for record in records:
-            parsed = subjects.parse_event_subject(record.subject)
-            if parsed is not None:
-                by_client.setdefault(parsed[1], []).append(record)
-        states = (fold(history) for history in by_client.values())
-        return sorted((s for s in states if s is not None), key=lambda s: s.name.casefold())
+            index.apply(record)
+        return index.clients()
 
     async def execute(self, command: Command) -> int:
         """Decide and append; returns the aggregate's version after the command (its last sequence).
