@@ -44,7 +44,8 @@ async def routing_error(request: Request, exc: Exception) -> Response:
         refusal = ServingError(
             "ROUTE_NOT_FOUND",
             f"no route {request.url.path}; clients call POST /v1/embeddings, /v1/rerank, "
-            "/v1/audio/transcriptions, /v1/capabilities/{capability}:invoke and GET /v1/models; the admin API is described at "
+            "/v1/ocr, /v1/audio/transcriptions, /v1/capabilities/{capability}:invoke and GET /v1/models; "
+            "operators use /console, and the admin API is described at "
             "/openapi.json",
         )
     else:
