@@ -70,10 +70,22 @@ def _body_limit(
     if choice is None:
         edge.directory.authorize(principal, contract.capability)
         return contract.limits.max_request_bytes
-    limits = [c.limits.max_request_bytes for c in choice.contracts if c.capability in principal.scopes]
+    limits = [
+        c.limits.max_request_bytes
+        for c in choice.contracts
+        if c.capability in principal.scopes and _may_call(edge, principal, c.capability)
+    ]
     if not limits:
         edge.directory.authorize(principal, contract.capability)
     return max(limits)
+
+
+def _may_call(edge: Edge, principal: ClientPrincipal, capability: str) -> bool:
+    try:
+        edge.directory.authorize(principal, capability)
+    except ServingError:
+        return False
+    return True
 
 
 async def run_capability(
