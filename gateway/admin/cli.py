@@ -169,7 +169,9 @@ def _candidates(verbs: Any) -> None:
     )
     c.add_argument("id")
     c.add_argument("--artifact-set", required=True)
-    c.add_argument("--capability", default="rag.embedding@1")
+    c.add_argument(
+        "--capability", help="capability@version (default: the one the artifact set was registered for)"
+    )
     c.add_argument("--profile", action="append", help="key=value (dimension, normalized, input_semantics …)")
     c.add_argument("--config", action="append", help="key=value (residency, model_name, max_batch_size …)")
     p = _verb(

@@ -44,7 +44,7 @@ class Reason(msgspec.Struct, frozen=True, kw_only=True):
 class CreateCandidate(msgspec.Struct, frozen=True, kw_only=True):
     candidate_id: str
     artifact_set_id: str
-    capability: str = "rag.embedding@1"
+    capability: str | None = None  # not given: the capability the artifact set was registered for
     runtime_profile: dict[str, str] = {}
     deployment_config: dict[str, str] = {}
 

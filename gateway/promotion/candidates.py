@@ -24,15 +24,16 @@ A = Aggregate
 async def create_candidate(
     p: PromotionContext,
     candidate_id: str,
-    capability: str,
+    capability: str | None,
     artifact_set_id: str,
     runtime_profile: dict[str, str],
     deployment_config: dict[str, str],
 ) -> CandidateState:
+    """`capability` None: the one the artifact set was registered for."""
     arts = await p.aggregates.get(A.ARTIFACT_SET, artifact_set_id)
     command = cmd.CreateCandidate(
         candidate_id=checked_id(candidate_id, "candidate id"),
-        capability=capability,
+        capability=capability or (arts.capability if arts else ""),
         artifact_set_id=artifact_set_id,
         runtime_profile=runtime_profile,
         deployment_config=deployment_config,

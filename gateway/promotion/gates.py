@@ -17,7 +17,7 @@ from gateway.promotion.model import (
     NodeState,
     ProbeRecord,
 )
-from gateway.promotion.profile import output_mismatch
+from gateway.promotion.profile import check_runtime_profile, output_mismatch
 from streams.codes import ServingError
 
 
@@ -92,8 +92,9 @@ def production_gates(facts: GateFacts) -> list[GateFailure]:
             "COMPATIBILITY_STALE", f"the probe's compatibility assessment is {verdict}", compatibility=verdict
         )
     # 4
-    if cand is not None and not cand.runtime_profile:
-        fail("ARTIFACT_NOT_VERIFIED", "the candidate has no runtime profile")
+    incomplete = _incomplete_profile(cand) if cand is not None else None
+    if incomplete:
+        fail("ARTIFACT_NOT_VERIFIED", f"the candidate's runtime profile is incomplete: {incomplete}")
     if arts is None or not arts.verified:
         fail("ARTIFACT_NOT_VERIFIED", "the artifact set is missing or not verified by its node's agent")
     # 5, 6
@@ -143,3 +144,13 @@ def refusal(failures: list[GateFailure]) -> ServingError:
     first = failures[0]
     details = {**first.details, "failed_gates": [f.code for f in failures]}
     return ServingError(first.code, first.message, http_status=409, details=details)
+
+
+def _incomplete_profile(cand: CandidateState) -> str | None:
+    """What the candidate's runtime profile lacks for its capability (None: nothing). Only an
+    embedding declares one (its space); an empty profile is complete for the other capabilities."""
+    try:
+        check_runtime_profile(cand.capability, cand.runtime_profile)
+    except ServingError as error:
+        return error.message
+    return None

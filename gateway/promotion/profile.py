@@ -22,7 +22,17 @@ def _int(raw: str, name: str, code: str = "INVALID_INPUT") -> int:
 
 
 def check_profile(capability: str, profile: dict[str, str], config: dict[str, str]) -> None:
-    """Embedding candidates declare their space: dimension, normalisation, input semantics."""
+    """A candidate's profile and deployment config, as they must be at its creation."""
+    check_runtime_profile(capability, profile)
+    residency_policy(config)
+    if "max_batch_size" in config:
+        _int(config["max_batch_size"], "max_batch_size")
+
+
+def check_runtime_profile(capability: str, profile: dict[str, str]) -> None:
+    """What a capability's runtime profile must declare: an embedding's space (dimension,
+    normalisation, input semantics); the other capabilities' outputs are fixed by their contracts,
+    so their profile may be empty."""
     if capability in EMBEDDING_CAPABILITIES:
         _int(profile.get("dimension", ""), "dimension", "PROFILE_SEMANTICS_INVALID")
         if profile.get("normalized") not in ("true", "false"):
@@ -35,9 +45,6 @@ def check_profile(capability: str, profile: dict[str, str], config: dict[str, st
             )
         for part in filter(None, profile.get("truncatable_dimensions", "").split(",")):
             _int(part.strip(), "truncatable_dimensions", "PROFILE_SEMANTICS_INVALID")
-    residency_policy(config)
-    if "max_batch_size" in config:
-        _int(config["max_batch_size"], "max_batch_size")
 
 
 def residency_policy(config: dict[str, str]) -> s.ResidencyPolicy:

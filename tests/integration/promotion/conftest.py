@@ -120,9 +120,16 @@ async def lab_ready_candidate(stack: Stack, source: Path, name: str, **config: s
 
 
 async def probed_candidate(
-    stack: Stack, source: Path, name: str, profile: dict[str, str], **config: str
+    stack: Stack,
+    source: Path,
+    name: str,
+    profile: dict[str, str],
+    *,
+    capability: str = "rag.embedding@1",
+    **config: str,
 ) -> dict[str, object]:
-    """Import → verify → candidate declaring `profile` → lab approval → probe, whatever it found."""
+    """Import (for `capability`) → verify → candidate declaring `profile` (its capability the
+    set's) → lab approval → probe, whatever it found."""
     imported = await stack.post(
         "/artifact-sets/import",
         {
@@ -130,6 +137,7 @@ async def probed_candidate(
             "name": name,
             "node_id": stack.node,
             "artifact_root": str(stack.artifact_root),
+            "capability": capability,
         },
     )
     assert isinstance(imported, dict)

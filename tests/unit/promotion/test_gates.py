@@ -86,3 +86,21 @@ def test_missing_serving_protocols_are_listed_sorted() -> None:
 
 def test_an_unknown_candidate_is_not_lab_ready() -> None:
     assert codes(replace(facts(), candidate=None, probe=None))[0] == "CANDIDATE_NOT_LAB_READY"
+
+
+@pytest.mark.parametrize("capability", ["rag.reranking@1", "document.ocr@1", "speech.transcription@1"])
+def test_a_capability_whose_contract_fixes_its_output_needs_no_profile(capability: str) -> None:
+    unprofiled = facts(
+        candidate=candidate(capability=capability, runtime_profile={}),
+        artifacts=artifacts(capability=capability),
+    )
+    assert codes(unprofiled) == []
+
+
+def test_an_embedding_without_its_declared_space_is_refused() -> None:
+    (failure,) = [
+        f
+        for f in production_gates(facts(candidate=candidate(runtime_profile={})))
+        if f.code == "ARTIFACT_NOT_VERIFIED"
+    ]
+    assert "dimension" in failure.message
