@@ -80,6 +80,25 @@ def _body_limit(
     return max(limits)
 
 
+# What the invocation adds around the contract input (request id, capability, deployment id,
+# deadline, field names): a few hundred bytes, with room to spare.
+ENVELOPE_BYTES = 1024
+
+
+def _check_carried(edge: Edge, payload: bytes) -> None:
+    """PAYLOAD_TOO_LARGE (413) for an input NATS would not carry to the agent (its max_payload,
+    as the server announced it): refused here, before a lease is taken for it, rather than by the
+    dispatch after one. A contract's body limit may exceed it (base64 grows a file by a third)."""
+    carried = edge.ctx.client.max_payload - ENVELOPE_BYTES
+    if len(payload) > carried:
+        raise ServingError(
+            "PAYLOAD_TOO_LARGE",
+            f"the request's input ({len(payload)} bytes as sent to the model) is larger than NATS "
+            f"carries ({carried} bytes)",
+            http_status=413,
+        )
+
+
 def _may_call(edge: Edge, principal: ClientPrincipal, capability: str) -> bool:
     try:
         edge.directory.authorize(principal, capability)
@@ -134,6 +153,7 @@ async def run_capability(
                 raise too_large(contract.limits.max_request_bytes)
         route = partial(edge.directory.route, principal, capability)
         prepared = parse(raw, contract, route)
+        _check_carried(edge, prepared.payload)
         validated = time.perf_counter()
         deadline = time.time() + timeout_s
         admission = Admission(edge.limiter, principal)

@@ -220,3 +220,22 @@ async def test_the_key_needs_the_scope_of_the_capability_the_input_calls(
     error = response.json()["error"]
     assert error["code"] == "CAPABILITY_NOT_AUTHORIZED"
     assert capability in error["message"]
+
+
+async def test_images_within_the_body_limit_but_past_what_nats_carries_are_refused_at_the_edge(
+    vision_stack: VisionStack,
+) -> None:
+    # The contract reads bodies of up to 32 MiB; NATS carries 8 MiB a message: the payload is
+    # refused before a lease is taken for it, not by the dispatch after one
+    image = base64.b64encode(base64.b64decode(PNG) + bytes(7 << 20)).decode()
+    response = await refused_leaving_no_trace(
+        vision_stack.connection,
+        vision_stack.gateway,
+        "/v1/embeddings",
+        vision_stack.key,
+        {"input": [{"image": image}]},
+    )
+    assert response.status_code == 413
+    error = response.json()["error"]
+    assert error["code"] == "PAYLOAD_TOO_LARGE"
+    assert "NATS" in error["message"]
