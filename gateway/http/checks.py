@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 
 from gateway.http.edge import Edge
 from gateway.serving.pipeline import RequestShape
@@ -63,8 +64,16 @@ def check_rerank(
     return shape
 
 
-def check_base64(items: list[str], contract: CapabilityContract, param: str, *, listed: bool) -> RequestShape:
-    """Each item decodes as the agent will decode it; `listed`: `param` is a list (named by index)."""
+def check_base64(
+    items: list[str],
+    contract: CapabilityContract,
+    param: str,
+    *,
+    listed: bool,
+    each: Callable[[bytes, str], None] | None = None,
+) -> RequestShape:
+    """Each item decodes as the agent will decode it; `listed`: `param` is a list (named by index);
+    `each(decoded, where)` checks an item's bytes further (raising its refusal)."""
     if not items:
         raise ServingError("INVALID_INPUT", f"`{param}` must not be empty", param=param)
     if len(items) > contract.limits.max_items:
@@ -72,7 +81,10 @@ def check_base64(items: list[str], contract: CapabilityContract, param: str, *, 
             "INVALID_INPUT", f"`{param}` has {len(items)} items; at most {contract.limits.max_items}", param
         )
     for index, item in enumerate(items):
-        decoded_base64(item, f"`{param}[{index}]`" if listed else f"`{param}`", param)
+        where = f"`{param}[{index}]`" if listed else f"`{param}`"
+        decoded = decoded_base64(item, where, param)
+        if each is not None:
+            each(decoded, where)
     return RequestShape(items=len(items), chars=sum(map(len, items)))
 
 

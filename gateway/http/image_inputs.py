@@ -15,6 +15,7 @@ import msgspec
 
 from gateway.http.checks import check_base64, checked_dimensions
 from gateway.http.edge import Edge
+from gateway.http.image_header import image_kind
 from gateway.serving.pipeline import RequestShape
 from streams.codes import ServingError
 from streams.contracts import VISION_EMBEDDING, VisionEmbeddingInput
@@ -52,9 +53,15 @@ def image_payload(
 ) -> tuple[bytes, RequestShape]:
     """The `vision.embedding@1` input for `items`, all images, checked at the edge."""
     images = [inline_base64(item, index) for index, item in enumerate(items)]
-    shape = check_base64(images, VISION_EMBEDDING, "input", listed=True)
+    shape = check_base64(images, VISION_EMBEDDING, "input", listed=True, each=_an_image)
     kept = checked_dimensions(edge, VISION_EMBEDDING.capability, model, dimensions)
     return msgspec.json.encode(VisionEmbeddingInput(images_base64=images, dimensions=kept)), shape
+
+
+def _an_image(decoded: bytes, where: str) -> None:
+    """The agent decodes PNG and JPEG alone: other bytes are refused here, not after a lease."""
+    if image_kind(decoded) is None:
+        raise _invalid(f"{where} holds neither a PNG nor a JPEG image; images are PNG or JPEG")
 
 
 def object_text(item: InputObject, index: int) -> str:

@@ -161,6 +161,8 @@ REFUSED = [  # (case, input, status, what the message says)
     ("bad base64", [{"image": PNG}, {"image": "%%% not base64"}], 422, "`input[1]` is not valid base64"),
     ("bad base64 in a data url", [{"image": "data:image/png;base64,%%%"}], 422, "not valid base64"),
     ("a gif data url", [{"image": f"data:image/gif;base64,{_gif()}"}], 422, "image/png or image/jpeg"),
+    ("bytes that are no image", [{"image": base64.b64encode(b"not an image").decode()}], 422, "neither a PNG nor a JPEG"),
+    ("a gif as bare base64", [{"image": _gif()}], 422, "`input[0]` holds neither a PNG nor a JPEG"),
     ("a data url not in base64", [{"image": "data:image/png,rawbytes"}], 422, "not base64"),
     ("more images than the contract takes", [{"image": PNG}] * 65, 422, "at most 64"),
 ]  # fmt: skip
