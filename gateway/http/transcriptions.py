@@ -11,8 +11,11 @@ ignored, as the JSON dialects ignore theirs.
 from __future__ import annotations
 
 import base64
+import io
 import math
 import re
+import struct
+import wave
 from typing import Any
 
 import msgspec
@@ -88,6 +91,7 @@ def read_form(parts: list[FormPart]) -> TranscriptionForm:
     if kind != "WAV":
         sent = f"is {kind}" if kind else "is not a recording in a known format"
         raise refusal(f"`file` {sent}; supported: WAV (PCM)", "file")
+    _check_pcm(audio)
     response_format = _one(fields, "response_format") or "json"
     if response_format not in FORMATS:
         raise refusal(
@@ -112,6 +116,25 @@ def read_form(parts: list[FormPart]) -> TranscriptionForm:
         response_format=response_format,
         temperature=_temperature(_one(fields, "temperature")),
     )
+
+
+def _check_pcm(audio: bytes) -> None:
+    """The header the agent decodes a WAV by (PCM of 8 to 32 bits, a channel, a rate) and at least
+    one whole frame of samples: a WAV it would refuse is refused here, before a lease is taken."""
+    try:
+        with wave.open(io.BytesIO(audio), "rb") as reader:
+            channels, width, rate = reader.getnchannels(), reader.getsampwidth(), reader.getframerate()
+            first = reader.readframes(1)
+    except (wave.Error, EOFError, ValueError, struct.error):
+        raise refusal(
+            "`file` is a WAV that is not PCM or whose header is cut off; supported: WAV (PCM)", "file"
+        ) from None
+    if channels < 1 or rate < 1 or width not in (1, 2, 3, 4):
+        raise refusal(
+            "`file` is a WAV with no channels, no sample rate or samples of an unsupported width", "file"
+        )
+    if len(first) < channels * width:
+        raise refusal("`file` is a WAV that holds no samples", "file")
 
 
 def _temperature(value: str | None) -> float | None:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import base64
 import re
+import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import openai
 import pytest
 
@@ -122,12 +124,25 @@ async def test_srt_and_vtt_render_one_cue_per_segment_as_plain_text(
     assert re.fullmatch(SUBTITLES[response_format], response.text), response.text
 
 
+def _float_wav() -> bytes:
+    """A WAV of 32-bit float samples (format 3): RIFF/WAVE, but not the PCM the agent decodes."""
+    data = bytes(4 * 1600)
+    fmt = struct.pack("<HHIIHH", 3, 1, 16_000, 64_000, 4, 32)
+    chunks = (
+        b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data
+    )
+    return b"RIFF" + struct.pack("<I", len(chunks)) + chunks
+
+
 OVERSIZED = _form(("file", "big.wav", b"RIFF\x00\x00\x00\x00WAVE" + bytes(25 << 20)))
 MULTIPART = {"content-type": f"multipart/form-data; boundary={BOUNDARY}"}
 REFUSED = [  # (case, body, headers, status, code, param)
     ("not multipart", b'{"file": "hello.wav"}', {"content-type": "application/json"}, 400, "INVALID_INPUT", "file"),
     ("no file", _form(("model", None, b"m")), MULTIPART, 400, "INVALID_INPUT", "file"),
     ("webm bytes", _form(("file", "a.webm", b"\x1a\x45\xdf\xa3" + bytes(64))), MULTIPART, 400, "INVALID_INPUT", "file"),
+    ("a wav of float samples", _form(("file", "a.wav", _float_wav())), MULTIPART, 400, "INVALID_INPUT", "file"),
+    ("a wav with no samples", _form(("file", "a.wav", wav(np.zeros(0)))), MULTIPART, 400, "INVALID_INPUT", "file"),
+    ("a wav header alone", _form(("file", "a.wav", b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(32))), MULTIPART, 400, "INVALID_INPUT", "file"),
     ("an empty file", _form(("file", "a.wav", b"")), MULTIPART, 400, "INVALID_INPUT", "file"),
     ("a bad response_format", _form(("file", "a.wav", HELLO), ("response_format", None, b"xml")), MULTIPART, 400, "INVALID_INPUT", "response_format"),
     ("word timestamps", _form(("file", "a.wav", HELLO), ("timestamp_granularities[]", None, b"word")), MULTIPART, 400, "INVALID_INPUT", "timestamp_granularities"),

@@ -10,13 +10,14 @@ import pytest
 from gateway.http.multipart import MAX_FIELD_BYTES, MAX_PARTS, FormPart, parse_form
 from gateway.http.subtitles import srt, timestamp, vtt
 from gateway.http.transcriptions import audio_kind, read_form
+from nodeagent.adapters.audio import silent_wav
 from streams.codes import ServingError
 from streams.contracts import TranscriptSegment
 from tests.support.forms import Part, multipart
 
 BOUNDARY = "b0undary"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"
-WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(32)
+WAV = silent_wav(0.01)
 
 
 def _form(*parts: Part) -> bytes:
