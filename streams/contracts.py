@@ -89,6 +89,9 @@ class TranscriptionOutput(msgspec.Struct, frozen=True):
 # ---- contracts -----------------------------------------------------------------------------
 
 
+MAX_IMAGE_SIDE_PX = 4096  # an image's width and height, each 1..this (docs/reference-behaviour.md §2)
+
+
 class Limits(msgspec.Struct, frozen=True):
     max_items: int
     max_chars_per_item: int = 0

@@ -6,11 +6,13 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
+from typing import NamedTuple
 
 from gateway.http.edge import Edge
+from gateway.http.image_header import ImageKind, image_kind, image_size
 from gateway.serving.pipeline import RequestShape
 from streams.codes import ServingError
-from streams.contracts import CapabilityContract
+from streams.contracts import MAX_IMAGE_SIDE_PX, CapabilityContract
 
 
 def check_texts(
@@ -126,3 +128,30 @@ def checked_dimensions(edge: Edge, capability: str, model: str, dimensions: int 
     else:
         supported = f"this model's vectors cannot be truncated; leave it out or send {space.dimension}"
     raise ServingError("INVALID_INPUT", f"{problem}; {supported}", param="dimensions", http_status=400)
+
+
+def checked_image(decoded: bytes, where: str, param: str, http_status: int | None = None) -> CheckedImage:
+    """An image the agent can decode, as far as its first bytes tell: PNG or JPEG, each side within
+    MAX_IMAGE_SIDE_PX where the header gives the size. Refused here, not by the agent after a lease."""
+    kind = image_kind(decoded)
+    if kind is None:
+        raise ServingError(
+            "INVALID_INPUT",
+            f"{where} holds neither a PNG nor a JPEG image",
+            param=param,
+            http_status=http_status,
+        )
+    size = image_size(decoded)
+    if size is not None and max(size) > MAX_IMAGE_SIDE_PX:
+        raise ServingError(
+            "INVALID_INPUT",
+            f"{where} is {size[0]}x{size[1]} px; each side must be at most {MAX_IMAGE_SIDE_PX}",
+            param=param,
+            http_status=http_status,
+        )
+    return CheckedImage(kind, size)
+
+
+class CheckedImage(NamedTuple):
+    kind: ImageKind
+    size: tuple[int, int] | None  # (width, height), where the header says

@@ -13,9 +13,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.http.checks import check_base64, checked_dimensions
+from gateway.http.checks import check_base64, checked_dimensions, checked_image
 from gateway.http.edge import Edge
-from gateway.http.image_header import image_kind
 from gateway.serving.pipeline import RequestShape
 from streams.codes import ServingError
 from streams.contracts import VISION_EMBEDDING, VisionEmbeddingInput
@@ -59,9 +58,7 @@ def image_payload(
 
 
 def _an_image(decoded: bytes, where: str) -> None:
-    """The agent decodes PNG and JPEG alone: other bytes are refused here, not after a lease."""
-    if image_kind(decoded) is None:
-        raise _invalid(f"{where} holds neither a PNG nor a JPEG image; images are PNG or JPEG")
+    checked_image(decoded, where, "input", 422)
 
 
 def object_text(item: InputObject, index: int) -> str:

@@ -8,6 +8,7 @@ the refusal, never by the agent after a lease was taken for it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -15,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.http.body import convert
-from gateway.http.checks import check_base64, check_rerank, check_texts, checked_dimensions
+from gateway.http.checks import check_base64, check_rerank, check_texts, checked_dimensions, checked_image
 from gateway.http.edge import Edge
 from gateway.http.flow import Prepared, Route, run_capability
 from gateway.http.responses import error_response
@@ -46,9 +47,21 @@ def parse_native(edge: Edge) -> Any:
             case RerankInput():
                 shape = check_rerank(value.query, value.documents, value.top_n, contract)
             case OcrInput():
-                shape = check_base64([value.image_base64], contract, "image_base64", listed=False)
+                shape = check_base64(
+                    [value.image_base64],
+                    contract,
+                    "image_base64",
+                    listed=False,
+                    each=_image_of("image_base64"),
+                )
             case VisionEmbeddingInput():
-                shape = check_base64(value.images_base64, contract, "images_base64", listed=True)
+                shape = check_base64(
+                    value.images_base64,
+                    contract,
+                    "images_base64",
+                    listed=True,
+                    each=_image_of("images_base64"),
+                )
                 dimensions = checked_dimensions(edge, contract.capability, route(""), value.dimensions)
                 value = msgspec.structs.replace(value, dimensions=dimensions)
             case TranscriptionInput():
@@ -58,6 +71,13 @@ def parse_native(edge: Edge) -> Any:
         return Prepared(msgspec.json.encode(value), shape, _render(contract))
 
     return parse
+
+
+def _image_of(param: str) -> Callable[[bytes, str], None]:
+    def check(decoded: bytes, where: str) -> None:
+        checked_image(decoded, where, param)
+
+    return check
 
 
 def _render(contract: CapabilityContract) -> Any:

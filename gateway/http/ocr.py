@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.http.body import convert
-from gateway.http.checks import decoded_base64
+from gateway.http.checks import checked_image, decoded_base64
 from gateway.http.edge import Edge
 from gateway.http.flow import Prepared, Route, run_capability
-from gateway.http.image_header import ImageKind, image_kind, image_size
+from gateway.http.image_header import ImageKind
 from gateway.serving.pipeline import RequestShape, Served
 from streams.codes import ServingError
 from streams.contracts import OCR, CapabilityContract, OcrInput, OcrOutput
@@ -103,10 +103,8 @@ def inline_image(url: str) -> InlineImage:
     if not comma or "base64" not in parameters:
         raise _refused("the data URL must be base64-encoded: data:image/png;base64,...")
     decoded = decoded_base64(data, "the data URL's image", "document", http_status=400)
-    kind = image_kind(decoded)
-    if kind is None:
-        raise _refused("the data URL holds neither a PNG nor a JPEG image")
-    return InlineImage(data, kind, len(decoded), image_size(decoded))
+    image = checked_image(decoded, "the data URL", "document", 400)
+    return InlineImage(data, image.kind, len(decoded), image.size)
 
 
 def parse_ocr(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:

@@ -17,8 +17,9 @@ from PIL import Image, UnidentifiedImageError
 
 from streams import codes
 from streams.codes import ServingError
+from streams.contracts import MAX_IMAGE_SIDE_PX
 
-MAX_SIDE_PX = 4096  # docs/reference-behaviour.md §2: one page, width and height in 1..4096
+MAX_SIDE_PX = MAX_IMAGE_SIDE_PX  # the gateway checks the header against the same bound
 ACCEPTED_FORMATS = frozenset({"PNG", "JPEG"})
 
 RgbImage = NDArray[np.uint8]  # [height, width, 3]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import struct
 
 import httpx
 import numpy as np
@@ -144,12 +145,27 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"  # a PNG as far as the edge reads it (the agent would decode it)
+
+
+def _png_header(width: int, height: int) -> bytes:
+    return PNG_SIGNATURE + struct.pack(">I", 13) + b"IHDR" + struct.pack(">II", width, height)
+
+
 MODALITY_REFUSED = [  # (capability, body, param, what the message says)
     ("document.ocr@1", {"image_base64": "not base64!"}, "image_base64", "not valid base64"),
     ("document.ocr@1", {"image_base64": ""}, "image_base64", "is empty"),
+    ("document.ocr@1", {"image_base64": _b64(b"GIF89a....")}, "image_base64", "neither a PNG nor a JPEG"),
+    ("document.ocr@1", {"image_base64": _b64(_png_header(5000, 20))}, "image_base64", "at most 4096"),
     ("vision.embedding@1", {"images_base64": []}, "images_base64", "must not be empty"),
-    ("vision.embedding@1", {"images_base64": [_b64(b"png"), "%%%"]}, "images_base64", "[1]` is not valid"),
-    ("vision.embedding@1", {"images_base64": [_b64(b"png")] * 65}, "images_base64", "at most 64"),
+    (
+        "vision.embedding@1",
+        {"images_base64": [_b64(PNG_SIGNATURE), "%%%"]},
+        "images_base64",
+        "[1]` is not valid",
+    ),
+    ("vision.embedding@1", {"images_base64": [_b64(PNG_SIGNATURE)] * 65}, "images_base64", "at most 64"),
+    ("vision.embedding@1", {"images_base64": [_b64(b"no image")]}, "images_base64", "neither a PNG"),
     ("speech.transcription@1", {"audio_base64": "QUJ"}, "audio_base64", "not valid base64"),
     ("rag.reranking@1", {"query": "q", "documents": ["d"], "top_n": 0}, "top_n", "at least 1"),
     ("rag.reranking@1", {"query": "q" * 32_769, "documents": ["d"]}, "query", "at most 32768"),
@@ -179,7 +195,7 @@ async def test_native_input_that_passes_the_edge_goes_on_to_routing(stack: Stack
     async with httpx.AsyncClient(timeout=60) as http:
         response = await http.post(
             f"{stack.gateway.url}/v1/capabilities/document.ocr@1:invoke",
-            json={"image_base64": _b64(b"\x89PNG\r\n")},
+            json={"image_base64": _b64(PNG_SIGNATURE)},
             headers=_auth(key.key),
         )
     assert response.status_code == 503  # no OCR deployment here: routing's refusal, not the input's
@@ -267,7 +283,7 @@ async def test_request_content_reaches_no_log_served_refused_or_failed(
         )
         unavailable = await http.post(
             f"{stack.gateway.url}/v1/capabilities/document.ocr@1:invoke",
-            json={"image_base64": _b64(MARKER.encode())},
+            json={"image_base64": _b64(PNG_SIGNATURE + MARKER.encode())},
             headers=_auth(ocr.key),
         )
         malformed = await http.post(
