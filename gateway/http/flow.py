@@ -148,6 +148,7 @@ async def run_capability(
         if choice is not None:  # `authorized` checks this one's scope from here on
             contract = choice.of_body(raw)
             capability = contract.capability
+            timeout_s = _timeout_s(request, contract)  # the chosen contract's deadline from here on
             edge.directory.authorize(principal, capability)
             if len(content) > contract.limits.max_request_bytes:
                 raise too_large(contract.limits.max_request_bytes)
