@@ -11,6 +11,7 @@ from starlette.applications import Starlette
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.store import EventStore
+from gateway.admin.operators import operator_file_from_env
 from gateway.clients.directory import ClientDirectory
 from gateway.clients.limits import RequestLimiter, provision_limits
 from gateway.http.app import create_app
@@ -56,7 +57,13 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     live.listeners.append(ctx.wake_waiting)
     await queues.start()
     token = os.environ.get("MODELFORGE_OPERATOR_TOKEN", "")
-    edge = Edge(ctx, directory, RequestLimiter(connection.client), operator_token=token)
+    edge = Edge(
+        ctx,
+        directory,
+        RequestLimiter(connection.client),
+        operator_token=token,
+        operators=operator_file_from_env(),
+    )
     edge.ready = True
     stop = asyncio.Event()
     upkeep = asyncio.create_task(run_upkeep(ctx, stop), name="residency-upkeep")

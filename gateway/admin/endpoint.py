@@ -24,9 +24,9 @@ from streams.envelope import Actor, ActorKind
 
 PREFIX = "/admin/v1"
 MAX_ADMIN_BODY = 1 << 20
-# Who, for the events' actor; the token says whether. The operator token is shared, so this
-# self-declared name is all the API knows of who acts: actions default it to "admin", a production
-# approval requires it (approved_by).
+# Who, for the events' actor, when the shared operator token authenticates: a self-declared name
+# (actions default it to "admin", a production approval requires it as approved_by). A named
+# operator's key (gateway.admin.operators) says who instead, and this header is not read.
 OPERATOR_HEADER = "x-mf-operator"
 
 
@@ -79,17 +79,25 @@ def declared_operator(request: Request) -> str:
     return "".join(ch for ch in name if ch.isalnum() or ch in "-_.@")[:64]
 
 
-def authenticate(edge: Edge, request: Request) -> Actor:
+def authenticate(edge: Edge, request: Request) -> tuple[Actor, str]:
+    """The actor, and the operator's name ("" when the shared token names none): a named
+    operator's key says who it is; the shared token takes the name the request declares."""
     header = request.headers.get("authorization", "")
     scheme, _, secret = header.partition(" ")
-    token = edge.operator_token
-    if not token or scheme.lower() != "bearer" or not hmac.compare_digest(secret.encode(), token.encode()):
-        raise ServingError(
-            "CAPABILITY_NOT_AUTHORIZED",
-            "the admin API needs `Authorization: Bearer <operator token>` (MODELFORGE_OPERATOR_TOKEN)",
-            http_status=401,
-        )
-    return Actor(ActorKind.OPERATOR, declared_operator(request) or "admin")
+    if scheme.lower() == "bearer" and secret:
+        named = edge.operators.identify(secret)
+        if named is not None:
+            return Actor(ActorKind.OPERATOR, named), named
+        token = edge.operator_token
+        if token and hmac.compare_digest(secret.encode(), token.encode()):
+            declared = declared_operator(request)
+            return Actor(ActorKind.OPERATOR, declared or "admin"), declared
+    raise ServingError(
+        "CAPABILITY_NOT_AUTHORIZED",
+        "the admin API needs `Authorization: Bearer <operator key>`: a named operator's key "
+        "(`modelforge operators add`) or MODELFORGE_OPERATOR_TOKEN",
+        http_status=401,
+    )
 
 
 def _asgi(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
@@ -97,14 +105,14 @@ def _asgi(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
         edge: Edge = request.app.state.edge
         request_id = request_id_of(request)
         try:
-            actor = authenticate(edge, request)
+            actor, operator = authenticate(edge, request)
             body: Any = None
             if endpoint.body is not None:
                 raw = await read_limited(request, MAX_ADMIN_BODY)
                 body = convert(decode_json(raw) if raw else {}, endpoint.body, "request body")
             call = Call(
                 edge, actor, dict(request.path_params), dict(request.query_params), body,
-                operator=declared_operator(request),
+                operator=operator,
             )  # fmt: skip
             result = await endpoint.handler(call)
         except ServingError as error:

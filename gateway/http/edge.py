@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gateway.admin.operators import OperatorFile
 from gateway.clients.directory import ClientDirectory
 from gateway.clients.limits import RequestLimiter
 from gateway.http.metrics import Metrics
@@ -15,6 +16,7 @@ class Edge:
     ctx: ServingContext
     directory: ClientDirectory
     limiter: RequestLimiter
-    operator_token: str = ""
+    operator_token: str = ""  # the shared admin key (empty: named operators only)
+    operators: OperatorFile = field(default_factory=lambda: OperatorFile(None))
     metrics: Metrics = field(default_factory=Metrics)
     ready: bool = False

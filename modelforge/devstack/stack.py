@@ -16,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 
+from gateway.admin.operators import OPERATORS_FILE_ENV
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.postgres import PostgresServer, start_postgres, stop_postgres
 from modelforge.devstack.processes import free_port, pid_alive, port_is_free, stop_pid
@@ -64,6 +65,11 @@ def operator_token(home: Path) -> str:
     return path.read_text().strip()
 
 
+def operators_file(home: Path) -> Path:
+    """Named operator keys (`modelforge operators add`), read by the embedded gateway."""
+    return home / "operators"
+
+
 def state_dir() -> Path:
     return Path(os.environ.get("MODELFORGE_HOME", ".modelforge")).resolve()
 
@@ -100,6 +106,7 @@ def running_environment(home: Path) -> dict[str, str]:
         env["MODELFORGE_GATEWAY_URL"] = state.extra["gateway_url"]
         if (home / "operator-token").exists():
             env["MODELFORGE_OPERATOR_TOKEN"] = operator_token(home)
+        env[OPERATORS_FILE_ENV] = str(operators_file(home))
     if any(c.name == "agent" and pid_alive(c.pid) for c in state.components):
         env.update(node_settings(home))
     return env
@@ -161,6 +168,7 @@ def up(home: Path, provision: Callable[[str], None], echo: Callable[[str], None]
         "DATABASE_URL": database_url,
         "MODELFORGE_HOME": str(home),
         "MODELFORGE_OPERATOR_TOKEN": operator_token(home),
+        OPERATORS_FILE_ENV: str(operators_file(home)),
         **node_settings(home),  # the gateway imports artifact sets into the embedded node's folder
     }
     running = {c.name: c for c in state.components if pid_alive(c.pid)}
