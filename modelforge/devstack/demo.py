@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from modelforge.devstack.processes import wait_for_port
 
@@ -67,24 +68,44 @@ def demo_key(nats_url: str, client_id: str) -> str:
 def bootstrap(
     gateway_url: str, token: str, home: Path, node_id: str, nats_url: str, echo: Callable[[str], None]
 ) -> None:
-    from gateway.admin.bootstrap import bootstrap_demo
+    from gateway.admin.bootstrap import EMBEDDING, OCR, OCR_MODEL, bootstrap_demo
 
     _wait_node_online(gateway_url, token, node_id)
-    echo("demo        pulling all-MiniLM-L6-v2 and running it through the promotion pipeline ...")
+    echo(
+        "demo        pulling all-MiniLM-L6-v2 and PP-OCRv4 and running them through the promotion pipeline ..."
+    )
     result = bootstrap_demo(gateway_url, token, home / "artifacts", node_id, residency="always_warm")
     for step in result.get("steps", []):
         echo(f"            {step}")
     key = result.get("key") or demo_key(nats_url, result["client_id"])
-    status = result.get("deployment_status", "")
-    if status in ("drained", "draining"):  # an operator took it out of service: `up` leaves it so
-        echo(f"deployment  {result['deployment_id']} is {status}: the demo model does not serve; "
-             "`deployments list` shows what does")  # fmt: skip
+    _say_deployment(echo, result, EMBEDDING, "all-MiniLM-L6-v2")
+    ocr = result.get("ocr")
+    if ocr:
+        _say_deployment(echo, ocr, OCR, OCR_MODEL)
     else:
-        echo(f"deployment  {result['deployment_id']} (rag.embedding@1, all-MiniLM-L6-v2)")
+        echo(f"ocr         not served: {result.get('ocr_unserved')}")
     echo(f"demo key    {key}   (shown once; `up` again rotates it)")
     body = json.dumps({"model": "all-MiniLM-L6-v2", "input": ["hello world"]})
     echo("try it:")
     echo(f"  curl -s {gateway_url}/v1/embeddings -H 'Authorization: Bearer {key}' \\")
     echo(f"       -H 'content-type: application/json' -d '{body}'")
+    if ocr:
+        page = {"type": "image_url", "image_url": "data:image/png;base64,%s"}
+        document = json.dumps({"model": OCR_MODEL, "document": page})
+        echo("  # OCR: put your page's PNG path in place of page.png")
+        echo(f"  printf '{document}' \"$(base64 -w0 page.png)\" | \\")
+        echo(f"       curl -s {gateway_url}/v1/ocr -H 'Authorization: Bearer {key}' \\")
+        echo("       -H 'content-type: application/json' -d @-")
     echo(f"admin API   {gateway_url}/docs (token in {home / 'operator-token'})")
     echo(f"console     {gateway_url}/console (the same token)")
+
+
+def _say_deployment(
+    echo: Callable[[str], None], deployment: dict[str, Any], capability: str, model: str
+) -> None:
+    status = deployment.get("deployment_status", "")
+    if status in ("drained", "draining"):  # an operator took it out of service: `up` leaves it so
+        echo(f"deployment  {deployment['deployment_id']} is {status}: {model} does not serve; "
+             "`deployments list` shows what does")  # fmt: skip
+    else:
+        echo(f"deployment  {deployment['deployment_id']} ({capability}, {model})")

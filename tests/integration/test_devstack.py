@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import msgspec
 
 from modelforge.devstack.processes import pid_alive
 from modelforge.devstack.stack import StackState
+from tests.support.images import text_page
 
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -37,6 +40,7 @@ def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Pa
     assert "MF_EVENTS" in first.stdout
     try:
         _embed_with_the_printed_key(first.stdout)
+        _ocr_with_the_printed_command(first.stdout, scratch / "page.png")
         # Operator commands find the running stack without NATS_URL / DATABASE_URL (as the README says).
         listed = run(home, "clients", "list")
         assert listed.returncode == 0, listed.stderr
@@ -45,6 +49,9 @@ def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Pa
         assert verified.returncode == 0, verified.stderr
         second = run(home, "up")
         assert second.returncode == 0, second.stderr
+        assert "imported" not in second.stdout  # nothing new: the same deployments and demo client
+        assert "promoted" not in second.stdout
+        assert "(document.ocr@1, pp-ocrv4)" in second.stdout
         again = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
         assert (again.nats, again.postgres) == (state.nats, state.postgres)
     finally:
@@ -68,6 +75,19 @@ def _embed_with_the_printed_key(stdout: str) -> None:
     )
     assert response.status_code == 200, response.text
     assert len(response.json()["data"][0]["embedding"]) == 384
+
+
+def _ocr_with_the_printed_command(stdout: str, page: Path) -> None:
+    """The OCR example `up` prints, run as printed with a rendered page's path put in."""
+    lines = stdout.splitlines()
+    start = next(
+        n for n, line in enumerate(lines) if line.startswith("  printf ") and "/v1/ocr" in lines[n + 1]
+    )
+    command = "\n".join(lines[start : start + 3]).replace("page.png", str(page))
+    image, _ = text_page(["Invoice number 4821"])
+    page.write_bytes(base64.b64decode(image))
+    answer = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(answer.stdout)["pages"][0]["markdown"] == "Invoice number 4821", answer.stdout
 
 
 def test_up_after_down_restarts_on_the_same_data(scratch: Path) -> None:
