@@ -123,4 +123,6 @@ def test_the_image_holds_the_model_wheels_and_runs_as_its_own_user() -> None:
     # a fresh named volume takes the owner of the folder it is mounted on
     for name, service in _app_services().items():
         for volume in service.get("volumes") or []:
+            if volume["type"] != "volume":
+                continue  # a bind mount (the operators' keys, read-only) keeps the host's owner
             assert re.search(rf"chown {users[-1]} .*{volume['target']}", dockerfile), (name, volume)
