@@ -102,10 +102,15 @@ class ModelStack(msgspec.Struct):
 
 @contextlib.asynccontextmanager
 async def one_model_stack(
-    nats_url: str, root: Path, scratch: Path, folder: str, capability: str
+    nats_url: str,
+    root: Path,
+    scratch: Path,
+    folder: str,
+    capability: str,
+    space: s.EmbeddingSpace | None = None,
 ) -> AsyncIterator[ModelStack]:
     """The model in `root`/`folder` probed on a new agent and promoted as the stable deployment of
-    `capability` under the folder's name, while the block runs."""
+    `capability` under the folder's name (declaring `space`, for an embedding), while the block runs."""
     connection = await connect(nats_url, f"{folder}-tests")
     await provision(connection.client)
     store = EventStore(connection)
@@ -113,11 +118,16 @@ async def one_model_stack(
     agent = AgentProcess(nats_url, node, root, scratch)
     await agent.start(connection)
     artifacts = await register_artifacts(store, node, root, folder, capability=capability)
-    await promote(store, artifacts, await probe(connection, node, artifacts, root), model_name=folder)
+    measured = await probe(connection, node, artifacts, root)
+    await promote(store, artifacts, measured, model_name=folder, space=space)
     key = await ClientService(store).create(f"{folder}-{new_id()[:6]}", [capability])
     gateway = InProcessGateway()
     try:
-        yield ModelStack(await gateway.start(nats_url), key.key, connection, gateway)
+        url = await gateway.start(nats_url)
+        assert gateway.replica is not None
+        live = gateway.replica.edge.ctx.live
+        assert await live.wait_for(lambda: live.node_live(node), 30)  # fresh telemetry, as `stack`
+        yield ModelStack(url, key.key, connection, gateway)
     finally:
         await gateway.stop()
         agent.stop()

@@ -16,16 +16,14 @@ import openai
 import pytest
 from PIL import Image
 
-from eventstore.connection import Connection, connect
-from eventstore.provision import provision
+from eventstore.connection import Connection
 from eventstore.store import EventStore
 from gateway.clients.service import ClientService
 from modelforge.devstack.nats_server import NatsServer
 from streams.envelope import new_id
 from streams.events import serving as s
-from tests.integration.gateway.conftest import refused_leaving_no_trace
-from tests.support.agents import AgentProcess
-from tests.support.serving import InProcessGateway, probe, promote, register_artifacts
+from tests.integration.gateway.conftest import one_model_stack, refused_leaving_no_trace
+from tests.support.serving import InProcessGateway
 from tests.support.vision import DIMENSION, encode_image, gradient, write_tiny_vision_model
 
 VISION = "vision.embedding@1"
@@ -48,13 +46,6 @@ async def vision_stack(
 ) -> AsyncIterator[VisionStack]:
     if not (minilm_root / MODEL).exists():
         write_tiny_vision_model(minilm_root / MODEL)
-    connection = await connect(module_nats.url, "vision-tests")
-    await provision(connection.client)
-    store = EventStore(connection)
-    node = f"node-{new_id()[:6]}"
-    agent = AgentProcess(module_nats.url, node, minilm_root, scratch)
-    await agent.start(connection)
-    artifacts = await register_artifacts(store, node, minilm_root, MODEL, capability=VISION)
     space = s.EmbeddingSpace(
         space_id=MODEL,
         dimension=DIMENSION,
@@ -62,20 +53,11 @@ async def vision_stack(
         input_semantics="image",
         truncatable_dimensions=(8,),
     )
-    measured = await probe(connection, node, artifacts, minilm_root)
-    await promote(store, artifacts, measured, model_name=MODEL, space=space)
-    clients = ClientService(store)
-    key = await clients.create(f"img-{new_id()[:6]}", [VISION])
-    text_key = await clients.create(f"txt-{new_id()[:6]}", ["rag.embedding@1"])
-    gateway = InProcessGateway()
-    url = await gateway.start(module_nats.url)
-    assert gateway.replica is not None
-    live = gateway.replica.edge.ctx.live
-    assert await live.wait_for(lambda: live.node_live(node), 30)  # fresh telemetry: it takes placements
-    yield VisionStack(url, key.key, text_key.key, connection, gateway)
-    await gateway.stop()
-    agent.stop()
-    await connection.close()
+    async with one_model_stack(module_nats.url, minilm_root, scratch, MODEL, VISION, space) as stack:
+        text_key = await ClientService(EventStore(stack.connection)).create(
+            f"txt-{new_id()[:6]}", ["rag.embedding@1"]
+        )
+        yield VisionStack(stack.url, stack.key, text_key.key, stack.connection, stack.gateway)
 
 
 async def _post(stack: VisionStack, path: str, body: object) -> dict[str, object]:

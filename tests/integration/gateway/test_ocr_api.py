@@ -14,18 +14,13 @@ import msgspec
 import pytest
 from mistralai.client import Mistral
 
-from eventstore.connection import Connection, connect
-from eventstore.provision import provision
-from eventstore.store import EventStore
-from gateway.clients.service import ClientService
+from eventstore.connection import Connection
 from modelforge.devstack.nats_server import NatsServer
 from nodeagent.models.ocr import pull_ppocr
 from streams.contracts import OCR
-from streams.envelope import new_id
-from tests.integration.gateway.conftest import refused_leaving_no_trace
-from tests.support.agents import AgentProcess
+from tests.integration.gateway.conftest import one_model_stack, refused_leaving_no_trace
 from tests.support.images import text_page
-from tests.support.serving import InProcessGateway, probe, promote, register_artifacts
+from tests.support.serving import InProcessGateway
 
 LINES = ["Invoice number 4821", "Shipping to Berlin"]
 MODEL = "pp-ocrv4"
@@ -47,23 +42,12 @@ async def ocr_stack(module_nats: NatsServer, scratch: Path) -> AsyncIterator[Ocr
     part, done once): its answer is what /v1/ocr must match."""
     root = scratch / "ocr-artifacts"
     pull_ppocr(root / MODEL, install_missing=False)
-    connection = await connect(module_nats.url, "ocr-tests")
-    await provision(connection.client)
-    store = EventStore(connection)
-    node = f"node-{new_id()[:6]}"
-    agent = AgentProcess(module_nats.url, node, root, scratch)
-    await agent.start(connection)
-    artifacts = await register_artifacts(store, node, root, MODEL, capability=OCR.capability)
-    await promote(store, artifacts, await probe(connection, node, artifacts, root), model_name=MODEL)
-    key = await ClientService(store).create(f"ocr-{new_id()[:6]}", [OCR.capability])
-    gateway = InProcessGateway()
-    url = await gateway.start(module_nats.url)
-    native = await _post(url, key.key, f"/v1/capabilities/{OCR.capability}:invoke", {"image_base64": PNG})
-    assert native.status_code == 200, native.text
-    yield OcrStack(url, key.key, connection, gateway, native.json()["output"])
-    await gateway.stop()
-    agent.stop()
-    await connection.close()
+    async with one_model_stack(module_nats.url, root, scratch, MODEL, OCR.capability) as stack:
+        native = await _post(
+            stack.url, stack.key, f"/v1/capabilities/{OCR.capability}:invoke", {"image_base64": PNG}
+        )
+        assert native.status_code == 200, native.text
+        yield OcrStack(stack.url, stack.key, stack.connection, stack.gateway, native.json()["output"])
 
 
 async def _post(url: str, key: str, path: str, body: object) -> httpx.Response:
