@@ -153,6 +153,25 @@ async def served_vectors(
     return ServedVectors(vectors, timed, timings, ran)
 
 
+def reply(output: object, timings: WorkerTimings, ran: float) -> tuple[bytes, WorkerTimings]:
+    """The output as the invoke reply carries it, and the timings with the time encoding it took
+    (`ran`: when the runtime call ended)."""
+    body = msgspec.json.encode(output)
+    return body, msgspec.structs.replace(timings, serialize_ms=(time.perf_counter() - ran) * 1000)
+
+
+async def served_alone(
+    batcher: DynamicBatcher[ItemT, Timed[Any]], row: ItemT, started: float, decoded: float
+) -> tuple[bytes, WorkerTimings]:
+    """One row (a page, a recording) through the batcher, its result checked with its batch and
+    encoded as the reply."""
+    timed = await batcher.submit([row])
+    ran = time.perf_counter()
+    return reply(
+        timed[0].result, worker_timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000), ran
+    )
+
+
 def measured_vectors(vectors: Sequence[NDArray[Any]]) -> MeasuredOutput:
     return MeasuredOutput(dimension=int(vectors[0].shape[0]), normalized=all(unit_length(v) for v in vectors))
 
@@ -184,9 +203,7 @@ class EmbeddingServer:
             dimension=served.vectors.shape[1],
             input_tokens=sum(t.result.token_count for t in served.timed),
         )
-        body = msgspec.json.encode(output)
-        serialize_ms = (time.perf_counter() - served.ran) * 1000
-        return body, msgspec.structs.replace(served.timings, serialize_ms=serialize_ms)
+        return reply(output, served.timings, served.ran)
 
     def test_inference(self) -> MeasuredOutput:
         vectors = [r.vector for r in run_rows(self.adapter, self.runtime, _TEST_TEXTS)]
@@ -235,9 +252,7 @@ class RerankServer:
             results=[contracts.RankedDocument(index=r.index, relevance_score=r.score) for r in ranking],
             input_tokens=sum(t.tokens for t in timed),  # counted by the batch, not tokenized again
         )
-        body = msgspec.json.encode(output)
-        timings = worker_timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
-        return body, msgspec.structs.replace(timings, serialize_ms=(time.perf_counter() - ran) * 1000)
+        return reply(output, worker_timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000), ran)
 
     def test_inference(self) -> MeasuredOutput:
         _check_scores(run_rows(self.adapter, self.runtime, _TEST_PAIRS))

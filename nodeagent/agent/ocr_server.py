@@ -11,12 +11,11 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 
-import msgspec
 import numpy as np
 
 from nodeagent.adapters.base import run_rows
 from nodeagent.adapters.ocr import OcrPipeline, validate_ocr_output
-from nodeagent.agent.capabilities import BATCH_WAIT_S, MeasuredOutput, Timed, decode_input, worker_timings
+from nodeagent.agent.capabilities import BATCH_WAIT_S, MeasuredOutput, Timed, decode_input, served_alone
 from nodeagent.batching import DynamicBatcher
 from nodeagent.runtimes.base import Runtime
 from streams import contracts
@@ -51,14 +50,8 @@ class OcrServer:
     async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
         started = time.perf_counter()
         request: contracts.OcrInput = decode_input(payload, contracts.OcrInput)
-        decoded = time.perf_counter()
-        timed = await self.batcher.submit(
-            [partial(self.pipeline.recognize, request, self.detector, self.recognizer)]
-        )
-        ran = time.perf_counter()
-        body = msgspec.json.encode(timed[0].result)
-        timings = worker_timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
-        return body, msgspec.structs.replace(timings, serialize_ms=(time.perf_counter() - ran) * 1000)
+        page: PageReading = partial(self.pipeline.recognize, request, self.detector, self.recognizer)
+        return await served_alone(self.batcher, page, started, time.perf_counter())
 
     def test_inference(self) -> MeasuredOutput:
         self._read_test_page()

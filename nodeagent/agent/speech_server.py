@@ -7,8 +7,6 @@ from __future__ import annotations
 import base64
 import time
 
-import msgspec
-
 from nodeagent.adapters.audio import silent_wav
 from nodeagent.adapters.base import run_rows
 from nodeagent.adapters.speech import SpeechTranscriptionAdapter
@@ -17,8 +15,8 @@ from nodeagent.agent.capabilities import (
     MeasuredOutput,
     Timed,
     decode_input,
+    served_alone,
     timed_runner,
-    worker_timings,
 )
 from nodeagent.batching import DynamicBatcher
 from nodeagent.runtimes.base import Runtime
@@ -44,12 +42,7 @@ class TranscriptionServer:
     async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
         started = time.perf_counter()
         request: contracts.TranscriptionInput = decode_input(payload, contracts.TranscriptionInput)
-        decoded = time.perf_counter()
-        timed = await self.batcher.submit([request])  # checked against the contract with its batch
-        ran = time.perf_counter()
-        body = msgspec.json.encode(timed[0].result)
-        timings = worker_timings(timed, (ran - decoded) * 1000, (decoded - started) * 1000)
-        return body, msgspec.structs.replace(timings, serialize_ms=(time.perf_counter() - ran) * 1000)
+        return await served_alone(self.batcher, request, started, time.perf_counter())
 
     def test_inference(self) -> MeasuredOutput:
         run_rows(self.adapter, self.runtime, [_TEST_RECORDING])

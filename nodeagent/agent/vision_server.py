@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-import msgspec
 import numpy as np
 from PIL import Image
 
@@ -27,6 +26,7 @@ from nodeagent.agent.capabilities import (
     check_items,
     decode_input,
     measured_vectors,
+    reply,
     served_vectors,
     timed_runner,
 )
@@ -72,9 +72,7 @@ class VisionEmbeddingServer:
         )
         vectors = served.vectors
         output = contracts.VisionEmbeddingOutput(embeddings=vectors.tolist(), dimension=vectors.shape[1])
-        body = msgspec.json.encode(output)
-        serialize_ms = (time.perf_counter() - served.ran) * 1000
-        return body, msgspec.structs.replace(served.timings, serialize_ms=serialize_ms)
+        return reply(output, served.timings, served.ran)
 
     def test_inference(self) -> MeasuredOutput:
         vectors = [r.vector for r in run_rows(self.adapter, self.runtime, _test_images())]
