@@ -36,18 +36,19 @@ async def subscribe(
     applied when acknowledged); such an event is passed over without being decoded.
     Several filter subjects make one consumer over all of them (nats-server >= 2.10): their
     events still arrive in stream order."""
-    several = [] if filter_subject is None or isinstance(filter_subject, str) else list(filter_subject)
-    subject = (filter_subject if isinstance(filter_subject, str) else None) or (
-        f"{subjects.EVENTS_PREFIX}.>" if stream == subjects.EVENTS_STREAM else ">"
+    filters = (
+        [filter_subject] if isinstance(filter_subject, str) and filter_subject else list(filter_subject or ())
     )
+    everything = f"{subjects.EVENTS_PREFIX}.>" if stream == subjects.EVENTS_STREAM else ">"
+    subject = filters[0] if len(filters) == 1 else everything  # several go in the consumer's config
     if since_time is not None:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since_time)
     else:
         config = ConsumerConfig(
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, from_sequence)
         )
-    if several:
-        config.filter_subjects = several
+    if len(filters) > 1:
+        config.filter_subjects = filters
     js = client.jetstream()
     sub = await js.subscribe(
         subject,
