@@ -61,23 +61,23 @@ class ContractChoice(msgspec.Struct, frozen=True):
     of_body: Callable[[Any], CapabilityContract]
 
 
-def _body_limit(
+def _permitted(
     edge: Edge, principal: ClientPrincipal, contract: CapabilityContract, choice: ContractChoice | None
-) -> int:
-    """The body limit to read within, once the key may call through the route: its contract's, or
-    with a choice the largest of those the key may call (read before the body says which); with
-    none of them, the route's own contract's refusal (403)."""
+) -> tuple[CapabilityContract, ...]:
+    """The contracts the key may call through the route (its scopes and project bindings): the
+    route's own, or with a choice those of its contracts it may call; none of them is the route's
+    own contract's refusal (403), before the body is read."""
     if choice is None:
         edge.directory.authorize(principal, contract.capability)
-        return contract.limits.max_request_bytes
-    limits = [
-        c.limits.max_request_bytes
+        return (contract,)
+    permitted = tuple(
+        c
         for c in choice.contracts
         if c.capability in principal.scopes and _may_call(edge, principal, c.capability)
-    ]
-    if not limits:
+    )
+    if not permitted:
         edge.directory.authorize(principal, contract.capability)
-    return max(limits)
+    return permitted
 
 
 # What the invocation adds around the contract input (request id, capability, deployment id,
@@ -139,17 +139,18 @@ async def run_capability(
 
     try:
         authenticated = edge.directory.authenticate(authorization)
-        limit = _body_limit(edge, authenticated, contract, choice)
+        permitted = _permitted(edge, authenticated, contract, choice)
         principal = authenticated  # from here on, a refusal is recorded as the request's
         resolved = time.perf_counter()
         timeout_s = _timeout_s(request, contract)
-        content = await read_limited(request, limit, timeout_s)
+        content = await read_limited(request, max(c.limits.max_request_bytes for c in permitted), timeout_s)
         raw = decode(content)
         if choice is not None:  # `authorized` checks this one's scope from here on
             contract = choice.of_body(raw)
             capability = contract.capability
             timeout_s = _timeout_s(request, contract)  # the chosen contract's deadline from here on
-            edge.directory.authorize(principal, capability)
+            if contract not in permitted:
+                edge.directory.authorize(principal, capability)  # the refusal, saying why
             if len(content) > contract.limits.max_request_bytes:
                 raise too_large(contract.limits.max_request_bytes)
         route = partial(edge.directory.route, principal, capability)
