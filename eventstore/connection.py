@@ -42,6 +42,19 @@ class Connection:
             await self.client.drain()
 
 
+async def settle(client: Client) -> None:
+    """Return once the server has processed every command this client sent before the call (a
+    subscription's interest is live for every other connection).
+
+    One `flush()` does not promise that: nats-py (2.16) writes its PING straight to the socket,
+    while earlier commands (a SUB) wait in the buffer for the flusher task, so the PONG can come
+    back before the server has read them. That task runs before the PONG is read, so a second
+    PING goes out behind them.
+    """
+    await client.flush()
+    await client.flush()
+
+
 class NatsUnreachable(ConnectionError):
     """The first connection did not succeed in time (a one-shot command, not a service)."""
 
