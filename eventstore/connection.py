@@ -11,7 +11,7 @@ import logging
 import os
 import time
 
-from nats.aio.client import Client
+from nats.aio.client import DEFAULT_FLUSH_TIMEOUT, Client
 
 log = logging.getLogger("modelforge.nats")
 
@@ -42,17 +42,22 @@ class Connection:
             await self.client.drain()
 
 
-async def settle(client: Client) -> None:
-    """Return once the server has processed every command this client sent before the call (a
-    subscription's interest is live for every other connection).
+class OrderedFlushClient(Client):
+    """nats-py's client whose `flush()` covers every command sent before it.
 
-    One `flush()` does not promise that: nats-py (2.16) writes its PING straight to the socket,
-    while earlier commands (a SUB) wait in the buffer for the flusher task, so the PONG can come
-    back before the server has read them. That task runs before the PONG is read, so a second
-    PING goes out behind them.
+        nats-py (2.16) writes flush()'s PING straight to the socket while earlier commands (a SUB, an
+        UNSUB) wait in its buffer for the flusher task, so the PONG can come back before the server
+        has read them: a subscription "made live" by subscribe + flush could get an invoke sent at
+        once by another connection answered with no responders, and a drained one (nats-py's
+        `Subscription.drain` unsubscribes, then flushes) could be handed a request after it stopped
+        reading, which then waits for its deadline. Putting the buffer on the wire first closes both.
+    (The PONG speaks for the connection's own server: a cluster carries interest to the others on
+    its own time.)
     """
-    await client.flush()
-    await client.flush()
+
+    async def flush(self, timeout: int = DEFAULT_FLUSH_TIMEOUT) -> None:
+        await self._flush_pending(force_flush=True)
+        await super().flush(timeout)
 
 
 class NatsUnreachable(ConnectionError):
@@ -94,7 +99,7 @@ async def connect(
         else:
             log.debug("nats error (%s): %s", name, exc)
 
-    client = Client()
+    client = OrderedFlushClient()
     servers = (url or nats_url()).split(",")
     opening = client.connect(
         servers=servers,

@@ -18,7 +18,6 @@ from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.errors import MaxPayloadError
 
-from eventstore.connection import settle
 from nodeagent.agent.residency import Residency
 from streams import codes, subjects
 from streams.codes import ServingError
@@ -96,7 +95,7 @@ class InvokeServer:
             pending_msgs_limit=-1,
             pending_bytes_limit=-1,
         )
-        await settle(self.client)  # the interest is live before anyone is told the model is loaded
+        await self.client.flush()  # the interest is live before anyone is told the model is loaded
 
     async def stop(self, residency: Residency) -> None:
         """Take no new invokes for this residency, then wait for its in-flight ones to reply."""

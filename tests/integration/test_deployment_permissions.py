@@ -24,7 +24,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from eventstore import audit
-from eventstore.connection import Connection, connect, settle
+from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.records import RecordedEvent
 from eventstore.store import EventStore
@@ -166,7 +166,7 @@ async def test_the_agent_user_answers_the_invokes_the_gateway_user_sends(
             await agent.client.publish(msg.reply, b"answered")
 
         await agent.client.subscribe(subject, cb=answer)
-        await settle(agent.client)
+        await agent.client.flush()
         reply = await gateway.client.request(subject, b"{}", timeout=WAIT_S)
     finally:
         await agent.close()

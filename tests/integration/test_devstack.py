@@ -80,9 +80,11 @@ def _embed_with_the_printed_key(stdout: str) -> None:
 def _ocr_with_the_printed_command(stdout: str, page: Path) -> None:
     """The OCR example `up` prints, run as printed with a rendered page's path put in."""
     lines = stdout.splitlines()
-    start = next(
+    printed = [
         n for n, line in enumerate(lines) if line.startswith("  printf ") and "/v1/ocr" in lines[n + 1]
-    )
+    ]
+    assert printed, "no OCR example: " + " / ".join(line for line in lines if line.startswith("ocr "))
+    start = printed[0]
     command = "\n".join(lines[start : start + 3]).replace("page.png", str(page))
     image, _ = text_page(["Invoice number 4821"])
     page.write_bytes(base64.b64decode(image))

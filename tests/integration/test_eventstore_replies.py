@@ -9,7 +9,7 @@ from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
-from eventstore.connection import Connection, settle
+from eventstore.connection import Connection
 from eventstore.replies import ReplyInbox, inbox_of, reply
 from streams.envelope import new_id
 
@@ -20,7 +20,7 @@ async def _responder(connection: Connection, subject: str, answer: bool = True) 
             await connection.client.publish(msg.reply, b"re:" + msg.data)
 
     await connection.client.subscribe(subject, cb=echo)
-    await settle(connection.client)
+    await connection.client.flush()
 
 
 async def test_a_request_gets_its_own_reply_among_many_in_flight(connection: Connection) -> None:

@@ -13,7 +13,6 @@ import httpx
 import msgspec
 import pytest
 
-from eventstore.connection import settle
 from eventstore.store import ExpectedVersion
 from gateway.clients.service import ClientService
 from gateway.serving.appends import stage
@@ -236,7 +235,7 @@ async def test_a_request_whose_client_disconnects_while_its_model_runs_keeps_its
     invokes = await stack.connection.client.subscribe(
         subjects.invoke_subject(stack.node, stack.deployment_id)
     )
-    await settle(stack.connection.client)  # the server holds the copy's interest before the request
+    await stack.connection.client.flush()  # the server holds the copy's interest before the request
     async with httpx.AsyncClient(timeout=60) as http:
         running = asyncio.ensure_future(
             http.post(f"{stack.gateway.url}/v1/embeddings", json={"input": texts}, headers=headers)
