@@ -61,7 +61,8 @@ async def test_a_request_waiting_for_capacity_when_its_key_is_withdrawn_is_refus
                 withdrawn = await service.revoke(issued.client_id, issued.credential_id, "leaked")
             else:
                 withdrawn = await service.disable(issued.client_id, "abuse")
-            await edge.directory.wait_until_applied(withdrawn, timeout=1)
+            # A set-up step here: how fast a withdrawal applies is tested in tests/integration/clients.
+            await edge.directory.wait_until_applied(withdrawn, timeout=10)
         finally:
             await depths.unsubscribe()
             await stack.store.append(Aggregate.ACCELERATOR, accelerator, [released], ExpectedVersion.ANY)
