@@ -12,9 +12,10 @@ MIN_REQUEST_BYTES = 16 * MIB
 
 
 def envelope_from_probe(probe: ProbeCompleted) -> ResourceEnvelope:
-    """required = what loading added; peak = the warm-up's high-water mark over the baseline;
-    per request = the peak above the loaded footprint."""
-    required = max(0, probe.loaded_bytes - probe.baseline_bytes)
+    """required = what the loaded model holds (what loading added, its weights at the least);
+    peak = the warm-up's high-water mark over the baseline; per request = the peak above the
+    loaded footprint."""
+    required = max(0, probe.measured_bytes)
     peak = max(required, probe.peak_bytes - probe.baseline_bytes)
     return ResourceEnvelope(
         required_bytes=required,

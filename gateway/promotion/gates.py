@@ -76,7 +76,7 @@ def production_gates(facts: GateFacts) -> list[GateFailure]:
     result = probe.result if probe and probe.status == "completed" else None
     if result is None:
         fail("RUNTIME_PROBE_REQUIRED", "no completed runtime probe of this candidate")
-    elif result.loaded_bytes <= result.baseline_bytes:
+    elif result.measured_bytes <= 0:
         # The deployment's memory envelope comes from this measurement: without it the scheduler
         # would admit the model as if it took no memory.
         fail(
@@ -84,6 +84,7 @@ def production_gates(facts: GateFacts) -> list[GateFailure]:
             "the probe measured no memory taken by the loaded model: probe again",
             baseline_bytes=result.baseline_bytes,
             loaded_bytes=result.loaded_bytes,
+            weights_bytes=result.weights_bytes,
         )
     # 3
     verdict = compatibility(facts)

@@ -103,7 +103,7 @@ class ProbeRecord(msgspec.Struct, frozen=True, kw_only=True):
             and r.health.runtime
             and r.health.model
             and r.output_valid
-            and r.loaded_bytes > r.baseline_bytes
+            and r.measured_bytes > 0
             and r.unload_reclaimed_bytes > 0
         )
 

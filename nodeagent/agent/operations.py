@@ -287,6 +287,7 @@ class Operations:
             output_dimension=output.dimension,
             output_normalized=output.normalized,
             manifest_sha256=job.manifest_sha256,
+            weights_bytes=measured.weights_bytes,
         )
         await self._append(Aggregate.CANDIDATE, job.candidate_id, completed, job.job_id)
 

@@ -40,6 +40,7 @@ from nodeagent.runtimes.select import RuntimeKind, create_runtime, tensorrt_inst
 from nodeagent.settings import DEFAULT_CPU_THREADS
 from streams import codes
 from streams.codes import ServingError
+from streams.events.control import loaded_model_bytes
 
 SERVING_CONFIG_FILE = "serving_config.json"
 
@@ -56,9 +57,7 @@ class LoadMeasurement:
 
     @property
     def measured_bytes(self) -> int:
-        # Process RSS is shared and coarse: the allocator may reuse pages freed by earlier work,
-        # so a small model can load without RSS growing. It still holds its weights.
-        return max(self.loaded_bytes - self.baseline_bytes, self.weights_bytes)
+        return loaded_model_bytes(self.baseline_bytes, self.loaded_bytes, self.weights_bytes)
 
 
 @dataclass

@@ -149,6 +149,13 @@ class HealthLayers(msgspec.Struct, frozen=True):
     detail: str = ""
 
 
+def loaded_model_bytes(baseline_bytes: int, loaded_bytes: int, weights_bytes: int) -> int:
+    """The memory a loaded model holds: what loading added to its memory domain, and at the least
+    its weights. Process RSS (a CPU device) is shared and coarse: the allocator may reuse pages
+    freed by earlier work, so a model can load without RSS growing; it still holds its weights."""
+    return max(loaded_bytes - baseline_bytes, weights_bytes)
+
+
 class ProbeCompleted(Event, frozen=True):
     candidate_id: str
     probe_id: str
@@ -170,6 +177,11 @@ class ProbeCompleted(Event, frozen=True):
     output_dimension: int = 0
     output_normalized: bool = False
     manifest_sha256: str = ""  # the manifest of the probe job this agent ran ("" before it was kept)
+    weights_bytes: int = 0  # the loaded model files' size (0 in probes recorded before it was kept)
+
+    @property
+    def measured_bytes(self) -> int:
+        return loaded_model_bytes(self.baseline_bytes, self.loaded_bytes, self.weights_bytes)
 
 
 class ProbeFailed(Event, frozen=True):

@@ -85,11 +85,14 @@ async def test_a_declared_space_the_model_does_not_produce_is_refused(
 
 async def test_a_probe_that_measured_no_memory_is_refused(stack: Stack, minilm_source: Path) -> None:
     """A second probe of a lab_ready candidate whose agent read no memory taken by the model (loaded
-    == baseline) cannot be what a production approval, and so the deployment's envelope, rests on."""
+    == baseline, no weights named: a probe recorded before they were) cannot be what a production
+    approval, and so the deployment's envelope, rests on."""
     candidate = await lab_ready_candidate(stack, minilm_source, "no-memory")
     (measured,) = candidate["probes"]  # type: ignore[misc]
     result = msgspec.convert(measured["result"], c.ProbeCompleted)
-    blind = msgspec.structs.replace(result, probe_id="probe-no-memory", loaded_bytes=result.baseline_bytes)
+    blind = msgspec.structs.replace(
+        result, probe_id="probe-no-memory", loaded_bytes=result.baseline_bytes, weights_bytes=0
+    )
     requested = c.ProbeRequested(
         candidate_id=result.candidate_id, probe_id=blind.probe_id, node_id=result.node_id,
         accelerator_id=result.accelerator_id, lab_approval_id=str(candidate["lab_approval_id"]),

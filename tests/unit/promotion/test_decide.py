@@ -16,6 +16,7 @@ from gateway.promotion.commands import (
 )
 from gateway.promotion.decide import decide_approval, decide_candidate, decide_node
 from gateway.promotion.deploy import PromotionFacts, decide_deployment, plan_promotion
+from gateway.promotion.envelope import envelope_from_probe
 from gateway.promotion.evidence import gather
 from gateway.promotion.evolve import evolve_approval, evolve_deployment
 from gateway.promotion.gates import compatibility, production_gates
@@ -24,7 +25,17 @@ from gateway.promotion.projects import FitEvidence, RecordFit, decide_project, f
 from streams.codes import ServingError
 from streams.events import control as c
 from streams.events import serving as s
-from tests.unit.promotion.builders import NOW, approve, artifacts, candidate, facts, lab_approval, node, probe
+from tests.unit.promotion.builders import (
+    NOW,
+    approve,
+    artifacts,
+    candidate,
+    completed,
+    facts,
+    lab_approval,
+    node,
+    probe,
+)
 
 
 def request_probe(approval: ApprovalState | None, node_id: str = "node-1") -> RequestProbe:
@@ -50,8 +61,15 @@ def test_a_probe_needs_a_current_lab_approval_for_its_node(approval: ApprovalSta
 def test_only_complete_evidence_makes_a_candidate_lab_ready() -> None:
     weak = candidate(probes={"probe-1": probe(unload_reclaimed_bytes=0)}, lab_ready_probe="")
     assert decide_candidate(weak, MarkLabReady("probe-1"), NOW) == []
+    blind = candidate(probes={"probe-1": probe(loaded_bytes=100)}, lab_ready_probe="")  # loaded == baseline
+    assert decide_candidate(blind, MarkLabReady("probe-1"), NOW) == []
     fresh = candidate(lab_ready_probe="")
     assert len(decide_candidate(fresh, MarkLabReady("probe-1"), NOW)) == 1
+
+
+def test_a_probe_whose_process_memory_did_not_grow_makes_a_candidate_lab_ready_on_its_weights() -> None:
+    flat = candidate(probes={"probe-1": probe(loaded_bytes=100, weights_bytes=64)}, lab_ready_probe="")
+    assert len(decide_candidate(flat, MarkLabReady("probe-1"), NOW)) == 1
 
 
 @pytest.mark.parametrize(
@@ -100,6 +118,17 @@ def test_promotion_takes_its_envelope_from_the_probe_and_its_identity_from_the_c
     assert promoted.embedding_space.dimension == 384
     assert promoted.manifest_sha256 == artifacts().manifest_sha256  # the approved files, and only they
     assert plan_promotion(promotion()).deployment_id == plan.deployment_id
+
+
+@pytest.mark.parametrize(
+    ("loaded_bytes", "weights_bytes", "required_bytes"),
+    [(300, 64, 200), (100, 64, 64), (90, 64, 64), (300, 0, 200)],  # the baseline is 100
+)
+def test_an_envelope_requires_what_loading_added_and_at_the_least_the_weights(
+    loaded_bytes: int, weights_bytes: int, required_bytes: int
+) -> None:
+    measured = completed(loaded_bytes=loaded_bytes, weights_bytes=weights_bytes)
+    assert envelope_from_probe(measured).required_bytes == required_bytes
 
 
 def test_promoting_an_existing_config_returns_it_before_the_stable_check() -> None:

@@ -17,6 +17,11 @@ def test_a_candidate_with_complete_evidence_passes_every_gate() -> None:
     assert codes(facts()) == []
 
 
+def test_a_probe_whose_process_memory_did_not_grow_stands_on_the_weights_it_loaded() -> None:
+    # A CPU device's RSS can stay flat while a small model loads (pages freed earlier reused).
+    assert codes(facts(probe=probe(loaded_bytes=100, weights_bytes=64))) == []
+
+
 @pytest.mark.parametrize(
     ("broken", "code"),
     [
