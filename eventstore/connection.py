@@ -45,18 +45,26 @@ class Connection:
 class OrderedFlushClient(Client):
     """nats-py's client whose `flush()` covers every command sent before it.
 
-        nats-py (2.16) writes flush()'s PING straight to the socket while earlier commands (a SUB, an
-        UNSUB) wait in its buffer for the flusher task, so the PONG can come back before the server
-        has read them: a subscription "made live" by subscribe + flush could get an invoke sent at
-        once by another connection answered with no responders, and a drained one (nats-py's
-        `Subscription.drain` unsubscribes, then flushes) could be handed a request after it stopped
-        reading, which then waits for its deadline. Putting the buffer on the wire first closes both.
+    nats-py (2.16) writes flush()'s PING straight to the socket while earlier commands (a SUB, an
+    UNSUB) wait in its buffer for the flusher task, so the PONG can come back before the server
+    has read them: a subscription "made live" by subscribe + flush could get an invoke sent at
+    once by another connection answered with no responders, and a drained one (nats-py's
+    `Subscription.drain` unsubscribes, then flushes) could be handed a request after it stopped
+    reading, which then waits for its deadline. Putting the buffer on the wire first closes both.
     (The PONG speaks for the connection's own server: a cluster carries interest to the others on
     its own time.)
+
+    The buffer is written here as the flusher task writes it, with no wait before the PING: waiting
+    for the flusher instead would wait outside the flush's timeout (and swallow a cancellation)
+    while a reconnect holds the flusher up. tests/integration/test_eventstore_flush_order.py checks
+    the order on the wire against the installed nats-py.
     """
 
     async def flush(self, timeout: int = DEFAULT_FLUSH_TIMEOUT) -> None:
-        await self._flush_pending(force_flush=True)
+        if self.is_connected and self._transport is not None and self._pending_data_size > 0:
+            self._transport.writelines(self._pending[:])
+            self._pending = []
+            self._pending_data_size = 0
         await super().flush(timeout)
 
 
