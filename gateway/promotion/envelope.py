@@ -16,7 +16,7 @@ def envelope_from_probe(probe: ProbeCompleted) -> ResourceEnvelope:
     peak = the warm-up's high-water mark over the baseline; per request = the peak above the
     loaded footprint."""
     required = max(0, probe.measured_bytes)
-    peak = max(required, probe.peak_bytes - probe.baseline_bytes)
+    peak = required + max(0, probe.peak_bytes - probe.loaded_bytes)  # the warm-up's growth on top
     return ResourceEnvelope(
         required_bytes=required,
         peak_bytes=peak,

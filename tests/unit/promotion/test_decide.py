@@ -131,6 +131,13 @@ def test_an_envelope_requires_what_loading_added_and_at_the_least_the_weights(
     assert envelope_from_probe(measured).required_bytes == required_bytes
 
 
+def test_an_envelope_peaks_at_what_the_model_holds_plus_the_warm_ups_growth() -> None:
+    flat = envelope_from_probe(completed(loaded_bytes=100, weights_bytes=64, peak_bytes=150))  # baseline 100
+    assert (flat.required_bytes, flat.peak_bytes) == (64, 114)
+    grown = envelope_from_probe(completed())  # baseline 100, loaded 300, peak 350
+    assert (grown.required_bytes, grown.peak_bytes) == (200, 250)
+
+
 def test_promoting_an_existing_config_returns_it_before_the_stable_check() -> None:
     plan = plan_promotion(promotion())
     existing = evolve_deployment(None, plan.events[0], 5)
