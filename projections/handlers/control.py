@@ -201,6 +201,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     cold_load_ms=event.cold_load_ms,
                     inference_ms=event.inference_ms,
                     unload_reclaimed_bytes=event.unload_reclaimed_bytes,
+                    weights_bytes=event.weights_bytes,
                     finished_at=at,
                 ),
                 up(

@@ -54,6 +54,13 @@ async def migrated(database_url: str, schema: str = "mf") -> None:
         await migrate(conn, schema)
 
 
+async def projected(store: EventStore, database_url: str, nats_url: str, items: Iterable[Item]) -> None:
+    """Publish `items` (see `publish`) and project them into a freshly migrated schema."""
+    last = await publish(store, items)
+    await migrated(database_url)
+    await project_until(database_url, nats_url, last)
+
+
 async def checkpoints(database_url: str, schema: str = "mf") -> dict[str, int]:
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         try:

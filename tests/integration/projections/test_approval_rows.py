@@ -14,7 +14,7 @@ from projections.replay import replay
 from streams.events import control as c
 from streams.subjects import Aggregate
 
-from .helpers import migrated, project_until
+from .helpers import migrated, project_until, projected
 
 APPROVED = c.ProductionApproved(
     approval_id="appr-1",
@@ -40,10 +40,8 @@ async def approvals(
 
 
 async def project_approvals(store: EventStore, database_url: str, nats_url: str) -> None:
-    await store.append(Aggregate.APPROVAL, "appr-0", [OLDER], ExpectedVersion.NO_STREAM)
-    last = await store.append(Aggregate.APPROVAL, "appr-1", [APPROVED], ExpectedVersion.NO_STREAM)
-    await migrated(database_url)
-    await project_until(database_url, nats_url, {"MF_EVENTS": last})
+    items = [(Aggregate.APPROVAL, "appr-0", OLDER), (Aggregate.APPROVAL, "appr-1", APPROVED)]
+    await projected(store, database_url, nats_url, items)
 
 
 async def test_a_production_approval_row_names_its_approver_and_reason(

@@ -353,6 +353,7 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
             (7, "migration_checksums"),
             (8, "approval_approver"),
             (9, "approval_last_approver"),
+            (10, "probe_weights"),
         ]
-    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     assert again == []
