@@ -62,6 +62,7 @@ class LiveState:
         self.accelerators: dict[str, AcceleratorState] = {}
         self.versions: dict[str, int] = {}  # accelerator id -> its aggregate version
         self.telemetry: dict[str, AcceleratorTelemetry] = {}
+        self.telemetry_seq = 0  # the MF_TELEMETRY sequence of the last sample read
         self.applied = 0
         self.telemetry_stale_s = telemetry_stale_s
         self.changed = asyncio.Condition()
@@ -250,13 +251,21 @@ class LiveState:
     # ---- subscriptions -------------------------------------------------------------------
 
     async def start(self, client: Client) -> None:
-        """Subscribe; returns once the state has caught up with the streams as they were."""
+        """Subscribe; returns once the state has caught up with the streams as they were: every
+        event, and the telemetry samples stored, so that a replica which says it is ready does not
+        refuse requests NO_ELIGIBLE_NODE for nodes whose samples it has not read yet."""
         js = client.jetstream()
         last = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+        samples = (await js.stream_info(subjects.TELEMETRY_STREAM)).state.last_seq
         self._tasks.append(asyncio.create_task(self._follow_events(client)))
         self._tasks.append(asyncio.create_task(self._follow_telemetry(client)))
         if last and not await self.wait_applied(last, timeout=120):
             raise RuntimeError(f"gateway state did not catch up to sequence {last}")
+        # The last sample stored is delivered last (last value per subject, in stream order).
+        if samples and not await self.wait_for(lambda: self.telemetry_seq >= samples, timeout=10):
+            log.warning(
+                "telemetry not read up to sample %d within 10 s; nodes count as down until it is", samples
+            )
 
     async def _follow_events(self, client: Client) -> None:
         async for record in subscribe(client, 1, folded=self._folded):
@@ -286,11 +295,11 @@ class LiveState:
             config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT),
         )
         async for msg in sub.messages:
+            self.telemetry_seq = msg.metadata.sequence.stream
             try:
                 self.apply_telemetry(_telemetry_decoder.decode(msg.data))
             except msgspec.DecodeError:
                 log.warning("ignoring malformed telemetry on %s", msg.subject)
-                continue
             await self.notify()
 
     async def stop(self) -> None:
