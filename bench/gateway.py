@@ -52,7 +52,7 @@ from nodeagent.adapters.embedding import EmbeddingAdapter
 from nodeagent.models.pull import pull_minilm
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
-from nodeagent.settings import CPU_THREADS_ENV, DEFAULT_CPU_THREADS
+from nodeagent.settings import CPU_THREADS_ENV, DEFAULT_CPU_THREADS, usable_cores
 
 REPO = Path(__file__).resolve().parents[1]
 TEXT = "A cat sits on the mat."
@@ -240,7 +240,7 @@ async def main(args: argparse.Namespace) -> None:
     # The targets compare against the engine as the agent runs it (its ONNX Runtime threads); the
     # engine on every core is measured beside it, so what the thread setting costs shows too.
     agent_threads = int(os.environ.get(CPU_THREADS_ENV) or DEFAULT_CPU_THREADS)
-    all_cores = len(os.sched_getaffinity(0))  # the cores this process may use
+    all_cores = usable_cores()
     print(f"{all_cores} CPUs, load average {load_average()} at start; load generator: "
           f"{'wrk (C, 1 thread)' if use_wrk else 'aiohttp child process'}; ONNX Runtime threads: "
           f"agent {agent_threads}, direct engine {agent_threads} and {all_cores} (all cores)")  # fmt: skip

@@ -170,7 +170,7 @@ def register(subparsers: Any) -> None:
     agent.add_argument(
         "--cpu-threads",
         type=int,
-        help=f"threads ONNX Runtime runs one batch on (default: {CPU_THREADS_ENV}, else half the cores: "
+        help=f"threads ONNX Runtime runs one batch on (default: {CPU_THREADS_ENV}, else every core it may use: "
         f"{DEFAULT_CPU_THREADS})",
     )
     agent.add_argument(

@@ -8,9 +8,20 @@ import os
 
 NODE_ID_ENV = "MODELFORGE_NODE_ID"
 ARTIFACT_ROOT_ENV = "MODELFORGE_ARTIFACT_ROOT"
-# Threads ONNX Runtime runs one batch on (the CPU runtime only; TensorRT runs on its GPU). Half
-# the cores by default: the rest stay with the agent's event loop, NATS and a gateway on the same
-# box. On 2 cores one thread served ~5 % more requests/s than two at 32 connections, with ~16 % less
-# agent CPU per request (bench.gateway, docs/performance.md).
+# Threads ONNX Runtime runs one batch on (the CPU runtime only; TensorRT runs on its GPU). Every
+# core this process may use by default: on a node of its own the agent has nothing to leave them
+# to (MiniLM alone: 458 against 272 sequences/s in batches of 32 with two threads rather than one,
+# on 2 cores), and beside a gateway and NATS on 2 cores a lone request through the stack ran 0-2.2 ms
+# sooner with two (three alternating pairs). One thread served ~5 % more requests/s at 32
+# connections on that shared box: set it there for saturation (docs/performance.md).
 CPU_THREADS_ENV = "MODELFORGE_CPU_THREADS"
-DEFAULT_CPU_THREADS = max(1, (os.cpu_count() or 2) // 2)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, where the OS tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+DEFAULT_CPU_THREADS = usable_cores()
