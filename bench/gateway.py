@@ -241,9 +241,10 @@ async def main(args: argparse.Namespace) -> None:
     # engine on every core is measured beside it, so what the thread setting costs shows too.
     agent_threads = int(os.environ.get(CPU_THREADS_ENV) or DEFAULT_CPU_THREADS)
     all_cores = usable_cores()
+    thread_counts = list(dict.fromkeys([agent_threads, all_cores]))
     print(f"{all_cores} CPUs, load average {load_average()} at start; load generator: "
           f"{'wrk (C, 1 thread)' if use_wrk else 'aiohttp child process'}; ONNX Runtime threads: "
-          f"agent {agent_threads}, direct engine {agent_threads} and {all_cores} (all cores)")  # fmt: skip
+          f"agent {agent_threads}, direct engine {' and '.join(map(str, thread_counts))} (all cores: {all_cores})")  # fmt: skip
     rows: list[tuple[str, str, str]] = []
     latency_only = args.only == "latency"
     for line in [] if latency_only else placement_lines(args.placement_iterations):
@@ -261,7 +262,7 @@ async def main(args: argparse.Namespace) -> None:
     connection = await connect(server.url, "bench-gateway")
     agent = agents.AgentProcess(server.url, "bench-node", root, home)
     gateway = serving.GatewayProcess(server.url, home)
-    engines = {threads: OnnxRuntimeCpu() for threads in dict.fromkeys([agent_threads, all_cores])}
+    engines = {threads: OnnxRuntimeCpu() for threads in thread_counts}
     try:
         await provision(connection.client)
         store = EventStore(connection)
