@@ -133,8 +133,9 @@ class JobConsumer:
             await self.js.add_consumer(subjects.WORK_STREAM, config)
         return await self.js.pull_subscribe_bind(consumer_name(self.node_id), stream=subjects.WORK_STREAM)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        subscription: JetStreamContext.PullSubscription | None = await self.bind()
+    async def run(self, stop: asyncio.Event, bound: JetStreamContext.PullSubscription | None = None) -> None:
+        """Take jobs until `stop`; `bound`: the subscription `bind()` made, else bind now."""
+        subscription: JetStreamContext.PullSubscription | None = bound or await self.bind()
         try:
             while not stop.is_set():
                 try:

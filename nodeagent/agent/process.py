@@ -81,8 +81,9 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             fetch_expiry_s=config.fetch_expiry_s,
         )
         loop = asyncio.get_running_loop()
+        # The job consumer exists before the first (healthy) telemetry says this node is live.
+        jobs_task = loop.create_task(consumer.run(stop, await consumer.bind()))
         telemetry_task = loop.create_task(telemetry.run(stop))
-        jobs_task = loop.create_task(consumer.run(stop))
         log.info(
             "agent %s ready: generation %d, %d accelerator(s)",
             node_id,
