@@ -235,7 +235,6 @@ async def test_a_probe_measures_the_envelope_and_unloads(
     assert (done.output_dimension, done.output_normalized) == (384, True)  # measured, for the gates
     # What the model holds at the least: its file, whatever the process's RSS showed.
     assert done.weights_bytes == next(f["size"] for f in minilm_manifest if f["path"] == "model.onnx")
-    assert done.measured_bytes >= done.weights_bytes
     assert done.peak_bytes >= done.loaded_bytes
     assert done.cold_load_ms > 0
     assert done.inference_ms > 0
