@@ -20,11 +20,14 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     """Ready when caught up. `?applied=N` waits (up to 10 s) until event N is folded into the
     serving state, `?clients_applied=N` until client event N is in the key directory: an operator
-    (or a test) can read its own write through this replica."""
+    (or a test) can read its own write through this replica. `?peers_queued=N` waits until the
+    other replicas' announced lines add up to N requests: this replica counts them in the global
+    queue limit."""
     edge: Edge = request.app.state.edge
     live = edge.ctx.live
     wanted = request.query_params.get("applied", "")
     clients_wanted = request.query_params.get("clients_applied", "")
+    peers_wanted = request.query_params.get("peers_queued", "")
     if wanted.isdigit():
         await live.wait_applied(int(wanted), timeout=10.0)
     if clients_wanted.isdigit():
@@ -35,6 +38,9 @@ async def readyz(request: Request) -> Response:
         "clients": edge.directory.ready,
         "nats": edge.ctx.client.is_connected,
     }
+    if peers_wanted.isdigit():
+        board = edge.ctx.board
+        checks["peers_queued"] = board is not None and await board.wait_for_peers(int(peers_wanted), 10.0)
     if wanted.isdigit():
         checks["applied"] = live.applied >= int(wanted)
     if clients_wanted.isdigit():

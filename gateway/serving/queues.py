@@ -59,6 +59,7 @@ class QueueBoard:
         self._subscription: Subscription | None = None
         self._announcer: asyncio.Task[None] | None = None
         self._announced = 0  # the depth last announced
+        self._news = asyncio.Event()  # set (and replaced) whenever another replica's line is heard
 
     def changed(self, depth: int) -> None:
         """This replica's line is now `depth` long (cheap: the announcer coalesces changes)."""
@@ -68,6 +69,15 @@ class QueueBoard:
     def peer_depth(self) -> int:
         """Requests waiting on the other replicas, as last announced and still valid."""
         return self.peers.depth(monotonic_ms())
+
+    async def wait_for_peers(self, depth: int, timeout: float) -> bool:
+        """Wait (up to `timeout` s) until the other replicas' lines add up to `depth` or more, as
+        heard here; true if they do."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while self.peer_depth() < depth:
+                    await self._news.wait()
+        return self.peer_depth() >= depth
 
     async def start(self) -> None:
         self._subscription = await self.client.subscribe(f"{subjects.QUEUE_DEPTH_PREFIX}.*", cb=self._heard)
@@ -95,6 +105,8 @@ class QueueBoard:
             return
         if announcement.gateway_id != self.gateway_id:
             self.peers.heard(announcement, monotonic_ms())
+            news, self._news = self._news, asyncio.Event()
+            news.set()
 
     async def _announce(self) -> None:
         while True:

@@ -71,7 +71,9 @@ async def test_a_clients_rate_limit_is_exact_across_two_gateways(gateways: TwoGa
 
     async def one(i: int, http: httpx.AsyncClient) -> httpx.Response:
         url = gateways.urls[i % 2]
-        return await http.post(f"{url}/v1/embeddings", json={"input": f"t{i}", "model": "m"}, headers=headers)
+        return await http.post(
+            f"{url}/v1/embeddings", json={"input": f"t{i}", "model": "all-MiniLM-L6-v2"}, headers=headers
+        )
 
     async with httpx.AsyncClient(timeout=60) as http:
         responses = await asyncio.gather(*(one(i, http) for i in range(25)))
@@ -90,7 +92,7 @@ async def test_a_clients_concurrency_limit_holds_across_two_gateways(gateways: T
     async def one(i: int, http: httpx.AsyncClient) -> httpx.Response:
         return await http.post(
             f"{gateways.urls[i % 2]}/v1/embeddings",
-            json={"input": f"at once {i}", "model": "m"},  # as small as the fixture's warm-up
+            json={"input": f"at once {i}", "model": "all-MiniLM-L6-v2"},  # as small as the fixture's warm-up
             headers=headers,
         )
 
@@ -111,13 +113,15 @@ async def test_a_revoked_key_is_refused_by_both_gateways_within_a_second(gateway
     headers = {"authorization": f"Bearer {issued.key}"}
     async with httpx.AsyncClient(timeout=60) as http:
         for url in gateways.urls:
-            ok = await http.post(f"{url}/v1/embeddings", json={"input": "x", "model": "m"}, headers=headers)
+            ok = await http.post(
+                f"{url}/v1/embeddings", json={"input": "x", "model": "all-MiniLM-L6-v2"}, headers=headers
+            )
             assert ok.status_code != 401  # admitted (served, or refused for capacity after the burst above)
         revoked_at = await service.revoke(issued.client_id, issued.credential_id, "leaked")
         await _ready_through(gateways.urls, revoked_at, 1.0)
         for url in gateways.urls:
             refused = await http.post(
-                f"{url}/v1/embeddings", json={"input": "x", "model": "m"}, headers=headers
+                f"{url}/v1/embeddings", json={"input": "x", "model": "all-MiniLM-L6-v2"}, headers=headers
             )
             assert refused.status_code == 401
             assert refused.json()["error"]["code"] == "CAPABILITY_NOT_AUTHORIZED"
@@ -138,7 +142,7 @@ async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_ne
         async with httpx.AsyncClient(timeout=60) as http:
             response = await http.post(
                 f"{url}/v1/embeddings",
-                json={"input": name, "model": "m"},
+                json={"input": name, "model": "all-MiniLM-L6-v2"},
                 headers={"authorization": f"Bearer {key}"},
             )
         ids[name] = response.headers["x-request-id"]
@@ -203,7 +207,7 @@ async def test_the_queue_limit_counts_the_requests_waiting_on_every_gateway(
     )
     announcements = await stack.connection.client.subscribe(f"{subjects.QUEUE_DEPTH_PREFIX}.*")
     headers = {"authorization": f"Bearer {gateways.key}", "x-request-timeout-ms": "20000"}
-    body = {"input": "wait in line", "model": "m"}
+    body = {"input": "wait in line", "model": "all-MiniLM-L6-v2"}
     try:
         async with httpx.AsyncClient(timeout=60) as http:
             waiting = [
@@ -215,6 +219,9 @@ async def test_the_queue_limit_counts_the_requests_waiting_on_every_gateway(
             async with asyncio.timeout(20):  # the first gateway has announced both waiting
                 while _decode_depth((await announcements.next_msg(timeout=20)).data) < 2:
                     pass
+            # ... and the second has heard it (it counts the other replica's line in the limit)
+            heard = await http.get(f"{gateways.urls[1]}/readyz", params={"peers_queued": 2})
+            assert heard.json()["checks"]["peers_queued"], heard.text
             refused = await http.post(f"{gateways.urls[1]}/v1/embeddings", json=body, headers=headers)
             released = s.LeaseReleased(
                 lease_id=blocker.lease_id, accelerator_id=accelerator, outcome="completed"
