@@ -54,7 +54,14 @@ RERANK_REQUEST_TOO_LARGE: Final = spec(
 UNKNOWN_CAPABILITY: Final = spec(
     "UNKNOWN_CAPABILITY",
     404,
-    "The requested capability@version (or model name) is not in the capability catalogue.",
+    "The requested capability@version is not in the capability catalogue.",
+    from_seed=False,
+)
+MODEL_NOT_FOUND: Final = spec(
+    "MODEL_NOT_FOUND",
+    404,
+    "The call's `model` names neither its capability, nor the model its stable deployment serves, "
+    "nor an experiment's route.",
     from_seed=False,
 )
 CAPABILITY_NOT_FOUND: Final = spec(

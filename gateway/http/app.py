@@ -10,7 +10,7 @@ from starlette.routing import Route
 from gateway.admin.routes import admin_routes
 from gateway.http.edge import Edge
 from gateway.http.embeddings import embeddings
-from gateway.http.models import list_models
+from gateway.http.models import list_models, retrieve_model
 from gateway.http.native import invoke_capability
 from gateway.http.ocr import ocr
 from gateway.http.ops import healthz, metrics, readyz
@@ -28,6 +28,7 @@ def create_app(edge: Edge) -> Starlette:
         Route("/v1/ocr", ocr, methods=["POST"]),  # Mistral's (what `mistralai`'s ocr.process calls)
         Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),  # OpenAI's, multipart
         Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/models/{model:path}", retrieve_model, methods=["GET"]),
         Route("/v1/capabilities/{capability}:invoke", invoke_capability, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),

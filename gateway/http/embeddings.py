@@ -82,6 +82,14 @@ def _texts_of(items: Sequence[str | int | list[int] | InputObject]) -> list[str]
             texts.append(item)
         elif isinstance(item, InputObject):
             texts.append(object_text(item, index))
+        elif isinstance(item, int) and any(isinstance(other, str) for other in items):
+            # not token ids (those are a list of numbers alone, or of such lists): a stray number
+            raise ServingError(
+                "INVALID_INPUT",
+                f"`input[{index}]` is a number among texts; send every item as a string",
+                param="input",
+                http_status=400,
+            )
         else:
             raise ServingError(
                 "INVALID_INPUT",
@@ -94,8 +102,6 @@ def _texts_of(items: Sequence[str | int | list[int] | InputObject]) -> list[str]
 
 
 def _render(call: OpenAIEmbeddingRequest) -> Any:
-    model = call.model or ""
-
     def render(result: bytes, served: Served, request_id: str) -> dict[str, object]:
         output = _output.decode(result)
         data: list[dict[str, object]] = []
@@ -109,7 +115,7 @@ def _render(call: OpenAIEmbeddingRequest) -> Any:
         return {
             "object": "list",
             "data": data,
-            "model": model or served.model_name,
+            "model": served.model_name,  # the model that answered, as OpenAI names it
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import msgspec
@@ -99,6 +98,28 @@ def _check_carried(edge: Edge, payload: bytes) -> None:
         )
 
 
+def _router(edge: Edge, principal: ClientPrincipal, capability: str) -> Route:
+    """The call's `Route`, refusing (MODEL_NOT_FOUND, 404) a `model` the capability does not
+    know: serving it by the stable deployment would answer for a model the client did not name.
+    While nothing serves the capability, the pipeline says so (503) whatever the name."""
+    own_names = (capability, capability.partition("@")[0])
+
+    def route(requested: str) -> str:
+        if requested and requested not in own_names:
+            known = edge.ctx.live.catalog.model_names(capability)
+            if known and requested not in known:
+                raise ServingError(
+                    "MODEL_NOT_FOUND",
+                    f"no model {requested!r} serves {capability} here: name {' or '.join(map(repr, known))}, "
+                    "or leave `model` out",
+                    param="model",
+                    http_status=404,
+                )
+        return edge.directory.route(principal, capability, requested)
+
+    return route
+
+
 def _may_call(edge: Edge, principal: ClientPrincipal, capability: str) -> bool:
     try:
         edge.directory.authorize(principal, capability)
@@ -153,7 +174,7 @@ async def run_capability(
                 edge.directory.authorize(principal, capability)  # the refusal, saying why
             if len(content) > contract.limits.max_request_bytes:
                 raise too_large(contract.limits.max_request_bytes)
-        route = partial(edge.directory.route, principal, capability)
+        route = _router(edge, principal, capability)
         prepared = parse(raw, contract, route)
         _check_carried(edge, prepared.payload)
         validated = time.perf_counter()

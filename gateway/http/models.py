@@ -71,11 +71,29 @@ def _routed_entries(catalog: Catalog, capability: str, routes: list[str]) -> lis
     return data
 
 
-async def list_models(request: Request) -> Response:
+def _callable_models(request: Request) -> list[dict[str, object]]:
     edge: Edge = request.app.state.edge
+    principal = edge.directory.authenticate(request.headers.get("authorization"))
+    return models_of(edge.ctx.live.catalog, principal.scopes, edge.directory.channels(principal))
+
+
+async def list_models(request: Request) -> Response:
     try:
-        principal = edge.directory.authenticate(request.headers.get("authorization"))
+        return json_response({"object": "list", "data": _callable_models(request)})
     except ServingError as error:
         return error_response(error, request_id_of(request))
-    models = models_of(edge.ctx.live.catalog, principal.scopes, edge.directory.channels(principal))
-    return json_response({"object": "list", "data": models})
+
+
+async def retrieve_model(request: Request) -> Response:
+    """`GET /v1/models/{model}` (the `openai` package's `models.retrieve`): the entry `GET
+    /v1/models` lists under that id, or 404 MODEL_NOT_FOUND when this key may call no such model."""
+    wanted = request.path_params["model"]
+    try:
+        entry = next((m for m in _callable_models(request) if m["id"] == wanted), None)
+        if entry is None:
+            raise ServingError(
+                "MODEL_NOT_FOUND", f"this key may call no model {wanted!r}", param="model", http_status=404
+            )
+        return json_response(entry)
+    except ServingError as error:
+        return error_response(error, request_id_of(request))

@@ -140,7 +140,7 @@ def _render(call: MistralOcrRequest, image: InlineImage) -> Any:
         }
         return {
             "pages": [page],
-            "model": call.model or served.model_name,
+            "model": served.model_name,
             "document_annotation": None,
             "usage_info": {"pages_processed": 1, "doc_size_bytes": image.size_bytes},
         }

@@ -62,7 +62,7 @@ def _render(call: RerankRequest, texts: list[str]) -> Any:
         tokens = output.input_tokens
         return {
             "id": request_id,
-            "model": call.model or served.model_name,
+            "model": served.model_name,
             "results": results,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             "meta": {"billed_units": {"search_units": 1}},

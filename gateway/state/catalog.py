@@ -114,6 +114,17 @@ class Catalog(msgspec.Struct, frozen=True):
                     return f"no deployment serves {capability}: {reason}"
         return f"no deployment serves {capability}"
 
+    def model_names(self, capability: str) -> list[str]:
+        """The names a call to `capability` may give in `model` besides the capability's own: its
+        stable deployment's model name and each experiment's route (not drained). Any other name
+        is refused rather than served by the stable deployment: a vector from another model than
+        the one named would be silently wrong."""
+        return [
+            d.model_name if d.channel == "stable" else d.route
+            for d in self.deployments.values()
+            if d.capability == capability and not d.drained and (d.channel == "stable" or d.route)
+        ]
+
     def resolve(self, capability: str, model: str = "") -> DeploymentState | None:
         """An active experiment whose route the client named, else the stable deployment.
         Experiments are reached only through their route, never through a capability's or a stable

@@ -49,7 +49,7 @@ async def _vector(stack: Stack, text: str) -> list[float]:
 
 
 ACCEPTED = [
-    ("openai's user field", {"input": "hello", "model": "m", "user": "end-user-1"}),
+    ("openai's user field", {"input": "hello", "model": "all-MiniLM-L6-v2", "user": "end-user-1"}),
     (
         "null for every optional field",
         {"input": "hello", "model": None, "encoding_format": None, "dimensions": None, "user": None},
@@ -76,7 +76,9 @@ async def test_what_openai_callers_send_besides_the_input_is_accepted(
 
 async def test_the_openai_client_may_ask_for_the_full_size_and_name_its_user(stack: Stack) -> None:
     client = openai.AsyncOpenAI(base_url=f"{stack.gateway.url}/v1", api_key=stack.key.key, max_retries=0)
-    response = await client.embeddings.create(model="m", input="hello", dimensions=384, user="end-user-1")
+    response = await client.embeddings.create(
+        model="all-MiniLM-L6-v2", input="hello", dimensions=384, user="end-user-1"
+    )
     np.testing.assert_allclose(response.data[0].embedding, await _vector(stack, "hello"), atol=1e-5)
 
 
@@ -106,9 +108,10 @@ REFUSED = [  # (case, path, raw body, status, code, param)
     ("not UTF-8", EMBEDDINGS, b'{"input": "caf\xe9"}', 400, "INVALID_INPUT", None),
     ("UTF-16", EMBEDDINGS, '{"input": "hello"}'.encode("utf-16"), 400, "INVALID_INPUT", None),
     ("a JSON array", EMBEDDINGS, b'["hello"]', 422, "INVALID_INPUT", None),
-    ("no input", EMBEDDINGS, b'{"model": "m"}', 422, "INVALID_INPUT", None),
+    ("no input", EMBEDDINGS, b'{"model": "all-MiniLM-L6-v2"}', 422, "INVALID_INPUT", None),
     ("a number for the model", EMBEDDINGS, b'{"input": "x", "model": 7}', 422, "INVALID_INPUT", "model"),
     ("a float among token ids", EMBEDDINGS, b'{"input": [1.5]}', 422, "INVALID_INPUT", "input"),
+    ("a number among texts", EMBEDDINGS, b'{"input": ["x", 1]}', 400, "INVALID_INPUT", "input"),
     ("dimensions as a string", EMBEDDINGS, b'{"input": "x", "dimensions": "128"}', 422, "INVALID_INPUT", "dimensions"),
     ("dimensions of zero", EMBEDDINGS, b'{"input": "x", "dimensions": 0}', 400, "INVALID_INPUT", "dimensions"),
     ("a blank item in a list", EMBEDDINGS, b'{"input": ["x", ""]}', 422, "INVALID_INPUT", "input"),
@@ -131,6 +134,13 @@ async def test_bad_input_is_refused_with_its_code_and_leaves_no_trace(
     assert response.status_code == status, response.text
     error = response.json()["error"]
     assert (error["code"], error["param"]) == (code, param)
+
+
+async def test_a_number_among_texts_is_refused_as_such_not_as_token_ids(stack: Stack) -> None:
+    response = await refused_leaving_no_trace(
+        stack.connection, stack.gateway, EMBEDDINGS, stack.key.key, {"input": ["x", 1]}
+    )
+    assert "`input[1]` is a number among texts" in response.json()["error"]["message"]
 
 
 async def test_too_many_texts_are_refused_naming_langchains_setting(stack: Stack) -> None:

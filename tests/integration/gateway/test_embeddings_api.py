@@ -59,7 +59,9 @@ async def test_the_openai_client_gets_the_same_vectors_as_floats(stack: Stack) -
 async def test_concurrent_requests_each_get_their_own_vector(stack: Stack) -> None:
     client = client_for(stack)
     texts = [f"sentence number {i} about topic {i % 5}" for i in range(24)]
-    responses = await asyncio.gather(*(client.embeddings.create(model="m", input=t) for t in texts))
+    responses = await asyncio.gather(
+        *(client.embeddings.create(model="all-MiniLM-L6-v2", input=t) for t in texts)
+    )
     expected = direct_embeddings(stack, texts)
     for response, want in zip(responses, expected, strict=True):
         np.testing.assert_allclose(response.data[0].embedding, want, atol=1e-5)
@@ -69,7 +71,7 @@ async def test_a_completed_request_is_recorded_with_its_latency_breakdown(stack:
     async with httpx.AsyncClient() as http:
         response = await http.post(
             f"{stack.gateway.url}/v1/embeddings",
-            json={"input": "hello", "model": "m"},
+            json={"input": "hello", "model": "all-MiniLM-L6-v2"},
             headers={"authorization": f"Bearer {stack.key.key}"},
         )
     assert response.status_code == 200
@@ -92,20 +94,27 @@ async def _request_event(stack: Stack, request_id: str, kind: type) -> object:
 BAD_INPUTS = [
     ("malformed json", b'{"input": "x"', 400, "INVALID_INPUT"),
     ("empty body", b"", 400, "INVALID_INPUT"),
-    ("wrong type", b'{"input": 42, "model": "m"}', 422, "INVALID_INPUT"),
-    ("empty list", b'{"input": [], "model": "m"}', 422, "INVALID_INPUT"),
-    ("blank string", b'{"input": "   ", "model": "m"}', 422, "INVALID_INPUT"),
-    ("token ids", b'{"input": [[101, 2023, 102]], "model": "m"}', 400, "INVALID_INPUT"),
+    ("wrong type", b'{"input": 42, "model": "all-MiniLM-L6-v2"}', 422, "INVALID_INPUT"),
+    ("empty list", b'{"input": [], "model": "all-MiniLM-L6-v2"}', 422, "INVALID_INPUT"),
+    ("blank string", b'{"input": "   ", "model": "all-MiniLM-L6-v2"}', 422, "INVALID_INPUT"),
+    ("token ids", b'{"input": [[101, 2023, 102]], "model": "all-MiniLM-L6-v2"}', 400, "INVALID_INPUT"),
     (
         "too many items",
-        b'{"input": [' + b",".join([b'"x"'] * 300) + b'], "model": "m"}',
+        b'{"input": [' + b",".join([b'"x"'] * 300) + b'], "model": "all-MiniLM-L6-v2"}',
         422,
         "INVALID_INPUT",
     ),
-    ("item too long", b'{"input": "' + b"a" * 40_000 + b'", "model": "m"}', 422, "INVALID_INPUT"),
+    (
+        "item too long",
+        b'{"input": "' + b"a" * 40_000 + b'", "model": "all-MiniLM-L6-v2"}',
+        422,
+        "INVALID_INPUT",
+    ),
     ("bad encoding", b'{"input": "x", "encoding_format": "int8"}', 422, "INVALID_INPUT"),
     ("unsupported dimensions", b'{"input": "x", "dimensions": 128}', 400, "INVALID_INPUT"),
     ("oversized body", b'{"input": "' + b"a" * (5 << 20) + b'"}', 413, "PAYLOAD_TOO_LARGE"),
+    ("unknown model", b'{"input": "x", "model": "text-embedding-ada-002"}', 404, "MODEL_NOT_FOUND"),
+    ("another capability's model", b'{"input": "x", "model": "pp-ocrv4"}', 404, "MODEL_NOT_FOUND"),
 ]
 
 
@@ -166,10 +175,33 @@ async def test_token_ids_are_refused_with_the_langchain_fix_named(stack: Stack) 
     async with httpx.AsyncClient() as http:
         response = await http.post(
             f"{stack.gateway.url}/v1/embeddings",
-            json={"input": [[1, 2, 3]], "model": "m"},
+            json={"input": [[1, 2, 3]], "model": "all-MiniLM-L6-v2"},
             headers={"authorization": f"Bearer {stack.key.key}"},
         )
     assert "check_embedding_ctx_length=False" in response.json()["error"]["message"]
+
+
+async def test_an_unknown_model_is_refused_with_the_name_to_send_instead(stack: Stack) -> None:
+    with pytest.raises(openai.NotFoundError) as refused:
+        await client_for(stack).embeddings.create(model="text-embedding-ada-002", input="x")
+    error = refused.value.body  # (the openai package keeps the error object)
+    assert isinstance(error, dict)
+    assert (error["code"], error["param"]) == ("MODEL_NOT_FOUND", "model")
+    assert "'all-MiniLM-L6-v2'" in error["message"]
+
+
+@pytest.mark.parametrize("named", ["rag.embedding@1", "rag.embedding", None])
+async def test_a_call_naming_its_capability_or_no_model_is_answered_by_the_model_that_served_it(
+    stack: Stack, named: str | None
+) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{stack.gateway.url}/v1/embeddings",
+            json={"input": "hello", "model": named},
+            headers={"authorization": f"Bearer {stack.key.key}"},
+        )
+    assert response.status_code == 200, response.text
+    assert response.json()["model"] == "all-MiniLM-L6-v2"
 
 
 async def test_a_missing_key_is_401_and_a_missing_scope_is_403(stack: Stack) -> None:
@@ -188,6 +220,15 @@ async def test_a_missing_key_is_401_and_a_missing_scope_is_403(stack: Stack) -> 
 async def test_models_lists_what_the_key_may_call(stack: Stack) -> None:
     models = await client_for(stack).models.list()
     assert [(m.id, m.capability) for m in models.data] == [("all-MiniLM-L6-v2", "rag.embedding@1")]  # type: ignore[attr-defined]
+
+
+async def test_the_openai_client_retrieves_a_model_the_key_may_call_and_not_another(stack: Stack) -> None:
+    client = client_for(stack)
+    model = await client.models.retrieve("all-MiniLM-L6-v2")
+    assert (model.id, model.capability) == ("all-MiniLM-L6-v2", "rag.embedding@1")  # type: ignore[attr-defined]
+    with pytest.raises(openai.NotFoundError) as refused:
+        await client.models.retrieve("pp-ocrv4")
+    assert refused.value.code == "MODEL_NOT_FOUND"
 
 
 async def test_a_capability_with_no_deployment_is_503_and_recorded_as_a_rejection(stack: Stack) -> None:

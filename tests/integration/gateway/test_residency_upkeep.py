@@ -69,7 +69,7 @@ async def test_a_keep_warm_deployment_is_unloaded_once_idle_for_its_ttl(stack: S
         async with httpx.AsyncClient(timeout=60) as http:
             response = await http.post(
                 f"{stack.gateway.url}/v1/embeddings",
-                json={"input": "stay warm a moment", "model": "m"},
+                json={"input": "stay warm a moment", "model": "all-MiniLM-L6-v2"},
                 headers={"authorization": f"Bearer {stack.key.key}"},
             )
         assert response.status_code == 200
@@ -158,7 +158,7 @@ async def test_an_eviction_victim_nobody_unloads_goes_back_on_the_books_once_the
     async with httpx.AsyncClient(timeout=60) as http:  # the stack's model resident
         response = await http.post(
             f"{stack.gateway.url}/v1/embeddings",
-            json={"input": "resident, please", "model": "m"},
+            json={"input": "resident, please", "model": "all-MiniLM-L6-v2"},
             headers={"authorization": f"Bearer {stack.key.key}"},
         )
     assert response.status_code == 200

@@ -8,7 +8,7 @@ import pytest
 from tests.integration.gateway.conftest import Stack
 
 ROUTES = [  # (method, path, body, authorised, expected status)
-    ("POST", "/v1/embeddings", {"input": "hello", "model": "m"}, True, 200),
+    ("POST", "/v1/embeddings", {"input": "hello", "model": "all-MiniLM-L6-v2"}, True, 200),
     ("POST", "/v1/embeddings", {"input": 42}, True, 422),
     ("GET", "/v1/models", None, False, 401),
     ("POST", "/v1/capabilities/no.such@1:invoke", {}, True, 404),
