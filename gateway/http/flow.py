@@ -26,6 +26,7 @@ from gateway.http.disconnect import Interruption, while_connected
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
 from gateway.http.stamps import request_id_of
+from gateway.promotion.routes import names_of
 from gateway.serving.pipeline import (
     RequestShape,
     Served,
@@ -102,7 +103,7 @@ def _router(edge: Edge, principal: ClientPrincipal, capability: str) -> Route:
     """The call's `Route`, refusing (MODEL_NOT_FOUND, 404) a `model` the capability does not
     know: serving it by the stable deployment would answer for a model the client did not name.
     While nothing serves the capability, the pipeline says so (503) whatever the name."""
-    own_names = (capability, capability.partition("@")[0])
+    own_names = names_of(capability)
 
     def route(requested: str) -> str:
         if requested and requested not in own_names:

@@ -26,9 +26,12 @@ def capability_names() -> frozenset[str]:
     return _CAPABILITY_NAMES
 
 
-_CAPABILITY_NAMES = frozenset(
-    name for capability in CONTRACTS for name in (capability, capability.partition("@")[0])
-)
+def names_of(capability: str) -> tuple[str, str]:
+    """What a client may name one capability by: `rag.embedding@1` and `rag.embedding`."""
+    return capability, capability.partition("@")[0]
+
+
+_CAPABILITY_NAMES = frozenset(name for capability in CONTRACTS for name in names_of(capability))
 
 
 def check_route(route: str, deployments: Iterable[DeploymentState]) -> None:
