@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import msgspec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js.errors import NotFoundError
 
 from eventstore.records import RecordedEvent, record_from
 from streams import subjects
@@ -76,7 +77,30 @@ async def _one_batch_behind_replicas(
             return await _one_batch(client, stream, filter_subject, start, min_last_seq, timeout)
         except _ReplicaBehind:
             continue
-    return await _one_batch(client, stream, filter_subject, start, 0, timeout)
+    # Each answer came from a replica still behind (direct gets go to any replica): ask the
+    # stream's leader, which never is. Reading with no `min_last_seq` instead could miss our own
+    # latest writes, as it did once after a leader was lost.
+    return await _from_leader(client, stream, filter_subject, start, timeout)
+
+
+async def _from_leader(
+    client: Client, stream: str, filter_subject: str, start: int, timeout: float
+) -> tuple[list[RecordedEvent], int, int]:
+    """Up to a batch of messages on `filter_subject` from `start` on, one leader-served message
+    get (`STREAM.MSG.GET`) each: slower than a direct get's batch, and only a fallback."""
+    js = client.jetstream(timeout=timeout)
+    records: list[RecordedEvent] = []
+    seq = start
+    while len(records) < BATCH:
+        try:
+            msg = await js.get_msg(stream, seq=seq, subject=filter_subject, next=True)
+        except NotFoundError:
+            return records, 0, records[-1].sequence if records else start - 1
+        assert msg.seq is not None  # (always set on a stored message)
+        assert msg.subject is not None
+        records.append(record_from(msg.seq, msg.subject, msg.headers or {}, msg.data or b""))
+        seq = msg.seq + 1
+    return records, 1, records[-1].sequence  # (maybe more: the caller asks again from here)
 
 
 class _ReplicaBehind(Exception):

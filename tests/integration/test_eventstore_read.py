@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from eventstore import reading
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.records import RecordedEvent
@@ -210,3 +211,22 @@ async def test_provisioning_refuses_a_server_older_than_2_12() -> None:
 
 async def test_provisioning_twice_is_harmless(connection: Connection) -> None:
     assert await provision(connection.client) == await provision(connection.client)
+
+
+async def test_the_leader_served_fallback_read_gives_what_a_direct_get_gives(
+    store: EventStore, connection: Connection
+) -> None:
+    # The fallback for when every direct get came from a replica still behind our own writes.
+    cid = new_id()
+    events = [sample(CATALOGUE["ClientCreated"]), sample(CATALOGUE["ClientDisabled"])]
+    await store.append(Aggregate.CLIENT, cid, events, ExpectedVersion.NO_STREAM)
+    scope = subjects.aggregate_filter(Aggregate.CLIENT, cid)
+    direct = await reading.read_subject_range(connection.client, subjects.EVENTS_STREAM, scope)
+    from_leader, pending, last = await reading._from_leader(
+        connection.client, subjects.EVENTS_STREAM, scope, start=1, timeout=5.0
+    )
+    assert [(r.sequence, r.subject, r.envelope, r.event) for r in from_leader] == [
+        (r.sequence, r.subject, r.envelope, r.event) for r in direct
+    ]
+    assert [r.event for r in from_leader] == events
+    assert (pending, last) == (0, direct[-1].sequence)
