@@ -213,20 +213,29 @@ async def test_provisioning_twice_is_harmless(connection: Connection) -> None:
     assert await provision(connection.client) == await provision(connection.client)
 
 
-async def test_the_leader_served_fallback_read_gives_what_a_direct_get_gives(
+async def test_what_a_replica_lacked_up_to_our_last_write_is_read_from_the_leader_and_no_further(
     store: EventStore, connection: Connection
 ) -> None:
-    # The fallback for when every direct get came from a replica still behind our own writes.
+    # As if the replica answering a direct get had stored only the first of three events.
     cid = new_id()
-    events = [sample(CATALOGUE["ClientCreated"]), sample(CATALOGUE["ClientDisabled"])]
+    events = [
+        sample(CATALOGUE["ClientCreated"]),
+        sample(CATALOGUE["ClientDisabled"]),
+        sample(CATALOGUE["ClientEnabled"]),
+    ]
     await store.append(Aggregate.CLIENT, cid, events, ExpectedVersion.NO_STREAM)
     scope = subjects.aggregate_filter(Aggregate.CLIENT, cid)
-    direct = await reading.read_subject_range(connection.client, subjects.EVENTS_STREAM, scope)
-    from_leader, pending, last = await reading._from_leader(
-        connection.client, subjects.EVENTS_STREAM, scope, start=1, timeout=5.0
-    )
-    assert [(r.sequence, r.subject, r.envelope, r.event) for r in from_leader] == [
-        (r.sequence, r.subject, r.envelope, r.event) for r in direct
+    stored = await reading.read_subject_range(connection.client, subjects.EVENTS_STREAM, scope)
+    first, second, third = (r.sequence for r in stored)
+
+    async def missed(min_last_seq: int) -> list[RecordedEvent]:
+        return await reading._missed_by_replica(
+            connection.client, subjects.EVENTS_STREAM, scope, first, min_last_seq, timeout=5.0
+        )
+
+    up_to_third = await missed(third)
+    assert [(r.sequence, r.subject, r.envelope, r.event) for r in up_to_third] == [
+        (r.sequence, r.subject, r.envelope, r.event) for r in stored[1:]
     ]
-    assert [r.event for r in from_leader] == events
-    assert (pending, last) == (0, direct[-1].sequence)
+    assert [r.sequence for r in await missed(second)] == [second]  # what came later is a later read's
+    assert await missed(first) == []  # nothing was missed
