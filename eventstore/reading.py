@@ -22,11 +22,10 @@ from streams import subjects
 BATCH = 1_000
 
 
-class _DirectGetBatch(msgspec.Struct, omit_defaults=True):
+class _DirectGetBatch(msgspec.Struct):
     seq: int
     next_by_subj: str
     batch: int
-    min_last_seq: int = 0
 
 
 async def read_subject_range(
@@ -42,9 +41,7 @@ async def read_subject_range(
     records: list[RecordedEvent] = []
     start = after_sequence + 1
     while True:
-        got, pending, last = await _one_batch_behind_replicas(
-            client, stream, filter_subject, start, min_last_seq, timeout
-        )
+        got, pending, last = await _one_batch(client, stream, filter_subject, start, timeout)
         records.extend(got)
         if pending <= 0 or not got:
             break
@@ -77,28 +74,15 @@ async def read_subjects_range(
     return sorted(records, key=lambda record: record.sequence), horizon
 
 
-async def _one_batch_behind_replicas(
-    client: Client, stream: str, filter_subject: str, start: int, min_last_seq: int, timeout: float
-) -> tuple[list[RecordedEvent], int, int]:
-    # A replica that refuses as behind `min_last_seq` (412) is asked again; the servers seen so far
-    # answer anyway, and `_missed_by_replica` completes what they lacked.
-    for _ in range(5):
-        try:
-            return await _one_batch(client, stream, filter_subject, start, min_last_seq, timeout)
-        except _ReplicaBehind:
-            continue
-    return await _one_batch(client, stream, filter_subject, start, 0, timeout)
-
-
 async def _missed_by_replica(
     client: Client, stream: str, filter_subject: str, read_up_to: int, min_last_seq: int, timeout: float
 ) -> list[RecordedEvent]:
     """What a direct get's replica had not stored yet, up to `min_last_seq`, from the stream's
-    leader (`STREAM.MSG.GET`, one message a request). Direct gets may be answered by any replica,
-    and servers do not hold back one behind `min_last_seq` (nats-server 2.15.1 answered with data
-    on every replica of a cluster asked for a sequence past the stream's end), and a load after
-    a leader was lost once missed the last of 300 acknowledged appends. Usually one round trip
-    that finds nothing missed."""
+    leader (`STREAM.MSG.GET`, one message a request). Direct gets may be answered by any replica
+    and a direct get cannot ask for one caught up: nats-server 2.15.1 answered every replica of a
+    cluster with data when asked for a `min_last_seq` past the stream's end, and a load after a
+    leader was lost once missed the last of 300 acknowledged appends. Usually one round trip that
+    finds nothing missed."""
     js = client.jetstream(timeout=timeout)
     missed: list[RecordedEvent] = []
     seq = read_up_to + 1
@@ -116,12 +100,8 @@ async def _missed_by_replica(
     return missed
 
 
-class _ReplicaBehind(Exception):
-    pass
-
-
 async def _one_batch(
-    client: Client, stream: str, filter_subject: str, start: int, min_last_seq: int, timeout: float
+    client: Client, stream: str, filter_subject: str, start: int, timeout: float
 ) -> tuple[list[RecordedEvent], int, int]:
     inbox = client.new_inbox()
     queue: asyncio.Queue[Msg] = asyncio.Queue()
@@ -131,7 +111,7 @@ async def _one_batch(
 
     sub = await client.subscribe(inbox, cb=collect)
     try:
-        request = _DirectGetBatch(start, filter_subject, BATCH, min_last_seq)
+        request = _DirectGetBatch(start, filter_subject, BATCH)
         await client.publish(f"$JS.API.DIRECT.GET.{stream}", msgspec.json.encode(request), reply=inbox)
         records: list[RecordedEvent] = []
         while True:
@@ -145,8 +125,6 @@ async def _one_batch(
                     pending = int(headers.get("Nats-Num-Pending", "0"))
                     last = records[-1].sequence if records else start - 1
                     return records, pending, last
-                if status == "412":
-                    raise _ReplicaBehind()
                 raise RuntimeError(
                     f"direct get on {stream} failed: {status} {headers.get('Description', '')}"
                 )
