@@ -103,10 +103,10 @@ def _router(edge: Edge, principal: ClientPrincipal, capability: str) -> Route:
     """The call's `Route`, refusing (MODEL_NOT_FOUND, 404) a `model` the capability does not
     know: serving it by the stable deployment would answer for a model the client did not name.
     While nothing serves the capability, the pipeline says so (503) whatever the name."""
-    own_names = names_of(capability)
+    known_names = set(names_of(capability))  # and each name checked once (parse and serve ask)
 
     def route(requested: str) -> str:
-        if requested and requested not in own_names:
+        if requested and requested not in known_names:
             known = edge.ctx.live.catalog.model_names(capability)
             if known and requested not in known:
                 raise ServingError(
@@ -116,6 +116,7 @@ def _router(edge: Edge, principal: ClientPrincipal, capability: str) -> Route:
                     param="model",
                     http_status=404,
                 )
+            known_names.add(requested)
         return edge.directory.route(principal, capability, requested)
 
     return route
