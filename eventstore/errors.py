@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+# JetStream's refusals of a publish whose expected last (subject) sequence did not hold: 10071 names
+# the sequence found; 10164 names none. A replicated stream answers 10164 while another publish with
+# an expected sequence on the same subjects is still in flight (and inside an atomic batch). Either
+# is a lost race: read again and decide again.
+WRONG_LAST_SEQUENCE_CODES = frozenset({10071, 10164})
+
 
 class EventStoreError(Exception):
     code = "EVENT_STORE_ERROR"

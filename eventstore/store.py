@@ -21,14 +21,14 @@ from nats.errors import TimeoutError as NatsTimeoutError
 
 from eventstore import reading, replies
 from eventstore.connection import Connection
-from eventstore.errors import ConcurrencyConflict, EventRejected, PublishFailed
+from eventstore.errors import WRONG_LAST_SEQUENCE_CODES, ConcurrencyConflict, EventRejected, PublishFailed
 from eventstore.records import RecordedEvent
 from streams import codec, configs, subjects
 from streams.envelope import SYSTEM, Actor, Envelope, new_id, utcnow
 from streams.events import AGGREGATE_OF, REQUEST_EVENTS, Event
 
-WRONG_LAST_SEQUENCE = 10071
 DUPLICATE_IN_BATCH = 10201
+_CONFLICTS = WRONG_LAST_SEQUENCE_CODES | {DUPLICATE_IN_BATCH}
 _AMBIGUOUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError, TimeoutError)
 
 
@@ -167,7 +167,7 @@ class EventStore:
         try:
             return await self._publish(outgoing)
         except PublishFailed as exc:
-            if exc.err_code not in (WRONG_LAST_SEQUENCE, DUPLICATE_IN_BATCH):
+            if exc.err_code not in _CONFLICTS:
                 raise
             # A retry whose first attempt landed is refused as a conflict (or as a duplicate batch):
             # if our last event is already stored after the expected version, the append succeeded.
@@ -175,7 +175,7 @@ class EventStore:
             actual = _actual_from(exc.description)
             # Read from a replica holding at least what the server just compared against: one
             # still behind would lack our landed event and turn the success into a conflict.
-            landed = await self._sequence_of(
+            landed, version = await self._sequence_of(
                 agg, aggregate_id, after, outgoing[-1].headers["Nats-Msg-Id"], max(actual, self.last_sequence)
             )
             if landed:
@@ -183,13 +183,19 @@ class EventStore:
                 return landed
             if exc.err_code == DUPLICATE_IN_BATCH:
                 raise
-            raise ConcurrencyConflict(agg.value, aggregate_id, _show(expected_version), actual) from None
+            # 10164 names no sequence: the aggregate's version as read now stands for it (the
+            # append in flight that won may not be stored yet: the caller then decides again at once).
+            raise ConcurrencyConflict(
+                agg.value, aggregate_id, _show(expected_version), max(actual, version)
+            ) from None
 
     async def _sequence_of(
         self, agg: subjects.Aggregate, aggregate_id: str, after: int, event_id: str, min_last_seq: int
-    ) -> int:
-        records, _ = await reading.load(self.client, agg, aggregate_id, after, min_last_seq)
-        return next((r.sequence for r in records if r.envelope and r.envelope.event_id == event_id), 0)
+    ) -> tuple[int, int]:
+        """(the sequence our event was stored at, or 0; the aggregate's version as read)."""
+        records, version = await reading.load(self.client, agg, aggregate_id, after, min_last_seq)
+        landed = next((r.sequence for r in records if r.envelope and r.envelope.event_id == event_id), 0)
+        return landed, version
 
     async def load(
         self, aggregate: subjects.Aggregate | str, aggregate_id: str, after_sequence: int = 0

@@ -49,6 +49,7 @@ import msgspec
 from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeoutError
 
+from eventstore.errors import WRONG_LAST_SEQUENCE_CODES
 from eventstore.provision import ensure_streams
 from eventstore.replies import inbox_of, resend_while_leaderless
 from gateway.clients.model import ClientPrincipal
@@ -59,7 +60,6 @@ from streams.codes import ServingError
 log = logging.getLogger("modelforge.gateway.limits")
 
 WINDOW_S: Final = 60
-WRONG_LAST_SEQUENCE: Final = 10071
 SLOT_ROUNDS: Final = 3  # stream-info rounds before a contended client is told QUEUE_FULL
 # A limit stream without a leader (an election on a cluster, seconds) holds a request this long
 # before it is refused AUTH_BACKEND_UNAVAILABLE.
@@ -258,7 +258,7 @@ class RequestLimiter:
         if ack.error is None:
             return Permit(self, client_id, slot, ack.seq)
         held.discard(slot)
-        if ack.error.err_code == WRONG_LAST_SEQUENCE:
+        if ack.error.err_code in WRONG_LAST_SEQUENCE_CODES:  # another replica took the slot
             return None
         raise _unavailable(RuntimeError(ack.error.description))
 

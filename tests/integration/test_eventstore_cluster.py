@@ -10,10 +10,14 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from eventstore.connection import Connection, connect
+from eventstore.errors import ConcurrencyConflict
 from eventstore.provision import REPLICAS_ENV, provision
-from eventstore.store import EventStore
-from gateway.clients.limits import provision_limits
+from eventstore.store import EventStore, ExpectedVersion
+from gateway.clients.limits import RequestLimiter, provision_limits
+from gateway.clients.model import ClientPrincipal
+from gateway.clients.permit import Permit
 from streams import subjects
+from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.subjects import Aggregate
@@ -80,6 +84,63 @@ async def test_gateway_replicas_provisioning_a_new_cluster_at_once_all_start(
         fresh.stop()
     assert first == second
     assert subjects.EVENTS_STREAM in first
+
+
+async def test_appends_racing_on_one_aggregate_of_a_replicated_stream_lose_as_conflicts(
+    cluster_connection: Connection,
+) -> None:
+    # A replicated stream refuses an append while another one on the same aggregate is still in
+    # flight with err_code 10164 ("wrong last sequence", no sequence), not 10071: a lost race all the
+    # same, which the writer must be told as a conflict (reload, decide again), never as a failure.
+    await provision(cluster_connection.client, 3)
+    store = EventStore(cluster_connection)
+    accelerator = f"acc-{new_id()}"
+    released = s.LeaseReleased(lease_id="lease", accelerator_id=accelerator, outcome="ok")
+    version = await store.append(Aggregate.ACCELERATOR, accelerator, [released], ExpectedVersion.NO_STREAM)
+    for _ in range(10):
+        racing = [store.append(Aggregate.ACCELERATOR, accelerator, [released], version) for _ in range(6)]
+        outcomes = await asyncio.gather(*racing, return_exceptions=True)
+        won = [outcome for outcome in outcomes if isinstance(outcome, int)]
+        lost = [outcome for outcome in outcomes if not isinstance(outcome, int)]
+        assert len(won) == 1, outcomes
+        assert all(isinstance(outcome, ConcurrencyConflict) for outcome in lost), lost
+        version = won[0]
+    records, _ = await store.load(Aggregate.ACCELERATOR, accelerator)
+    assert len(records) == 11  # the first append and one winner a round: no loser was stored
+
+
+async def test_replicas_racing_for_a_clients_concurrency_slot_on_a_cluster_refuse_as_queue_full(
+    cluster: Cluster,
+) -> None:
+    # The slot stream is replicated too: a replica that loses the race for a slot is refused 10164
+    # while the winner's publish is in flight. That is the slot taken (429 QUEUE_FULL), not a
+    # backend failure (503 AUTH_BACKEND_UNAVAILABLE).
+    first, second = await connect(cluster.urls, "gateway-1"), await connect(cluster.urls, "gateway-2")
+    try:
+        await provision_limits(first.client, 3)
+        limiters = [RequestLimiter(first.client), RequestLimiter(second.client)]
+        for round_ in range(5):
+            who = ClientPrincipal(
+                client_id=f"cl_race_{round_}_{new_id()}",
+                name="race",
+                scopes=frozenset({"rag.embedding@1"}),
+                requests_per_minute=1000,
+                max_concurrency=1,
+                priority=0,
+                project_id=None,
+                credential_id="cred_race",
+            )
+            outcomes = await asyncio.gather(
+                *(limiters[i % 2].acquire(who) for i in range(6)), return_exceptions=True
+            )
+            permits = [outcome for outcome in outcomes if isinstance(outcome, Permit)]
+            refusals = [outcome for outcome in outcomes if not isinstance(outcome, Permit)]
+            assert len(permits) == 1, outcomes
+            assert all(isinstance(r, ServingError) and r.code == "QUEUE_FULL" for r in refusals), refusals
+            await permits[0].release()
+    finally:
+        await first.close()
+        await second.close()
 
 
 async def test_appends_go_on_through_the_loss_of_the_stream_leader_each_landing_once(
