@@ -115,6 +115,12 @@ def prepare(
     return out
 
 
+def prepare_request(capability: str, request_id: str, event: Event, actor: Actor = SYSTEM) -> Outgoing:
+    """One per-request event, encoded with its id once: a retry of it is deduplicated."""
+    (outgoing,) = prepare([event], None, request_id, actor, request_id, None, capability)
+    return outgoing
+
+
 class EventStore:
     """Append side of the event log. One per process; safe for concurrent use."""
 
@@ -213,7 +219,10 @@ class EventStore:
         actor: Actor = SYSTEM,
     ) -> int:
         """Append one per-request event to MF_REQUESTS (no concurrency check; dedupe by id)."""
-        (outgoing,) = prepare([event], None, request_id, actor, request_id, None, capability)
+        return await self.record_prepared_request(prepare_request(capability, request_id, event, actor))
+
+    async def record_prepared_request(self, outgoing: Outgoing) -> int:
+        """Publish a prepared per-request event; calling it again with it is a safe retry (same id)."""
         return await self._publish([outgoing], events_stream=False)
 
     async def _publish(self, outgoing: list[Outgoing], events_stream: bool = True) -> int:

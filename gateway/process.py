@@ -34,6 +34,7 @@ class GatewayReplica:
     async def close(self) -> None:
         ctx = self.edge.ctx
         self.stop.set()  # the upkeep loop wakes on it
+        ctx.closing.set()
         await self.upkeep
         await ctx.settle()
         await self.queues.close()

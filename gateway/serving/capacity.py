@@ -25,18 +25,18 @@ from gateway.scheduler import (
     Verdict,
 )
 from gateway.scheduler.placement import plan_placement
-from gateway.serving.appends import append_to_accelerator, catch_up_after, stage
+from gateway.serving.appends import catch_up_after, stage
+from gateway.serving.background import NATS_FAILURES, append_until_recorded
 from gateway.serving.context import ServingContext
 from gateway.serving.errors import rejection
 from gateway.serving.jobs import publish_unload
-from gateway.serving.loading import NATS_FAILURES, await_evicted, await_loaded, record_failure, send_load
+from gateway.serving.loading import await_evicted, await_loaded, record_failure, send_load
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.events.base import Event
 
 log = logging.getLogger("modelforge.gateway.capacity")
-RELEASE_RETRY_S = 60.0  # then the lease's TTL (lease_ttl_s) ends what conflicts kept from releasing
 
 
 class Grant(msgspec.Struct, kw_only=True):
@@ -339,22 +339,9 @@ async def release(ctx: ServingContext, grant: Grant, outcome: str) -> None:
 
 
 async def _release(ctx: ServingContext, lease_id: str, accelerator_id: str, outcome: str) -> None:
-    """Give the lease back. Releasing decides nothing, so a conflict only means appending it again
-    on the newer version, for up to RELEASE_RETRY_S; past that the lease's TTL ends it (logged)."""
+    """Give the lease back, retried until recorded or until the lease is off the books anyway
+    (expired, or released with its node); only a closing gateway leaves it to the lease's TTL."""
     event = s.LeaseReleased(lease_id=lease_id, accelerator_id=accelerator_id, outcome=outcome)  # type: ignore[arg-type]
-    give_up = time.monotonic() + RELEASE_RETRY_S
-    while True:
-        try:
-            await append_to_accelerator(ctx, accelerator_id, [event])
-            return
-        except ConcurrencyConflict as conflict:
-            remaining = give_up - time.monotonic()
-            if remaining <= 0:
-                log.warning(
-                    "lease %s on %s not released after %.0f s of conflicts",
-                    lease_id,
-                    accelerator_id,
-                    RELEASE_RETRY_S,
-                )
-                return
-            await catch_up_after(ctx, conflict, min(5.0, remaining))
+    await append_until_recorded(
+        ctx, accelerator_id, [event], lambda: not ctx.live.holds_lease(accelerator_id, lease_id)
+    )

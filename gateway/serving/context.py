@@ -41,6 +41,8 @@ class ServingContext:
     # the global queue (gateway.serving.queues): tells the other replicas how long this replica's
     # line is and hears theirs; without one (a context in a unit test) no other replica counts
     board: QueueBoard | None = None
+    # set when the gateway closes: background writes stop retrying (a lease then ends by its TTL)
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def queued(self) -> int:

@@ -6,12 +6,9 @@ from __future__ import annotations
 import logging
 import time
 
-from nats.errors import Error as NatsError
-
-from eventstore.errors import EventStoreError
 from gateway.promotion.model import DeploymentState
 from gateway.scheduler import ResidencyState
-from gateway.serving.appends import append_to_accelerator
+from gateway.serving.background import NATS_FAILURES, append_until_recorded
 from gateway.serving.context import ServingContext
 from gateway.serving.jobs import publish_load
 from gateway.state.evictions import unloads_pending
@@ -19,17 +16,13 @@ from streams.codes import ServingError
 from streams.events import serving as s
 from streams.events.base import Event
 
-NATS_FAILURES = (NatsError, TimeoutError)  # a publish or request that NATS did not complete
 log = logging.getLogger("modelforge.gateway.loading")
 
 
 async def record_failure(ctx: ServingContext, accelerator_id: str, events: list[Event]) -> None:
-    """Put a job that could not be sent back on the books; if NATS cannot take that either, log it
-    (the upkeep's load timeout ends such a load later) and let the caller answer the job's failure."""
-    try:
-        await append_to_accelerator(ctx, accelerator_id, events)
-    except (EventStoreError, *NATS_FAILURES) as unrecorded:
-        log.warning("could not record %s on %s: %r", type(events[0]).__name__, accelerator_id, unrecorded)
+    """Put a job that could not be sent back on the books (retried until recorded: until then the
+    upkeep's load timeout is all that would end such a load); the caller answers the failure."""
+    await append_until_recorded(ctx, accelerator_id, events)
 
 
 async def send_load(ctx: ServingContext, load: s.ResidencyLoadRequested, deployment: DeploymentState) -> None:

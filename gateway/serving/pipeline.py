@@ -18,10 +18,10 @@ from typing import TypeVar
 import msgspec
 
 from gateway.serving import capacity
+from gateway.serving.background import record_request
 from gateway.serving.context import ServingContext
 from gateway.serving.dispatch import Invoked, invoke
 from streams.codes import ServingError
-from streams.events.base import Event
 from streams.events.requests import (
     LatencyBreakdown,
     RequestAccepted,
@@ -70,10 +70,6 @@ class Served(msgspec.Struct, frozen=True):
     body: object = None  # the caller's rendering of `result`, made before the request is recorded
 
 
-def _record(ctx: ServingContext, capability: str, request_id: str, event: Event) -> None:
-    ctx.spawn(ctx.store.record_request(capability, request_id, event, actor=ctx.actor))
-
-
 def cancelled(error: BaseException) -> bool:
     return not isinstance(error, Exception)  # CancelledError, and KeyboardInterrupt / SystemExit
 
@@ -100,7 +96,7 @@ def record_rejection(
         code=refusal.code,
         http_status=refusal.http_status,
     )
-    _record(ctx, capability, request_id, rejected)
+    record_request(ctx, capability, request_id, rejected)
 
 
 async def _give_back(ctx: ServingContext, seeking: asyncio.Future[capacity.Grant]) -> None:
@@ -153,7 +149,7 @@ async def serve(
     except BaseException:  # refused (or cancelled): the search's lease, if it gets one, goes back
         ctx.spawn(_give_back(ctx, seeking))
         raise
-    _record(
+    record_request(
         ctx,
         capability,
         request_id,
@@ -192,7 +188,7 @@ async def serve(
             resolution_ms=resolution_ms,
             total_ms=(time.perf_counter() - started) * 1000,
         )
-        _record(
+        record_request(
             ctx,
             capability,
             request_id,
@@ -210,7 +206,7 @@ async def serve(
             raise
         raise failure from error
     ctx.spawn(capacity.release(ctx, grant, "completed"))
-    _record(
+    record_request(
         ctx,
         capability,
         request_id,

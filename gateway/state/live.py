@@ -193,6 +193,11 @@ class LiveState:
         """What decisions see: the acknowledged state plus this replica's staged events."""
         return self.tentative.get(accelerator_id) or self.accelerators.get(accelerator_id)
 
+    def holds_lease(self, accelerator_id: str, lease_id: str) -> bool:
+        """Whether the acknowledged books still hold the lease (not released, expired or reconciled away)."""
+        state = self.accelerators.get(accelerator_id)
+        return state is not None and any(lease.lease_id == lease_id for lease in state.leases)
+
     def _new_accelerator(self, accelerator_id: str) -> AcceleratorState:
         node = self.catalog.node_of_accelerator(accelerator_id)
         spec = (

@@ -25,7 +25,7 @@ from gateway.promotion.envelope import envelope_from_probe
 from modelforge.devstack.processes import free_port, wait_for_port
 from nodeagent.artifacts import build_manifest
 from nodeagent.artifacts.registration import content_id, registration
-from streams import codec, subjects
+from streams import codec
 from streams.envelope import new_id
 from streams.events import control as c
 from streams.events import serving as s
@@ -224,11 +224,11 @@ async def revise_policy(store: EventStore, urls: list[str], policy: c.SchedulerP
 
 
 @contextlib.asynccontextmanager
-async def work_stream_refusing_jobs(connection: Connection) -> AsyncIterator[None]:
-    """MF_WORK refuses every job while the block runs (a message size limit no job fits): a job's
-    publish fails as it would with the work stream misconfigured or out of room."""
+async def stream_refusing_messages(connection: Connection, stream: str) -> AsyncIterator[None]:
+    """`stream` refuses every message while the block runs (a message size limit none fits): a
+    publish fails at once, as it would with the stream misconfigured or out of room."""
     js = connection.client.jetstream()
-    config = (await js.stream_info(subjects.WORK_STREAM)).config
+    config = (await js.stream_info(stream)).config
     await js.update_stream(dataclasses.replace(config, max_msg_size=1))
     try:
         yield

@@ -38,7 +38,7 @@ from tests.support.serving import (
     promote,
     register_artifacts,
     revise_policy,
-    work_stream_refusing_jobs,
+    stream_refusing_messages,
 )
 
 MIB = 1 << 20
@@ -219,7 +219,10 @@ async def test_an_eviction_whose_unload_job_cannot_be_sent_keeps_its_victim_and_
     headers = {"authorization": f"Bearer {two_models.key}"}
     url = f"{two_models.gateways[0]}/v1/embeddings"
     try:
-        async with httpx.AsyncClient(timeout=60) as http, work_stream_refusing_jobs(two_models.connection):
+        async with (
+            httpx.AsyncClient(timeout=60) as http,
+            stream_refusing_messages(two_models.connection, subjects.WORK_STREAM),
+        ):
             refused = await http.post(url, json={"input": "a", "model": "minilm-a"}, headers=headers)
             kept = await http.post(url, json={"input": "b", "model": "minilm-b"}, headers=headers)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -15,7 +16,8 @@ import pytest
 
 from eventstore.store import ExpectedVersion
 from gateway.clients.service import ClientService
-from gateway.serving.appends import stage
+from gateway.serving.appends import append_to_accelerator, stage
+from gateway.serving.capacity import Grant, release
 from gateway.serving.pipeline import Served
 from streams import subjects
 from streams.codes import ServingError
@@ -36,7 +38,7 @@ from tests.integration.gateway.conftest import (
 )
 from tests.support.agents import aggregate_events, next_event
 from tests.support.events import lease_granted
-from tests.support.serving import work_stream_refusing_jobs
+from tests.support.serving import stream_refusing_messages
 
 
 async def test_a_deployment_whose_node_changed_hardware_since_its_probe_is_refused_as_stale(
@@ -78,6 +80,82 @@ async def test_a_decision_whose_waiter_gave_up_does_not_stop_its_accelerators_wr
         assert await waited > 0
 
 
+class _Heard(logging.Handler):
+    """Sets `event` when a record whose message contains `words` is logged."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__()
+        self.words, self.event = words, asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.words in record.getMessage():
+            self.event.set()
+
+
+async def test_a_lease_release_the_event_log_refuses_for_a_while_is_recorded_once_it_takes_it(
+    stack: Stack,
+) -> None:
+    # A release that fails (no stream leader, a lost connection, a stream refusing) is tried again
+    # until recorded: given up at once, the lease stayed on the books until its TTL.
+    assert stack.gateway.replica is not None
+    ctx = stack.gateway.replica.edge.ctx
+    accelerator = f"{stack.node}-cpu0"
+    expires = datetime.fromtimestamp(time.time() + 600, UTC)
+    lease = lease_granted(new_id(), accelerator, expires, deployment_id=stack.deployment_id)
+    await append_to_accelerator(ctx, accelerator, [lease])
+    grant = Grant(
+        lease_id=lease.lease_id,
+        accelerator_id=accelerator,
+        node_id=stack.node,
+        deployment_id=stack.deployment_id,
+        cold=False,
+        fingerprint="",
+    )
+    heard = _Heard("LeaseReleased on")
+    logging.getLogger("modelforge.gateway.background").addHandler(heard)
+    try:
+        async with stream_refusing_messages(stack.connection, subjects.EVENTS_STREAM):
+            releasing = asyncio.create_task(release(ctx, grant, "completed"))
+            async with asyncio.timeout(30):
+                await asyncio.wait(
+                    [releasing, asyncio.create_task(heard.event.wait())], return_when="FIRST_COMPLETED"
+                )
+            assert not releasing.done(), releasing  # refused, and trying again rather than giving up
+        async with asyncio.timeout(30):
+            await releasing
+    finally:
+        logging.getLogger("modelforge.gateway.background").removeHandler(heard)
+    assert not ctx.live.holds_lease(accelerator, lease.lease_id)
+    released = await first_event(
+        stack,
+        subjects.EVENTS_STREAM,
+        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,
+    )
+    assert isinstance(released, s.LeaseReleased)
+    assert released.outcome == "completed"
+
+
+async def test_a_request_served_while_the_request_log_refuses_is_recorded_once_it_takes_it(
+    stack: Stack,
+) -> None:
+    heard = _Heard("RequestCompleted of")
+    logging.getLogger("modelforge.gateway.background").addHandler(heard)
+    request_id = new_id()
+    try:
+        async with stream_refusing_messages(stack.connection, subjects.REQUESTS_STREAM):
+            await serve_directly(stack, request_id, ["kept in the log"])
+            async with asyncio.timeout(30):
+                await heard.event.wait()  # its record was refused, and is being tried again
+    finally:
+        logging.getLogger("modelforge.gateway.background").removeHandler(heard)
+    completed = await first_event(
+        stack,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, RequestCompleted) and e.request_id == request_id,
+    )
+    assert isinstance(completed, RequestCompleted)
+
+
 async def test_a_cold_load_whose_job_cannot_be_sent_is_refused_and_leaves_nothing_loading(
     stack: Stack,
 ) -> None:
@@ -85,7 +163,7 @@ async def test_a_cold_load_whose_job_cannot_be_sent_is_refused_and_leaves_nothin
     headers = {"authorization": f"Bearer {stack.key.key}"}
     body = {"input": "load me", "model": "unsent"}
     async with httpx.AsyncClient(timeout=60) as http:
-        async with work_stream_refusing_jobs(stack.connection):
+        async with stream_refusing_messages(stack.connection, subjects.WORK_STREAM):
             refused = await http.post(f"{stack.gateway.url}/v1/embeddings", json=body, headers=headers)
         served = await http.post(f"{stack.gateway.url}/v1/embeddings", json=body, headers=headers)
     assert refused.status_code == 503

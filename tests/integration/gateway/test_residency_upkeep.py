@@ -20,7 +20,7 @@ from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack, another_deployment, policy_while
 from tests.support.agents import AgentProcess, next_event
 from tests.support.events import lease_granted
-from tests.support.serving import events_until, work_stream_refusing_jobs
+from tests.support.serving import events_until, stream_refusing_messages
 
 
 async def _after_appending(stack: Stack, event: Event, wanted: Callable[[Event], bool]) -> Any:
@@ -51,7 +51,7 @@ async def test_an_always_warm_deployment_is_loaded_without_any_request(stack: St
 async def test_an_always_warm_load_whose_job_cannot_be_sent_is_booked_failed(stack: Stack) -> None:
     deployment = await another_deployment(stack, "minilm-warm-unsent", "warm-unsent")
     try:
-        async with work_stream_refusing_jobs(stack.connection):
+        async with stream_refusing_messages(stack.connection, subjects.WORK_STREAM):
             failed = await _made_always_warm(stack, deployment, s.ResidencyLoadFailed)
     finally:
         on_demand = s.ResidencyPolicyChanged(deployment_id=deployment, residency=s.ResidencyPolicy())

@@ -1,0 +1,74 @@
+"""Writes off a response's path that decide nothing (a lease given back, a job's failure put on
+the books, a request's record), retried until the event log takes them.
+
+Giving up on the first failure left leases on the books until their TTL: after a stream leader was
+lost, 43 releases failed and the node ran one request at a time for minutes. Such a write is tried
+again until acknowledged, until it is no longer needed (the lease expired or was released by
+someone else), or until the gateway closes. The tasks are the context's `background` set, which
+`/metrics` counts (`modelforge_background_writes`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from nats.errors import Error as NatsError
+
+from eventstore.errors import ConcurrencyConflict, EventStoreError
+from eventstore.store import prepare_request
+from gateway.serving.appends import append_to_accelerator, catch_up_after
+from gateway.serving.context import ServingContext
+from streams.events.base import Event
+
+log = logging.getLogger("modelforge.gateway.background")
+NATS_FAILURES = (NatsError, TimeoutError)  # a publish or request that NATS did not complete
+# A failed attempt (no stream leader, the connection lost, a stream refusing) is made again after
+# this back-off, doubling up to the most, or sooner when the live view changes.
+RETRY_FIRST_S, RETRY_MOST_S = 0.1, 5.0
+
+
+async def until_recorded(
+    ctx: ServingContext,
+    what: str,
+    attempt: Callable[[], Awaitable[object]],
+    unnecessary: Callable[[], bool] = lambda: False,
+) -> bool:
+    """Make `attempt` until it succeeds (True), or `unnecessary()`, or the gateway closes (False).
+    A conflict is made again once the view has caught up; any other failure after a back-off."""
+    backoff = RETRY_FIRST_S
+    while not unnecessary():
+        try:
+            await attempt()
+            return True
+        except ConcurrencyConflict as conflict:
+            await catch_up_after(ctx, conflict, RETRY_MOST_S)
+            continue
+        except (EventStoreError, *NATS_FAILURES) as failure:
+            if ctx.closing.is_set():
+                log.warning("%s not recorded before closing: %r", what, failure)
+                return False
+            log.warning("%s not recorded (%r); again in %.1f s", what, failure, backoff)
+        await ctx.live.wait_for(lambda: unnecessary() or ctx.closing.is_set(), backoff)
+        backoff = min(backoff * 2, RETRY_MOST_S)
+    return False
+
+
+async def append_until_recorded(
+    ctx: ServingContext,
+    accelerator_id: str,
+    events: Sequence[Event],
+    unnecessary: Callable[[], bool] = lambda: False,
+) -> bool:
+    """Append events that decide nothing to the accelerator, until recorded (see `until_recorded`)."""
+    what = f"{type(events[0]).__name__} on {accelerator_id}"
+    return await until_recorded(
+        ctx, what, lambda: append_to_accelerator(ctx, accelerator_id, events), unnecessary
+    )
+
+
+def record_request(ctx: ServingContext, capability: str, request_id: str, event: Event) -> None:
+    """Record a per-request event off the response's path, retried with the same id until taken."""
+    outgoing = prepare_request(capability, request_id, event, ctx.actor)
+    what = f"{type(event).__name__} of {request_id}"
+    ctx.spawn(until_recorded(ctx, what, lambda: ctx.store.record_prepared_request(outgoing)))
