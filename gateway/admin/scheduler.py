@@ -18,7 +18,7 @@ from gateway.scheduler import (
     plan_placement,
     required_bytes,
 )
-from gateway.serving.capacity import envelope_of
+from gateway.serving.capacity import envelope_of, live_envelope
 from gateway.state.live import LiveState
 
 
@@ -46,7 +46,7 @@ def dry_run(live: LiveState, deployment: DeploymentState, channel: str) -> dict[
     request = PlacementRequest(channel=Channel(channel))
     decision = plan_placement(
         live.schedulable_accelerators(now),
-        envelope_of(deployment, live.catalog.stale_envelope(deployment) is not None),
+        live_envelope(live, deployment)[0],
         request,
         live.policy,
         now,

@@ -147,6 +147,8 @@ def plan_placement(
         return _conclude(ask, [_screen(ask, item, account(item, policy, now), ()) for item in hosting])
 
     ask = _Ask(envelope, request, policy, now, fingerprint, required_bytes(envelope, False, policy), True)
+    if envelope.outgrown:
+        return _decision(ask, Verdict.REJECT_STATE_STALE, (R.SCHEDULER_STATE_STALE,))
     if request.deadline_ms is not None and request.deadline_ms <= envelope.cold_load_ms:
         return _decision(ask, Verdict.REJECT_DEADLINE, (R.DEADLINE_EXCEEDED,))
     if unloading:

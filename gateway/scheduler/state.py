@@ -128,6 +128,9 @@ class ModelEnvelope(msgspec.Struct, frozen=True, kw_only=True):
     cold_load_ms: float = 0.0
     # Set when a fact behind the measurement changed (engine, runtime, hardware): re-probe first.
     stale: bool = False
+    # Set when a load measured more than the envelope reserved: no cold load goes by it (a loaded
+    # copy, measured as it is, serves on) until a new probe is promoted.
+    outgrown: bool = False
 
 
 def find_resident(state: AcceleratorState, deployment_id: str) -> Resident | None:

@@ -31,6 +31,7 @@ from gateway.serving.context import ServingContext
 from gateway.serving.errors import rejection
 from gateway.serving.jobs import publish_unload
 from gateway.serving.loading import await_evicted, await_loaded, record_failure, send_load
+from gateway.state.live import LiveState
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
@@ -51,8 +52,9 @@ class Grant(msgspec.Struct, kw_only=True):
     queue_ms: float = 0.0
 
 
-def envelope_of(deployment: DeploymentState, stale: bool = False) -> ModelEnvelope:
-    """`stale`: what the probe measured no longer holds (`Catalog.stale_envelope`)."""
+def envelope_of(deployment: DeploymentState, stale: bool = False, outgrown: bool = False) -> ModelEnvelope:
+    """`stale`: what the probe measured no longer holds (`Catalog.stale_envelope`); `outgrown`: a
+    load measured more than it reserved (`LiveState.outgrown_envelope`)."""
     env = deployment.envelope
     return ModelEnvelope(
         deployment_id=deployment.deployment_id,
@@ -62,7 +64,16 @@ def envelope_of(deployment: DeploymentState, stale: bool = False) -> ModelEnvelo
         channel=Channel.PRODUCTION if deployment.channel == "stable" else Channel.LAB,
         cold_load_ms=env.cold_load_ms,
         stale=stale,
+        outgrown=outgrown,
     )
+
+
+def live_envelope(live: LiveState, deployment: DeploymentState) -> tuple[ModelEnvelope, str | None]:
+    """The envelope placement goes by, as the live view knows it, and why it no longer holds (the
+    reason a SCHEDULER_STATE_STALE refusal names), if it does not."""
+    stale = live.catalog.stale_envelope(deployment)
+    outgrown = live.outgrown_envelope(deployment)
+    return envelope_of(deployment, stale is not None, outgrown is not None), stale or outgrown
 
 
 def _lease(
@@ -157,8 +168,7 @@ async def _acquire(
     deadline: float,
     place: asyncio.Event,
 ) -> Grant:
-    stale = ctx.live.catalog.stale_envelope(deployment)
-    envelope = envelope_of(deployment, stale is not None)
+    envelope, stale = live_envelope(ctx.live, deployment)
     spent = {"scheduling": 0.0, "load": 0.0, "queue": 0.0}
     while True:
         now = time.time()

@@ -19,7 +19,7 @@ from gateway.scheduler import PlacementRequest, Verdict
 from gateway.scheduler.placement import plan_placement
 from gateway.serving import upkeep
 from gateway.serving.appends import append_to_accelerator, stage
-from gateway.serving.capacity import envelope_of, planned_eviction, unload_victims
+from gateway.serving.capacity import live_envelope, planned_eviction, unload_victims
 from gateway.serving.context import ServingContext
 from gateway.serving.loading import send_load
 from gateway.serving.unloading import unload_idle
@@ -94,15 +94,21 @@ async def upkeep_once(ctx: ServingContext, now: float | None = None) -> None:
         with contextlib.suppress(ConcurrencyConflict):
             await append_to_accelerator(ctx, event.accelerator_id, [event])
             log.info("%s on %s: %s", type(event).__name__, event.accelerator_id, event)
-    # Residents idle past their keep-warm TTL, and idle residents whose files may not be served any
-    # more (one unload for a resident that is both), each an eviction on its accelerator's books:
+    # Residents idle past their keep-warm TTL, idle residents whose files may not be served any
+    # more, and idle residents unloaded to bring books a measurement put over capacity back within
+    # it (one unload for a resident that is several), each an eviction on its accelerator's books:
     # a lease granted meanwhile, or another replica's eviction of it, makes the append conflict,
     # and the next round sees the copy busy or UNLOADING.
     unservable = upkeep.unservable_idle(live.catalog, live.accelerators.values())
-    unloads = [(u, "artifact_set_unservable") for u in unservable] + [
-        (u, "keep_warm_ttl")
-        for u in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now)
-        if u not in unservable
+    over = [u for u in upkeep.over_capacity(live.accelerators.values(), policy) if u not in unservable]
+    unloads = [
+        *[(u, "artifact_set_unservable") for u in unservable],
+        *[(u, "over_capacity") for u in over],
+        *[
+            (u, "keep_warm_ttl")
+            for u in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now)
+            if u not in unservable and u not in over
+        ],
     ]
     for u, reason in unloads:
         if await unload_idle(ctx, u.node_id, u.accelerator_id, u.deployment_id, reason):
@@ -146,7 +152,7 @@ async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
     if evicting_for(live.evictions, deployment_id):
         return  # room is being made: deciding again now would evict more than needed
     deployment = live.catalog.deployments[deployment_id]
-    envelope = envelope_of(deployment, live.catalog.stale_envelope(deployment) is not None)
+    envelope, _ = live_envelope(live, deployment)
     async with live.decision_lock:
         now = time.time()
         decision = plan_placement(

@@ -8,6 +8,8 @@
 - residents of a deployment routing passes by because of its files (its artifact set quarantined,
   or holding other files than it was promoted with: `Catalog.unservable`) are unloaded once idle,
   whatever their residency policy, and an always-warm one is not loaded again while so;
+- an accelerator whose books a measurement put over capacity (a load that measured more than it
+  reserved) has idle residents unloaded until they fit again (`scheduler.overcommit`);
 - leases whose holder vanished (a gateway crashed mid-request) expire;
 - an accelerator's pressure level changes on the books (`PressureChanged`) when its stabilised
   reading does: at once on the way up, after `pressure_stable_seconds` below on the way down.
@@ -31,6 +33,7 @@ from gateway.scheduler import (
     account,
     next_pressure,
 )
+from gateway.scheduler.overcommit import restore_capacity
 from gateway.state.catalog import Catalog
 from gateway.state.loads import LoadFailure
 from streams.events import serving as s
@@ -170,6 +173,16 @@ def unservable_idle(catalog: Catalog, accelerators: Iterable[AcceleratorState]) 
         and r.active_leases == 0
         and (info := catalog.deployments.get(r.deployment_id)) is not None
         and catalog.unservable(info) is not None
+    ]
+
+
+def over_capacity(accelerators: Iterable[AcceleratorState], policy: SchedulerPolicy) -> list[Unload]:
+    """Idle residents to unload where the books are over capacity, cheapest first. No timer: the
+    measurement that put them over, and each lease that ends, change the live view."""
+    return [
+        Unload(state.accelerator_id, state.node_id, r.deployment_id)
+        for state in accelerators
+        for r in restore_capacity(state, policy)
     ]
 
 

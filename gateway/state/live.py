@@ -22,6 +22,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from eventstore.records import RecordedEvent
 from eventstore.subscription import subscribe
+from gateway.promotion.model import DeploymentState
 from gateway.scheduler import (
     DEFAULT_POLICY,
     AcceleratorState,
@@ -38,7 +39,7 @@ from gateway.state.accelerators import (
 )
 from gateway.state.catalog import Catalog, evolve_catalog
 from gateway.state.evictions import PendingEviction, fold_evictions
-from gateway.state.loads import LoadFailure, PendingLoad, fold_loads
+from gateway.state.loads import LoadFailure, Outgrown, PendingLoad, fold_loads, outgrown
 from streams import subjects
 from streams.codec import UnknownEvent
 from streams.events import control as c
@@ -78,6 +79,7 @@ class LiveState:
         self.lease_grants: dict[str, s.LeaseGranted] = {}  # lease id -> its grant, while it is held
         self.evictions: dict[str, PendingEviction] = {}  # eviction id -> one under way
         self.loads: dict[str, PendingLoad] = {}  # load id -> one requested, not yet reported on
+        self.outgrown: dict[str, Outgrown] = {}  # deployment id -> its last load past its envelope
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
         self.staged: dict[str, list[Event]] = {}
@@ -123,6 +125,8 @@ class LiveState:
                 if staged and not own and event not in staged:  # (the echo of our own append is not)
                     self.interrupted.add(acc_id)
                 at = envelope.occurred_at.timestamp()
+                if isinstance(event, s.ResidencyLoaded):
+                    self._note_outgrown(event)
                 fold_evictions(self.evictions, event, at)
                 fold_loads(self.loads, event, at)
                 match event:
@@ -192,6 +196,19 @@ class LiveState:
     def view(self, accelerator_id: str) -> AcceleratorState | None:
         """What decisions see: the acknowledged state plus this replica's staged events."""
         return self.tentative.get(accelerator_id) or self.accelerators.get(accelerator_id)
+
+    def _note_outgrown(self, loaded: s.ResidencyLoaded) -> None:
+        deployment = self.catalog.deployments.get(loaded.deployment_id)
+        found = outgrown(self.loads, loaded, deployment.probe_id) if deployment is not None else None
+        if found is not None:
+            self.outgrown[loaded.deployment_id] = found
+            log.warning("envelope of %s no longer holds: %s", loaded.deployment_id, found.reason())
+
+    def outgrown_envelope(self, deployment: DeploymentState) -> str | None:
+        """Why cold loads of `deployment` may not go by its envelope: a load of it measured more than
+        the envelope reserved (None while none has, or since a new probe's measurement was promoted)."""
+        found = self.outgrown.get(deployment.deployment_id)
+        return found.reason() if found is not None and found.probe_id == deployment.probe_id else None
 
     def holds_lease(self, accelerator_id: str, lease_id: str) -> bool:
         """Whether the acknowledged books still hold the lease (not released, expired or reconciled away)."""

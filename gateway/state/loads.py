@@ -29,6 +29,30 @@ class LoadFailure(msgspec.Struct, frozen=True):
     at: float  # POSIX seconds
 
 
+class Outgrown(msgspec.Struct, frozen=True):
+    """A load that measured more than its envelope reserved: the envelope (from probe `probe_id`)
+    no longer holds for cold loads, until a new probe's measurement is promoted."""
+
+    probe_id: str
+    accelerator_id: str
+    reserved_bytes: int
+    measured_bytes: int
+
+    def reason(self) -> str:
+        return (
+            f"a load on {self.accelerator_id} measured {self.measured_bytes} bytes, more than the "
+            f"{self.reserved_bytes} its envelope reserved"
+        )
+
+
+def outgrown(pending: Mapping[str, PendingLoad], loaded: s.ResidencyLoaded, probe_id: str) -> Outgrown | None:
+    """What `loaded` says of its envelope, if it measured past the reservation its load made."""
+    load = pending.get(loaded.load_id)
+    if load is None or loaded.measured_bytes <= load.requested.required_bytes:
+        return None
+    return Outgrown(probe_id, loaded.accelerator_id, load.requested.required_bytes, loaded.measured_bytes)
+
+
 def fold_loads(pending: dict[str, PendingLoad], event: Event, at: float) -> None:
     """Apply one accelerator event that occurred at `at` (in place: the live view's table)."""
     match event:

@@ -167,7 +167,9 @@ class ResidencyLoadFailed(Event, frozen=True):
 class ResidencyUnloading(Event, frozen=True):
     accelerator_id: str
     deployment_id: str
-    reason: str  # "eviction", "keep_warm_ttl", "artifact_set_unservable", "operator", "drain"
+    reason: (
+        str  # "eviction", "keep_warm_ttl", "artifact_set_unservable", "over_capacity", "operator", "drain"
+    )
 
 
 class ResidencyUnloaded(Event, frozen=True):
@@ -203,7 +205,9 @@ class EvictionPlanned(Event, frozen=True):
     required_bytes: int
     decision_fingerprint: str
     # Why: "eviction" makes room for `for_deployment_id`; "operator" and "drain" are an operator's
-    # unload of the one victim ("" for whom, nothing required), decided against its leases.
+    # unload of the one victim ("" for whom, nothing required), decided against its leases; the
+    # upkeep's own are "keep_warm_ttl", "artifact_set_unservable" and "over_capacity" (books a
+    # load's measurement put past capacity).
     reason: str = "eviction"
 
 

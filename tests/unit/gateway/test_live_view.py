@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
+
 from eventstore.records import RecordedEvent
 from gateway.scheduler import CoResidencyPair, CoResidencyStatus
 from gateway.state.live import LiveState
@@ -134,3 +136,46 @@ def test_a_reconciliation_drops_the_lease_grants_of_what_the_agent_no_longer_hol
     )
     live.apply(record(3, "accelerator", "n1-gpu0", reconciled))
     assert list(live.lease_grants) == ["lease-rerank"]
+
+
+def load_requested(load_id: str, required_bytes: int) -> s.ResidencyLoadRequested:
+    return s.ResidencyLoadRequested(
+        load_id=load_id,
+        accelerator_id="n1-gpu0",
+        node_id="n1",
+        deployment_id="emb",
+        required_bytes=required_bytes,
+        reason="request",
+    )
+
+
+def test_a_load_measured_past_its_reservation_makes_the_envelope_stale_for_cold_loads() -> None:
+    live = LiveState()
+    envelope = s.ResourceEnvelope(required_bytes=100, peak_bytes=100, per_request_bytes=1, cold_load_ms=5)
+    live.apply(record(1, "deployment", "emb", stable_deployment("emb", envelope)))
+    live.apply(record(2, "accelerator", "n1-gpu0", load_requested("l1", 100)))
+    live.apply(record(3, "accelerator", "n1-gpu0", residency_loaded("l1", "n1-gpu0", measured_bytes=145)))
+    reason = live.outgrown_envelope(live.catalog.deployments["emb"])
+    assert reason is not None
+    assert "measured 145 bytes, more than the 100" in reason
+
+
+def test_a_load_measured_within_its_reservation_leaves_the_envelope_as_it_is() -> None:
+    live = LiveState()
+    envelope = s.ResourceEnvelope(required_bytes=100, peak_bytes=100, per_request_bytes=1, cold_load_ms=5)
+    live.apply(record(1, "deployment", "emb", stable_deployment("emb", envelope)))
+    live.apply(record(2, "accelerator", "n1-gpu0", load_requested("l1", 100)))
+    live.apply(record(3, "accelerator", "n1-gpu0", residency_loaded("l1", "n1-gpu0", measured_bytes=100)))
+    assert live.outgrown_envelope(live.catalog.deployments["emb"]) is None
+
+
+def test_a_new_probe_promoted_after_an_outgrown_load_holds_again() -> None:
+    live = LiveState()
+    envelope = s.ResourceEnvelope(required_bytes=100, peak_bytes=100, per_request_bytes=1, cold_load_ms=5)
+    live.apply(record(1, "deployment", "emb", stable_deployment("emb", envelope)))
+    live.apply(record(2, "accelerator", "n1-gpu0", load_requested("l1", 100)))
+    live.apply(record(3, "accelerator", "n1-gpu0", residency_loaded("l1", "n1-gpu0", measured_bytes=145)))
+    bigger = s.ResourceEnvelope(required_bytes=200, peak_bytes=150, per_request_bytes=1, cold_load_ms=5)
+    reprobed = msgspec.structs.replace(stable_deployment("emb", bigger), probe_id="probe-2")
+    live.apply(record(4, "deployment", "emb", reprobed))
+    assert live.outgrown_envelope(live.catalog.deployments["emb"]) is None

@@ -327,3 +327,16 @@ def test_every_decision_carries_the_budget_before_and_a_fingerprint() -> None:
     assert decision.budget == account(fleet[0], POLICY, NOW)
     assert len(decision.fingerprint) == 64
     assert int(decision.fingerprint, 16) >= 0
+
+
+def test_an_outgrown_envelope_refuses_cold_loads_as_stale() -> None:
+    decision = plan_placement([gpu()], model(outgrown=True), ask(), POLICY, NOW)
+    assert decision.verdict is Verdict.REJECT_STATE_STALE
+    assert decision.reason_codes == (ReasonCode.SCHEDULER_STATE_STALE,)
+
+
+def test_a_loaded_copy_of_an_outgrown_envelope_serves_on() -> None:
+    state = gpu(residents=(resident("new-model", 12),))
+    decision = plan_placement([state], model(outgrown=True), ask(), POLICY, NOW)
+    assert decision.verdict is Verdict.ADMIT
+    assert not decision.cold_load
