@@ -30,6 +30,7 @@ from gateway.serving.background import NATS_FAILURES, append_until_recorded
 from gateway.serving.context import ServingContext
 from gateway.serving.errors import rejection
 from gateway.serving.jobs import publish_unload
+from gateway.serving.line import Place, waits_behind
 from gateway.serving.loading import await_evicted, await_loaded, record_failure, send_load
 from gateway.state.live import LiveState
 from streams.codes import ServingError
@@ -147,13 +148,10 @@ async def acquire(
 ) -> Grant:
     """A lease on an accelerator where `deployment` is loaded, or a ServingError. While it waits in
     line, a higher client `priority` is woken first when capacity frees up."""
-    place = asyncio.Event()
-    if priority:
-        ctx.priority_of[place] = priority
+    place = Place(deployment.deployment_id, priority)
     try:
         return await _acquire(ctx, deployment, request_id, client_id, deadline, place)
     finally:
-        ctx.priority_of.pop(place, None)
         if place in ctx.waiting:
             ctx.waiting.remove(place)
             ctx.queue_changed()
@@ -166,7 +164,7 @@ async def _acquire(
     request_id: str,
     client_id: str,
     deadline: float,
-    place: asyncio.Event,
+    place: Place,
 ) -> Grant:
     envelope, stale = live_envelope(ctx.live, deployment)
     spent = {"scheduling": 0.0, "load": 0.0, "queue": 0.0}
@@ -190,7 +188,9 @@ async def _acquire(
                 now,
                 ctx.live.co_residency,
             )
-            step = _stage(ctx, decision, deployment, request_id, client_id, stale)
+            # A newcomer that could take capacity goes behind those already waiting for the model.
+            behind = decision.verdict.admits and place not in ctx.waiting and waits_behind(ctx.waiting, place)
+            step = None if behind else _stage(ctx, decision, deployment, request_id, client_id, stale)
         if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             waited = time.perf_counter()
@@ -331,15 +331,15 @@ def _grant(
     )
 
 
-async def _queue(ctx: ServingContext, place: asyncio.Event, deadline: float) -> None:
+async def _queue(ctx: ServingContext, place: Place, deadline: float) -> None:
     """Wait in line (our place is kept across rounds) until woken by a change or the deadline."""
     if place not in ctx.waiting:
         ctx.waiting.append(place)
         ctx.queue_changed()
-    place.clear()
+    place.woken.clear()
     try:
         async with asyncio.timeout(max(0.0, deadline - time.time())):
-            await place.wait()
+            await place.woken.wait()
     except TimeoutError:
         raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline") from None
 

@@ -13,6 +13,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from eventstore.store import EventStore
+from gateway.serving.line import Place, wake_order
 from gateway.serving.queues import QueueBoard
 from gateway.serving.upkeep import PressureTrack
 from gateway.state.live import LiveState
@@ -30,8 +31,7 @@ class ServingContext:
     lease_ttl_s: float = 300.0
     # Requests of this replica waiting for capacity, oldest first. A change wakes them all to
     # decide again: waking only the oldest few starved the rest behind a blocked head (504s).
-    waiting: deque[asyncio.Event] = field(default_factory=deque)
-    priority_of: dict[asyncio.Event, int] = field(default_factory=dict)  # non-zero client priorities
+    waiting: deque[Place] = field(default_factory=deque)
     background: set[asyncio.Task[object]] = field(default_factory=set)
     # group commit (gateway.serving.appends): staged events and the writer task per accelerator
     staged: dict[str, list[Any]] = field(default_factory=dict)
@@ -75,15 +75,8 @@ class ServingContext:
             await asyncio.gather(*list(self.background), return_exceptions=True)
 
     def wake_waiting(self) -> None:
-        # Higher client priority first, arrival order among equals: who decides first takes what
-        # freed up (each woken task resumes in the order its event was set).
-        woken = (
-            sorted(self.waiting, key=lambda e: -self.priority_of.get(e, 0))
-            if self.priority_of
-            else self.waiting
-        )
-        for event in woken:
-            event.set()
+        for place in wake_order(self.waiting):  # each woken task resumes in the order it was set
+            place.woken.set()
 
     @cached_property
     def actor(self) -> Actor:  # every event this gateway writes names it: built once

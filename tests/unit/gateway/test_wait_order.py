@@ -1,24 +1,25 @@
-"""Requests waiting for capacity are woken higher client priority first, then in arrival order."""
+"""The line of requests waiting for capacity: woken higher client priority first, then in arrival
+order; a newcomer goes behind anyone of at least its priority waiting for the same deployment."""
 
 from __future__ import annotations
 
 import asyncio
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gateway.serving.context import ServingContext
+from gateway.serving.line import Place, waits_behind, wake_order
 
 
 async def test_waiting_requests_are_woken_higher_priority_first_then_in_arrival_order() -> None:
     ctx = ServingContext(store=None, live=None, client=None, gateway_id="g")  # type: ignore[arg-type]
-    priorities = [0, 5, 0, 9]  # in arrival order
-    places = [asyncio.Event() for _ in priorities]
-    for place, priority in zip(places, priorities, strict=True):
-        ctx.waiting.append(place)
-        if priority:
-            ctx.priority_of[place] = priority
+    places = [Place("emb", priority) for priority in (0, 5, 0, 9)]  # in arrival order
+    ctx.waiting.extend(places)
     woken: list[int] = []
 
     async def wait_in_line(index: int) -> None:
-        await places[index].wait()
+        await places[index].woken.wait()
         woken.append(index)
 
     waiters = [asyncio.create_task(wait_in_line(i)) for i in range(len(places))]
@@ -26,3 +27,49 @@ async def test_waiting_requests_are_woken_higher_priority_first_then_in_arrival_
     ctx.wake_waiting()
     await asyncio.gather(*waiters)
     assert woken == [3, 1, 0, 2]
+
+
+def test_a_newcomer_goes_behind_a_request_of_its_priority_waiting_for_the_same_deployment() -> None:
+    line = [Place("emb", 0)]
+    assert waits_behind(line, Place("emb", 0))
+    assert not waits_behind(line, Place("emb", 1))  # a higher priority goes first
+    assert not waits_behind(line, Place("rerank", 0))  # another deployment does not wait for it
+
+
+# One deployment's line on a replica, simulated as the gateway runs it. A freed lease wakes the
+# line, but the woken requests decide only when they next run ("decide"); a newcomer may arrive in
+# between. A newcomer takes a free lease at once unless it must wait behind someone in line; the
+# woken line takes free leases in wake order.
+steps = st.lists(
+    st.one_of(st.tuples(st.just("arrive"), st.integers(0, 2)), st.just(("free", 0)), st.just(("decide", 0))),
+    max_size=80,
+)
+
+
+@given(steps, st.integers(0, 3))
+def test_within_a_priority_requests_are_served_in_arrival_order(
+    plan: list[tuple[str, int]], free: int
+) -> None:
+    line: list[Place] = []
+    served: list[tuple[int, int]] = []  # (priority, arrival number)
+    arrival_of: dict[int, int] = {}
+    for number, (kind, priority) in enumerate([*plan, ("decide", 0)]):
+        if kind == "arrive":
+            place = Place("emb", priority)
+            arrival_of[id(place)] = number
+            if free and not waits_behind(line, place):
+                free -= 1
+                served.append((priority, number))
+            else:
+                line.append(place)
+        elif kind == "free":
+            free += 1
+        else:
+            while free and line:
+                first = wake_order(line)[0]
+                line.remove(first)
+                free -= 1
+                served.append((first.priority, arrival_of[id(first)]))
+    for priority in range(3):
+        order = [number for p, number in served if p == priority]
+        assert order == sorted(order)
