@@ -1,11 +1,13 @@
 """Invoking a resident model: one core-NATS request to the agent that holds it.
 
 Content travels only in flight (no stream captures `mf.invoke.>`); a missing agent shows at
-once as no-responders. The gateway owns the deadline.
+once as no-responders, and one lost while it runs the request (`gateway.serving.node_loss`) as
+soon as its accelerator is reconciled. The gateway owns the deadline.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import msgspec
@@ -20,6 +22,9 @@ from streams.codes import ServingError
 from streams.messages import InvokeReply, InvokeRequest, WorkerTimings
 
 _reply_decoder = msgspec.json.Decoder(InvokeReply)
+# An invoke whose node was lost mid-flight: its result never comes. Every capability's invoke is a
+# pure function of its input, so the pipeline tries it once more elsewhere.
+NODE_LOST = "WORKER_RESTART_RECONCILED"
 _encoder = msgspec.json.Encoder()
 
 
@@ -44,8 +49,24 @@ async def invoke(
     data = _encoder.encode(request)
     encoded = time.perf_counter()
     subject = subjects.invoke_subject(grant.node_id, grant.deployment_id)
+    task, lost = asyncio.current_task(), asyncio.Event()
+
+    def on_lost() -> None:  # the lease left the books with its node: stop waiting for a reply
+        lost.set()
+        if task is not None:
+            task.cancel()
+
+    ctx.live.watch_lease(grant.lease_id, on_lost)
     try:
         msg = await inbox_of(ctx.client).request(subject, data, max(0.001, deadline - time.time()))
+    except asyncio.CancelledError:
+        if not lost.is_set() or task is None or task.uncancel():
+            raise  # cancelled by someone else too
+        raise ServingError(
+            NODE_LOST,
+            f"node {grant.node_id} was lost while it ran the request (its accelerator was reconciled)",
+            http_status=503,
+        ) from None
     except MaxPayloadError:
         raise ServingError(
             "PAYLOAD_TOO_LARGE",
@@ -62,6 +83,8 @@ async def invoke(
         raise ServingError(
             "REQUEST_TIMEOUT", "the model did not answer before the request's deadline"
         ) from None
+    finally:
+        ctx.live.unwatch_lease(grant.lease_id)
     done = time.perf_counter()
     try:
         reply = _reply_decoder.decode(msg.data)

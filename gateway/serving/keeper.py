@@ -12,12 +12,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from datetime import UTC, datetime
 from functools import partial
 
 from eventstore.errors import ConcurrencyConflict
+from eventstore.store import ExpectedVersion
 from gateway.scheduler import PlacementRequest, Verdict
 from gateway.scheduler.placement import plan_placement
-from gateway.serving import upkeep
+from gateway.serving import node_loss, upkeep
 from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.capacity import live_envelope, planned_eviction, unload_victims
 from gateway.serving.context import ServingContext
@@ -32,8 +34,10 @@ from gateway.state.evictions import (
 from gateway.state.loads import loads_overdue, next_load_due
 from streams.codes import ServingError
 from streams.envelope import new_id
+from streams.events import control as c
 from streams.events import requests as r
 from streams.events import serving as s
+from streams.subjects import Aggregate
 
 log = logging.getLogger("modelforge.gateway.upkeep")
 IDLE_WAIT_S = 60.0  # nothing scheduled: look again after this long anyway
@@ -63,6 +67,7 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
                 upkeep.next_pressure_due(ctx.pressure, live.policy),
                 next_load_due(live.loads, live.policy.load_timeout_seconds),
                 next_unload_due(live.evictions, live.policy.unload_timeout_seconds),
+                node_loss.next_node_loss_due(live.catalog, live.accelerators, live.telemetry.values()),
             )
             if t is not None
         ]
@@ -82,6 +87,7 @@ async def upkeep_once(ctx: ServingContext, now: float | None = None) -> None:
         await append_to_accelerator(ctx, grant.accelerator_id, [expiry])
         log.info("lease %s on %s expired", grant.lease_id, grant.accelerator_id)
         await _record_lease_timeout(ctx, grant)
+    await _declare_lost_nodes(ctx, time.time())  # telemetry ages on the wall clock, whatever `now` is
     # Transitions nobody finished (a lost job, a stuck agent) and evictions that have ended. Every
     # replica books them; whoever is second gets a conflict, and the next round sees them done.
     policy = live.policy
@@ -126,6 +132,25 @@ async def upkeep_once(ctx: ServingContext, now: float | None = None) -> None:
         )
         await append_to_accelerator(ctx, step.accelerator_id, [changed])
         log.info("pressure on %s: %s -> %s", step.accelerator_id, step.previous, step.current)
+
+
+async def _declare_lost_nodes(ctx: ServingContext, now: float) -> None:
+    """Declare gone workers lost (one replica's append wins), and reconcile the accelerators of
+    lost nodes to cold, which ends their leases: in-flight invokes to them fail at once."""
+    live = ctx.live
+    for lost in node_loss.nodes_lost(live.catalog, live.accelerators, live.telemetry.values(), now):
+        seen = datetime.fromtimestamp(lost.last_seen, UTC) if lost.last_seen is not None else None
+        event = c.NodeLost(
+            node_id=lost.node_id, generation=lost.generation, last_seen_at=seen, reason=lost.reason
+        )
+        expected = live.node_versions.get(lost.node_id) or ExpectedVersion.NO_STREAM
+        with contextlib.suppress(ConcurrencyConflict):
+            await ctx.store.append(Aggregate.NODE, lost.node_id, [event], expected, actor=ctx.actor)
+            log.warning("node %s (generation %d) lost: %s", lost.node_id, lost.generation, lost.reason)
+    for reconciled in node_loss.reconcile_lost(live.catalog, live.accelerators):
+        with contextlib.suppress(ConcurrencyConflict):
+            await append_to_accelerator(ctx, reconciled.accelerator_id, [reconciled])
+            log.info("%s reconciled to cold: its node was lost", reconciled.accelerator_id)
 
 
 async def _record_lease_timeout(ctx: ServingContext, grant: s.LeaseGranted) -> None:

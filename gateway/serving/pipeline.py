@@ -20,7 +20,7 @@ import msgspec
 from gateway.serving import capacity
 from gateway.serving.background import record_request
 from gateway.serving.context import ServingContext
-from gateway.serving.dispatch import Invoked, invoke
+from gateway.serving.dispatch import NODE_LOST, Invoked, invoke
 from streams.codes import ServingError
 from streams.events.requests import (
     LatencyBreakdown,
@@ -166,7 +166,16 @@ async def serve(
     try:
         grant = await seeking
         before_dispatch()
-        invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
+        try:
+            invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
+        except ServingError as lost:
+            if lost.code != NODE_LOST:
+                raise
+            # Its node was lost mid-flight (the lease left the books with it): once more, elsewhere.
+            log.warning("request %s: %s; trying it again", request_id, lost.message)
+            grant = None
+            grant = await capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority)
+            invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
         latency = _latency(grant, invoked, started, validation_ms, resolution_ms)
         usage = Usage(items=shape.items, input_tokens=_output_of(_tokens.decode, invoked.result).input_tokens)
         served = Served(invoked.result, grant.deployment_id, deployment.model_name, latency, grant.cold)

@@ -10,6 +10,8 @@
   whatever their residency policy, and an always-warm one is not loaded again while so;
 - an accelerator whose books a measurement put over capacity (a load that measured more than it
   reserved) has idle residents unloaded until they fit again (`scheduler.overcommit`);
+- a node whose worker is gone, while it holds something on the books, is declared lost and its
+  accelerators reconciled to cold (`node_loss`);
 - leases whose holder vanished (a gateway crashed mid-request) expire;
 - an accelerator's pressure level changes on the books (`PressureChanged`) when its stabilised
   reading does: at once on the way up, after `pressure_stable_seconds` below on the way down.

@@ -36,10 +36,11 @@ class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
     production_eligible: bool = True
     decommissioned: bool = False
     generation: int = 0
+    lost: bool = False  # a gateway declared this generation gone (NodeLost); WorkerStarted ends it
 
     @property
     def schedulable(self) -> bool:
-        return self.enabled and self.production_eligible and not self.decommissioned
+        return self.enabled and self.production_eligible and not self.decommissioned and not self.lost
 
 
 class ProbeFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -221,6 +222,7 @@ def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
             | c.NodeDisabled()
             | c.NodeProductionEligibilityChanged()
             | c.NodeDecommissioned()
+            | c.NodeLost()
             | (c.WorkerStarted())
         ):
             current_node = nodes.get(event.node_id)
@@ -235,8 +237,12 @@ def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
                     node = msgspec.structs.replace(current_node, production_eligible=event.eligible)
                 case c.NodeDecommissioned():
                     node = msgspec.structs.replace(current_node, decommissioned=True)
+                case c.NodeLost():  # (a declaration about an older generation changes nothing)
+                    node = msgspec.structs.replace(
+                        current_node, lost=current_node.lost or (event.generation == current_node.generation)
+                    )
                 case _:
-                    node = msgspec.structs.replace(current_node, generation=event.generation)
+                    node = msgspec.structs.replace(current_node, generation=event.generation, lost=False)
             return _with(catalog, nodes={**nodes, event.node_id: node})
         case _:
             return catalog

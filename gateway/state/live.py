@@ -80,6 +80,8 @@ class LiveState:
         self.evictions: dict[str, PendingEviction] = {}  # eviction id -> one under way
         self.loads: dict[str, PendingLoad] = {}  # load id -> one requested, not yet reported on
         self.outgrown: dict[str, Outgrown] = {}  # deployment id -> its last load past its envelope
+        self.node_versions: dict[str, int] = {}  # node id -> its aggregate's version (NodeLost expects it)
+        self.lease_watchers: dict[str, Callable[[], None]] = {}  # in-flight invokes (`watch_lease`)
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
         self.staged: dict[str, list[Event]] = {}
@@ -143,10 +145,14 @@ class LiveState:
                     state, event, envelope.occurred_at, self.catalog
                 )
                 self.versions[acc_id] = record.sequence
+                if self.lease_watchers and isinstance(event, s.ResidencyReconciled):
+                    self._ended_by_others(state, self.accelerators[acc_id])
         elif isinstance(event, c.SchedulerPolicyRevised):
             self.policy = policy_from(event)
         else:
             self.catalog = evolve_catalog(self.catalog, event)
+            if envelope.aggregate_type == subjects.Aggregate.NODE.value:
+                self.node_versions[envelope.aggregate_id] = record.sequence
             if envelope.aggregate_type == subjects.Aggregate.DEPLOYMENT.value:
                 # Residents took the deployment's policy and channel when loaded; keep them current.
                 for acc_id, state in self.accelerators.items():
@@ -160,6 +166,20 @@ class LiveState:
                             spec.accelerator_id, event.node_id, spec.total_bytes
                         )
         self.applied = max(self.applied, record.sequence)
+
+    def watch_lease(self, lease_id: str, ended: Callable[[], None]) -> None:
+        """Call `ended` if the lease leaves the books with its node (lost, or restarted without what
+        the lease was for: `ResidencyReconciled`). `unwatch_lease` when done with it."""
+        self.lease_watchers[lease_id] = ended
+
+    def unwatch_lease(self, lease_id: str) -> None:
+        self.lease_watchers.pop(lease_id, None)
+
+    def _ended_by_others(self, before: AcceleratorState, after: AcceleratorState) -> None:
+        remaining = {lease.lease_id for lease in after.leases}
+        for lease in before.leases:
+            if lease.lease_id not in remaining and lease.lease_id in self.lease_watchers:
+                self.lease_watchers.pop(lease.lease_id)()
 
     def _prove(self, event: s.CoResidencyProven) -> None:
         pair = CoResidencyPair(

@@ -141,9 +141,13 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     (event.node_id,),
                     generation=event.generation,
                     worker_started_at=at,
+                    lost_at=None,
+                    lost_reason=None,
                     updated_at=at,
                 )
             ]
+        case c.NodeLost():
+            return [up("nodes", (event.node_id,), lost_at=at, lost_reason=event.reason, updated_at=at)]
         case c.CandidateRegistered():
             return [
                 up(

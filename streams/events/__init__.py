@@ -27,6 +27,7 @@ _BY_AGGREGATE: dict[Aggregate, tuple[type[Event], ...]] = {
         c.NodeProductionEligibilityChanged,
         c.NodeDecommissioned,
         c.WorkerStarted,
+        c.NodeLost,
     ),
     Aggregate.CANDIDATE: (
         c.CandidateRegistered,

@@ -108,6 +108,17 @@ class NodeDecommissioned(Event, frozen=True):
     reason: str = ""
 
 
+class NodeLost(Event, frozen=True):
+    """A gateway declared the node's worker generation gone: its telemetry stopped (or it said it
+    stopped). Every accelerator of it is then reconciled to cold (`ResidencyReconciled`), which
+    ends its leases and residencies; its next `WorkerStarted` brings it back."""
+
+    node_id: str
+    generation: int
+    last_seen_at: datetime | None  # its last telemetry sample's time (None: none was seen)
+    reason: str
+
+
 class HeldResidency(msgspec.Struct, frozen=True):
     deployment_id: str
     accelerator_id: str

@@ -98,6 +98,8 @@ class ModelStack(msgspec.Struct):
     key: str
     connection: Connection
     gateway: InProcessGateway
+    node: str
+    agent: AgentProcess
 
 
 @contextlib.asynccontextmanager
@@ -127,7 +129,7 @@ async def one_model_stack(
         assert gateway.replica is not None
         live = gateway.replica.edge.ctx.live
         assert await live.wait_for(lambda: live.node_live(node), 30)  # fresh telemetry, as `stack`
-        yield ModelStack(url, key.key, connection, gateway)
+        yield ModelStack(url, key.key, connection, gateway, node, agent)
     finally:
         await gateway.stop()
         agent.stop()

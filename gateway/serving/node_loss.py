@@ -1,0 +1,110 @@
+"""Declaring a node lost: pure decisions for the upkeep.
+
+A node whose telemetry stopped for two of its publishing intervals (or whose last sample said it
+stopped), while it holds residents or leases on the books, is declared lost: `NodeLost` on its node
+aggregate, once (the aggregate's expected version: of several gateway replicas one wins, the others
+conflict and see it done). Each of its accelerators is then reconciled to cold
+(`ResidencyReconciled`, nothing held), which ends its leases and residencies; an invoke still in
+flight to it fails at once (`LiveState.watch_lease`) rather than at its deadline, and is tried once
+more elsewhere. Its next `WorkerStarted` brings the node back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import msgspec
+
+from gateway.scheduler import AcceleratorState
+from gateway.state.catalog import Catalog
+from streams.events import serving as s
+from streams.messages import AcceleratorTelemetry
+
+# A node is lost after two of its telemetry intervals without a sample, but never sooner than this:
+# a busy machine's publisher can be late, and a node declared lost that was not loses its work.
+NODE_LOSS_FLOOR_S = 10.0
+
+
+class LostNode(msgspec.Struct, frozen=True):
+    node_id: str
+    generation: int
+    last_seen: float | None  # POSIX seconds of its last sample
+    reason: str
+
+
+def _loss_after(sample: AcceleratorTelemetry) -> float:
+    """When a node whose last sample is `sample` counts as lost (POSIX seconds)."""
+    seen = sample.observed_at_unix_ms / 1000
+    return seen if not sample.healthy else seen + max(2 * sample.interval_s, NODE_LOSS_FLOOR_S)
+
+
+def _newest_samples(
+    catalog: Catalog, accelerators: Mapping[str, AcceleratorState], telemetry: Iterable[AcceleratorTelemetry]
+) -> dict[str, AcceleratorTelemetry]:
+    """Per node not declared lost that holds residents or leases, its newest sample of its current
+    generation (an older generation's samples say nothing of the worker running now)."""
+    newest: dict[str, AcceleratorTelemetry] = {}
+    for sample in telemetry:
+        node = catalog.nodes.get(sample.node_id)
+        if node is None or node.lost or node.decommissioned or sample.generation != node.generation:
+            continue
+        held = newest.get(node.node_id)
+        if held is None or sample.observed_at_unix_ms > held.observed_at_unix_ms:
+            newest[node.node_id] = sample
+    return {
+        node_id: sample
+        for node_id, sample in newest.items()
+        if any(
+            (state := accelerators.get(spec.accelerator_id)) is not None and (state.residents or state.leases)
+            for spec in catalog.nodes[node_id].accelerators
+        )
+    }
+
+
+def nodes_lost(
+    catalog: Catalog,
+    accelerators: Mapping[str, AcceleratorState],
+    telemetry: Iterable[AcceleratorTelemetry],
+    now: float,
+) -> list[LostNode]:
+    """Nodes holding something on the books whose worker is gone: its last sample said it stopped,
+    or is older than two of its intervals (at least NODE_LOSS_FLOOR_S). By node id."""
+    return [
+        LostNode(
+            node_id,
+            sample.generation,
+            sample.observed_at_unix_ms / 1000,
+            "its agent stopped" if not sample.healthy else "no telemetry for two of its intervals",
+        )
+        for node_id, sample in sorted(_newest_samples(catalog, accelerators, telemetry).items())
+        if _loss_after(sample) <= now
+    ]
+
+
+def next_node_loss_due(
+    catalog: Catalog, accelerators: Mapping[str, AcceleratorState], telemetry: Iterable[AcceleratorTelemetry]
+) -> float | None:
+    """When the next node holding something on the books counts as lost if it stays silent."""
+    return min(
+        (_loss_after(sample) for sample in _newest_samples(catalog, accelerators, telemetry).values()),
+        default=None,
+    )
+
+
+def reconcile_lost(
+    catalog: Catalog, accelerators: Mapping[str, AcceleratorState]
+) -> list[s.ResidencyReconciled]:
+    """Each accelerator of a node declared lost that still holds residents or leases, reconciled to
+    cold: nothing of it is held any more."""
+    return [
+        s.ResidencyReconciled(
+            accelerator_id=state.accelerator_id,
+            generation=node.generation,
+            held=(),
+            dropped=tuple(r.deployment_id for r in state.residents),
+        )
+        for node in catalog.nodes.values()
+        if node.lost
+        for spec in node.accelerators
+        if (state := accelerators.get(spec.accelerator_id)) is not None and (state.residents or state.leases)
+    ]

@@ -1,0 +1,66 @@
+"""A node whose agent stops answering is declared lost once, its books are reconciled to cold, and a
+request in flight to it ends when that happens (tried once more elsewhere) instead of at its
+deadline."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import httpx
+
+from modelforge.devstack.nats_server import NatsServer
+from streams import subjects
+from streams.events import control as c
+from streams.events import serving as s
+from streams.events.requests import RequestFailed
+from streams.subjects import Aggregate
+from tests.integration.gateway.conftest import one_model_stack
+from tests.support.agents import MINILM, aggregate_events
+from tests.support.serving import InProcessGateway, events_until
+
+
+async def test_a_request_in_flight_to_a_node_that_stops_answering_ends_when_the_node_is_declared_lost(
+    module_nats: NatsServer, minilm_root: Path, scratch: Path
+) -> None:
+    async with one_model_stack(module_nats.url, minilm_root, scratch, MINILM, "rag.embedding@1") as stack:
+        other = InProcessGateway()  # a second replica: the node is declared lost once all the same
+        await other.start(module_nats.url)
+        headers = {"authorization": f"Bearer {stack.key}"}
+        try:
+            async with httpx.AsyncClient(timeout=120) as http:
+                warm = await http.post(f"{stack.url}/v1/embeddings", json={"input": "warm"}, headers=headers)
+                assert warm.status_code == 200  # resident on the node's accelerator
+                assert stack.agent.process is not None
+                stack.agent.process.send_signal(signal.SIGSTOP)  # hung: connected, answering nothing
+                try:
+                    response = await http.post(
+                        f"{stack.url}/v1/embeddings",
+                        json={"input": "in flight"},
+                        headers={**headers, "x-request-timeout-ms": "90000"},
+                    )
+                finally:
+                    stack.agent.process.send_signal(signal.SIGCONT)
+        finally:
+            await other.stop()
+        # Tried again after the loss with nowhere else to go: refused as unavailable, not timed out.
+        assert response.status_code == 503, response.text
+        assert response.json()["error"]["code"] != "REQUEST_TIMEOUT"
+        request_id = response.headers["x-request-id"]
+        failed = await events_until(
+            stack.connection,
+            subjects.REQUESTS_STREAM,
+            lambda e: isinstance(e, RequestFailed) and e.request_id == request_id,
+        )
+        assert isinstance(failed[-1], RequestFailed)
+        node_events = await aggregate_events(stack.connection, Aggregate.NODE, stack.node)
+        assert len([e for e in node_events if isinstance(e, c.NodeLost)]) == 1  # two replicas, once
+        accelerator = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, f"{stack.node}-cpu0")
+        reconciled = [e for e in accelerator if isinstance(e, s.ResidencyReconciled)][-1]
+        assert reconciled.held == ()
+        assert reconciled.dropped
+        granted = {e.lease_id for e in accelerator if isinstance(e, s.LeaseGranted)}
+        ended = {e.lease_id for e in accelerator if isinstance(e, s.LeaseReleased | s.LeaseExpired)}
+        assert stack.gateway.replica is not None
+        assert not stack.gateway.replica.edge.ctx.live.accelerators[f"{stack.node}-cpu0"].leases
+        assert granted - ended  # the in-flight lease ended with the reconciliation, not by a release
