@@ -19,6 +19,7 @@ from gateway.http.body import convert, decode_json, read_limited
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response
 from gateway.http.stamps import request_id_of
+from streams import text
 from streams.codes import ServingError
 from streams.envelope import Actor, ActorKind
 
@@ -106,14 +107,14 @@ def _asgi(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
         request_id = request_id_of(request)
         try:
             actor, operator = authenticate(edge, request)
+            # Path parameters and every string of the body pass the text rule (streams.text)
+            # before any handler runs: what an event records, the read model must be able to store.
+            path = {name: text.check(name, value) for name, value in request.path_params.items()}
             body: Any = None
             if endpoint.body is not None:
                 raw = await read_limited(request, MAX_ADMIN_BODY)
-                body = convert(decode_json(raw) if raw else {}, endpoint.body, "request body")
-            call = Call(
-                edge, actor, dict(request.path_params), dict(request.query_params), body,
-                operator=operator,
-            )  # fmt: skip
+                body = text.checked(convert(decode_json(raw) if raw else {}, endpoint.body, "request body"))
+            call = Call(edge, actor, path, dict(request.query_params), body, operator=operator)
             result = await endpoint.handler(call)
         except ServingError as error:
             return error_response(error, request_id)

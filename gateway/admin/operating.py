@@ -4,7 +4,7 @@ scheduler's views (overview, dry-run, co-residency, placements, metrics) and req
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -25,7 +25,7 @@ from gateway.admin.scheduler import co_residency, dry_run, overview
 from gateway.promotion import commands as cmd
 from gateway.promotion.operations import Operations
 from gateway.scheduler import Attribution, account
-from streams import subjects
+from streams import subjects, text
 from streams.codes import ServingError
 from streams.events import serving as s
 
@@ -43,7 +43,7 @@ class NodeChange(msgspec.Struct, frozen=True, kw_only=True):
     enabled: bool | None = None
     production_eligible: bool | None = None
     decommission: bool = False
-    reason: str = ""
+    reason: Annotated[str, text.REASON] = ""
 
 
 class DryRun(msgspec.Struct, frozen=True, kw_only=True):

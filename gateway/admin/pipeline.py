@@ -16,6 +16,7 @@ from gateway.promotion import approvals, artifacts, candidates, rollout
 from gateway.promotion.context import PromotionContext
 from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, DeploymentState
 from nodeagent.settings import ARTIFACT_ROOT_ENV
+from streams import text
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS
 from streams.subjects import Aggregate
@@ -29,24 +30,26 @@ def promotion(call: Call) -> PromotionContext:
 
 
 class ImportArtifacts(msgspec.Struct, frozen=True, kw_only=True):
-    source: str  # a model folder on the gateway's machine
+    source: Annotated[str, text.LONG]  # a model folder on the gateway's machine
     name: str  # the folder under the node's artifact root; the set's id is `as-<name>`
     node_id: str
     capability: str = "rag.embedding@1"
-    artifact_root: str | None = None  # the node's artifact root (default: $MODELFORGE_ARTIFACT_ROOT)
+    artifact_root: Annotated[str | None, text.LONG] = (
+        None  # the node's artifact root (default: $MODELFORGE_ARTIFACT_ROOT)
+    )
     verify: bool = True  # have the node's agent verify the files at once
 
 
 class Reason(msgspec.Struct, frozen=True, kw_only=True):
-    reason: Annotated[str, msgspec.Meta(max_length=1_000)] = ""  # kept in every copy of the log
+    reason: Annotated[str, text.REASON] = ""  # kept in every copy of the log
 
 
 class CreateCandidate(msgspec.Struct, frozen=True, kw_only=True):
     candidate_id: str
     artifact_set_id: str
     capability: str | None = None  # not given: the capability the artifact set was registered for
-    runtime_profile: dict[str, str] = {}
-    deployment_config: dict[str, str] = {}
+    runtime_profile: Annotated[dict[str, str], text.LONG] = {}
+    deployment_config: Annotated[dict[str, str], text.LONG] = {}
 
 
 class RunProbe(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,8 +72,9 @@ class ProductionApproval(msgspec.Struct, frozen=True, kw_only=True):
     candidate_id: str
     probe_id: str | None = None  # default: the probe that made the candidate lab_ready
     # Both required, non-empty (decided with the approver, x-mf-operator, in decide_approval):
-    supply_chain_review: str = ""  # the operator's review of where the files come from; fingerprinted
-    reason: str = ""  # why production; recorded with the approval, not fingerprinted
+    # the operator's review of where the files come from; fingerprinted
+    supply_chain_review: Annotated[str, text.PROSE] = ""
+    reason: Annotated[str, text.PROSE] = ""  # why production; recorded with the approval, not fingerprinted
 
 
 class Promote(msgspec.Struct, frozen=True, kw_only=True):

@@ -20,6 +20,7 @@ from gateway.clients.model import (
     RevokeCredential,
     RotateCredential,
 )
+from streams import text
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS
 from streams.events import Event
@@ -185,12 +186,8 @@ MAX_CONCURRENCY = 10_000
 MAX_PRIORITY = 1_000
 
 
-MAX_REASON_CHARS = 1_000  # an operator's note, kept in every copy of the event log
-
-
 def _check_reason(reason: str) -> None:
-    if len(reason) > MAX_REASON_CHARS:
-        raise ServingError("INVALID_INPUT", f"a reason is at most {MAX_REASON_CHARS} characters", "reason")
+    text.check("reason", reason, text.REASON)  # an operator's note, kept in every copy of the event log
 
 
 def _check_limits(rpm: int, concurrency: int, priority: int) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 import msgspec
 
 from gateway.promotion.evidence import digest
 from gateway.promotion.model import DeploymentState, ProjectState
+from streams import text
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS
 from streams.events import Event
@@ -39,8 +41,8 @@ class FitEvidence(msgspec.Struct, frozen=True, kw_only=True):
     production_validation: str  # e.g. SATISFIED
     case_count: int
     critical_errors: int = 0
-    blockers: tuple[str, ...] = ()
-    notes: str = ""
+    blockers: Annotated[tuple[str, ...], text.REASON] = ()
+    notes: Annotated[str, text.PROSE] = ""
 
 
 class RecordFit(msgspec.Struct, frozen=True):

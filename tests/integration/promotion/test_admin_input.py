@@ -79,3 +79,28 @@ async def test_the_cli_sets_a_switch_and_explains_a_value_it_cannot_read(
     assert await asyncio.to_thread(main, [*policy, "safety_reserve_min_bytes=-1"]) == 1
     assert "INVALID_INPUT" in capsys.readouterr().err
     assert await asyncio.to_thread(main, [*policy, "cold_load_requires_known_attribution=true"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/projects", {"name": "tea\x00m"}, "name"),
+        ("/projects", {"name": "\x1b[2Jteam"}, "name"),
+        ("/projects", {"name": "team", "owner": "o" * 257}, "owner"),
+        ("/clients/cl_anyone/disable", {"reason": "leaked\x00"}, "reason"),
+        ("/clients/cl_anyone/credentials/cred_any/revoke", {"reason": "\x07"}, "reason"),
+        ("/deployments/dep-any/drain", {"reason": "a\x00b"}, "reason"),
+        ("/candidates", {"candidate_id": "c", "artifact_set_id": "a", "deployment_config": {"k": "\x00"}},
+         "deployment_config"),
+        ("/approvals/production", {"candidate_id": "c", "supply_chain_review": "ok\n\x00"},
+         "supply_chain_review"),
+        ("/projects/pr-any/fit", {"deployment_id": "d", "evidence_class": "X", "recommendation": "Y",
+                                  "production_validation": "Z", "case_count": 1, "notes": "\x00"}, "notes"),
+        ("/clients/cl%00x/disable", {}, "client_id"),
+    ],
+)  # fmt: skip
+async def test_text_with_a_control_character_or_past_its_length_is_refused_naming_the_field(
+    stack: Stack, path: str, body: object, field: str
+) -> None:
+    # Recorded, a NUL would halt the projector on that event for good (events are immutable).
+    await refused_input(stack, "POST", path, body, field)

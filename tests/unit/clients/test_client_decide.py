@@ -104,6 +104,14 @@ def test_a_reason_longer_than_a_note_is_refused(command: object) -> None:
     refused(created_runner(), command, "INVALID_INPUT")
 
 
+@pytest.mark.parametrize(
+    "command", [RevokeCredential(CLIENT, "cred_first", "leak\x00"), DisableClient(CLIENT, "\x1b[2J")]
+)
+def test_a_reason_with_a_control_character_is_refused_on_every_path_not_only_the_api(command: object) -> None:
+    # The CLI (`modelforge clients disable --reason`) decides here without the admin API's body check.
+    assert refused(created_runner(), command, "INVALID_INPUT").param == "reason"
+
+
 def test_revoking_twice_records_one_revocation() -> None:
     runner = created_runner()
     assert [type(e) for e in runner.run(RevokeCredential(CLIENT, "cred_first", "leaked"))] == [
