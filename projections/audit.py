@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import msgspec
 
+from projections import storable
 from projections.facts import Fact
 from streams.codec import UnknownEvent
 from streams.envelope import (
@@ -52,7 +53,7 @@ _SECONDS: dict[int, str] = {}  # whole second -> its text; the events of a batch
 def _esc(value: str) -> str:
     if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
         value = value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    return value
+    return storable.plain(value)
 
 
 def stored_at(ns: int) -> str:
@@ -90,10 +91,11 @@ def audit_line(fact: Fact) -> str:
     payload, event_type, decoded, reason = _payload(fact)
     h = fact.headers
     headers = _json.encode(h).decode()
-    # Every header value is inside `headers` as JSON, where any COPY special character in it shows
-    # as a backslash; so checking the free-text fields and that JSON covers the whole row.
+    # Every header value is inside `headers` as JSON, where any COPY special character in it (and
+    # any NUL, see projections.storable) shows as a backslash; so checking the free-text fields and
+    # that JSON covers the whole row.
     probe = f"{fact.subject}{headers}{payload or ''}{reason or ''}"
-    if "\\" in probe or "\t" in probe or "\n" in probe or "\r" in probe:
+    if "\\" in probe or "\t" in probe or "\n" in probe or "\r" in probe or "\x00" in probe:
         return _escaped_line(fact, h, headers, payload, event_type, decoded, reason)
     get = h.get
     return "\t".join(
@@ -129,6 +131,8 @@ def _escaped_line(
     reason: str | None,
 ) -> str:
     get = h.get
+    headers = storable.json_text(headers)
+    payload = None if payload is None else storable.json_text(payload)
     fields = [
         fact.stream,
         str(fact.seq),

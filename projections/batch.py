@@ -15,6 +15,7 @@ import msgspec
 import psycopg
 from psycopg import sql
 
+from projections import storable
 from projections.audit import audit_line
 from projections.facts import Fact, tolerated, why
 from projections.gaps import AGED_STREAMS, Gap, lost_events, missing
@@ -159,7 +160,10 @@ class Preparer:
             else:
                 group.append(row)
         return [
-            (self._statement(table, keys, set_cols, add_cols), [_json.encode(group).decode()])
+            (
+                self._statement(table, keys, set_cols, add_cols),
+                [storable.json_text(_json.encode(group).decode())],
+            )
             for (set_cols, add_cols), group in groups.items()
         ]
 
