@@ -4,9 +4,10 @@ Each row hashes to md5 of its canonical text (every column but `projected_at`, t
 time a batch was written, in a session pinned to UTC/ISO output); a table's digest is md5 over
 its sorted row hashes; the schema's digest is sha256 over `table rows digest` lines. Batch sizes,
 restarts and the order rows were written in therefore cannot change it. `schema_migrations`,
-`telemetry` (a live feed, not events) and `projection_gaps` (what one projection happened to
-miss, see projections.gaps) are left out. A `scope` (a row filter per table, alias `t`) digests and
-compares part of a table only (see projections.horizon).
+`telemetry` (a live feed, not events), `projection_gaps` (what one projection happened to
+miss, see projections.gaps) and `projection_halts` (where one stopped) are left out. A `scope`
+(a row filter per table, alias `t`) digests and compares part of a table only (see
+projections.horizon).
 
 Cost: a row's hash is computed once (`OFFSET 0` keeps PostgreSQL from inlining it into both the
 sort key and the aggregated value, which doubled the work), and the tables can be shared out over
@@ -26,7 +27,7 @@ from psycopg import sql
 
 from projections.batch import Catalog
 
-EXCLUDED_TABLES = frozenset({"schema_migrations", "telemetry", "projection_gaps"})
+EXCLUDED_TABLES = frozenset({"schema_migrations", "telemetry", "projection_gaps", "projection_halts"})
 EXCLUDED_COLUMNS = frozenset({"projected_at"})
 Conn = psycopg.AsyncConnection[Any]
 Scope = Mapping[str, sql.Composable]  # table -> row filter (alias t): the rows a digest covers

@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from projections import source
+from projections import halts, source
 from projections.batch import Catalog, ProjectionHalted
 from projections.migrate import LIVE_SCHEMA, check_schema, lock_key, migrate
 from projections.pipeline import Chunk, Pipeline
@@ -79,6 +79,9 @@ async def run(
         while not stop.is_set():
             try:
                 await _project(conn, schema, streams, stop, follow)
+            except ProjectionHalted as halt:
+                await halts.record(conn, schema, halt)  # for the gateway to show: this process exits
+                raise
             except psycopg.Error as exc:
                 if not lost(exc):
                     raise

@@ -2,7 +2,8 @@
 
 The projector `pg_notify`s `schema:stream:seq` when each batch commits. A waiter LISTENs first,
 then reads the checkpoint (so no commit can slip between the two), then wakes on notifications:
-no polling loop and no sleeps. A lost session is opened again the same way.
+no polling loop and no sleeps. A lost session is opened again the same way. It follows where the
+projection halted (`projections.halts`) the same way, so a read can say so without a query.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from projections import halts
 from projections.migrate import LIVE_SCHEMA, check_schema
 from projections.reconnect import reconnect
 from projections.writer import NOTIFY_CHANNEL
@@ -34,6 +36,7 @@ class ProjectionWaiter:
         self.url, self.schema = database_url, schema
         self.conn: psycopg.AsyncConnection[Any] | None = None
         self.applied: dict[str, int] = {}
+        self.halted: dict[str, int] = {}  # stream -> the sequence its projector halted at
         self.changed = asyncio.Condition()
         self._closing = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -46,10 +49,11 @@ class ProjectionWaiter:
         return waiter
 
     async def _listening(self) -> psycopg.AsyncConnection[Any]:
-        """A new session that LISTENs, then reads the checkpoints (so no commit slips between the two)."""
+        """A new session that LISTENs, then reads the checkpoints and halts (so no commit slips between)."""
         conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         try:
-            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
+            for channel in (NOTIFY_CHANNEL, halts.HALT_CHANNEL):
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             try:
                 cur = await conn.execute(
                     sql.SQL("SELECT stream, last_seq FROM {}.checkpoints").format(sql.Identifier(self.schema))
@@ -57,6 +61,7 @@ class ProjectionWaiter:
                 applied = {stream: seq for stream, seq in await cur.fetchall()}
             except psycopg.errors.UndefinedTable:
                 applied = {}  # not migrated yet: nothing applied
+            self.halted = await halts.halted(conn, self.schema)
         except BaseException:
             await conn.close()
             raise
@@ -75,12 +80,24 @@ class ProjectionWaiter:
                 async for note in self.conn.notifies():
                     schema, _, rest = note.payload.partition(":")
                     stream, _, seq = rest.rpartition(":")
-                    if schema == self.schema and seq.isdigit():
+                    if schema != self.schema or not seq.isdigit():
+                        continue
+                    if note.channel == halts.HALT_CHANNEL:
+                        await self._halt(stream, int(seq))
+                    else:
                         await self._advance({stream: int(seq)})
             except psycopg.Error as exc:
                 log.warning("read-your-writes waiter lost its database session (%s)", exc)
             await self.conn.close()
             self.conn = await reconnect(self._listening, "read-your-writes waiter", self._closing)
+
+    async def _halt(self, stream: str, seq: int) -> None:
+        async with self.changed:
+            if seq:
+                self.halted[stream] = seq
+            else:
+                self.halted.pop(stream, None)  # resumed: the commit that applied the event cleared it
+            self.changed.notify_all()
 
     async def wait(self, sequence: int, stream: str = subjects.EVENTS_STREAM, timeout: float = 5.0) -> bool:
         """True once `stream` is applied through `sequence`; False after `timeout` seconds."""

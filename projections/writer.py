@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections import gaps
+from projections import gaps, halts
 from projections.audit import AUDIT_COLUMNS
 from projections.batch import Catalog, Prepared, Preparer, ProjectionHalted
 from projections.facts import Fact
@@ -37,6 +37,7 @@ class Writer:
     def __init__(self, conn: Conn, schema: str, catalog: Catalog, notify: bool = True) -> None:
         self.conn, self.schema, self.catalog, self.notify = conn, schema, catalog, notify
         self.prepare = Preparer(schema, catalog).prepare
+        self.halted: dict[str, int] = {}  # stream -> the sequence a projector of it halted at
 
     async def read_checkpoints(self, streams: Sequence[str]) -> dict[str, int]:
         """The stored checkpoints of `streams` (the ones this writer applies; others are not its own)."""
@@ -47,7 +48,9 @@ class Writer:
             (list(streams),),
         )
         rows = await cur.fetchall()
+        stopped = await halts.halted(self.conn, self.schema)
         await self.conn.commit()
+        self.halted = {stream: seq for stream, seq in stopped.items() if stream in streams}
         return {stream: seq for stream, seq in rows}
 
     async def write(self, facts: Sequence[Fact], expected: dict[str, int]) -> dict[str, int]:
@@ -120,5 +123,11 @@ class Writer:
                         await self.conn.execute(
                             "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{self.schema}:{stream}:{seq}")
                         )
+            # Rare: only the first commit past an event a projector halted at.
+            resumed = [stream for stream, seq in self.halted.items() if new.get(stream, 0) >= seq]
+            if resumed:
+                await halts.clear(self.conn, self.schema, resumed)
+        for stream in resumed:
+            del self.halted[stream]
         gaps.warn(self.schema, batch.gaps)
         return new

@@ -1,5 +1,6 @@
 """`GET /admin/v1/projection`: how the projection stands, per projected stream (its checkpoint
-against the stream's sequences) and the stretches it never saw (`projection_gaps`).
+against the stream's sequences), where a projector halted (`projection_halts`) and the stretches
+it never saw (`projection_gaps`).
 
 A read of live state: no read-your-writes wait. The checkpoints are read before the streams, so a
 lag is never made negative by a message published in between; a negative lag means the read
@@ -19,6 +20,7 @@ from streams import subjects
 GAPS_SHOWN = 100  # newest first; `gaps_total` counts them all
 
 CHECKPOINTS_SQL = "SELECT stream, last_seq, projected_at FROM checkpoints"
+HALTS_SQL = "SELECT stream, seq, event_type, reason, halted_at FROM projection_halts ORDER BY stream"
 GAPS_SQL = """
 SELECT stream, first_seq, last_seq, last_seq - first_seq + 1 AS count, reason, detected_at,
        count(*) OVER () AS total
@@ -58,6 +60,7 @@ async def projection_status(call: Call) -> object:
         )
     return {
         "streams": streams,
+        "halted": await _rows(model, HALTS_SQL),
         "gaps": [{k: v for k, v in gap.items() if k != "total"} for gap in gaps],
         "gaps_total": int(gaps[0]["total"]) if gaps else 0,
     }
@@ -67,7 +70,7 @@ ENDPOINTS = [
     Endpoint(
         "GET",
         "/projection",
-        "Checkpoints, lag and gaps of the read model",
+        "Checkpoints, lag, halts and gaps of the read model",
         projection_status,
         tag="projection",
     ),

@@ -48,6 +48,15 @@ def render(status: dict[str, Any]) -> str:
     ]
     lines = _table(rows)
     lines += [note for s in streams for note in _notes(s)]
+    for halt in status.get("halted", []):  # absent from a gateway older than this CLI
+        lines.append(
+            f"{halt['stream']}: HALTED at sequence {halt['seq']} ({halt['event_type']}) since"
+            f" {halt['halted_at']}: {halt['reason']}"
+        )
+        lines.append(
+            "  nothing after it is applied: fix the cause (or upgrade the projector) and start it;"
+            " it resumes at that event"
+        )
     gaps: list[dict[str, Any]] = status["gaps"]
     total = status["gaps_total"]
     if not total:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("modelforge.gateway.admin")
 STALE_HEADER = "x-read-model-stale"  # on a read answered before the projector applied the caller's last write
+STALE_REASON_HEADER = "x-read-model-stale-reason"  # why: the projection halted, or is behind
 _models: dict[str, ReadModel] = {}
 _lock = asyncio.Lock()
 
@@ -68,13 +69,21 @@ class ReadModel:
         self.url, self.schema = database_url, schema
         self.waiter: ProjectionWaiter | None = None
 
-    async def fresh(self, events_seq: int, requests_seq: int = 0, timeout: float = 5.0) -> bool:
-        """Whether the projector applied these sequences within `timeout` (False is logged)."""
+    async def _waiter(self) -> ProjectionWaiter:
         if self.waiter is None:
             self.waiter = await ProjectionWaiter.open(self.url, self.schema)
+        return self.waiter
+
+    async def stale_because(self, events_seq: int, requests_seq: int = 0, timeout: float = 5.0) -> str | None:
+        """Why a read now would miss these sequences (logged), or None once the projector applied
+        them within `timeout`. A halted projection is not waited for: it will not move on its own."""
+        waiter = await self._waiter()
+        if waiter.halted:
+            stream, seq = min(waiter.halted.items())
+            return f"projection halted at {stream} sequence {seq} (see GET /admin/v1/projection)"
         for stream, seq in ((subjects.EVENTS_STREAM, events_seq), (subjects.REQUESTS_STREAM, requests_seq)):
-            if seq and not await self.waiter.wait(seq, stream, timeout):
-                applied = self.waiter.applied.get(stream, 0)
+            if seq and not await waiter.wait(seq, stream, timeout):
+                applied = waiter.applied.get(stream, 0)
                 log.warning(
                     "read model has applied %s only through %d, not %d, after %.0f s: answering from it as it is",
                     stream,
@@ -82,14 +91,17 @@ class ReadModel:
                     seq,
                     timeout,
                 )
-                return False
-        return True
+                return f"projection behind: {stream} applied through {applied}, not {seq}"
+        return None
 
     async def fresh_for(self, call: Call) -> None:
         """Read-your-writes for an admin read: wait until this gateway's last append is applied; a
-        response read without it says so (STALE_HEADER)."""
-        if not await self.fresh(call.edge.ctx.store.last_sequence):
+        response read without it, or while the projection is halted, says so and why
+        (STALE_HEADER, STALE_REASON_HEADER)."""
+        reason = await self.stale_because(call.edge.ctx.store.last_sequence)
+        if reason is not None:
             call.headers[STALE_HEADER] = "true"
+            call.headers[STALE_REASON_HEADER] = reason
 
     async def query(self, text: str, params: tuple[object, ...] = ()) -> list[dict[str, Any]]:
         async with await psycopg.AsyncConnection.connect(

@@ -6,10 +6,15 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 
-from gateway.admin.reads import STALE_HEADER
+from eventstore.store import EventStore
+from gateway.admin.reads import STALE_HEADER, STALE_REASON_HEADER, read_model
 from modelforge.devstack.nats_server import NatsServer
 from projections import projector
+from streams.subjects import EVENTS_STREAM
+
+from .helpers import publish_raw
 
 
 async def test_a_read_the_projector_has_not_caught_up_with_is_marked_stale_and_a_caught_up_one_is_not(
@@ -32,3 +37,27 @@ async def test_a_read_the_projector_has_not_caught_up_with_is_marked_stale_and_a
         stop.set()
         async with asyncio.timeout(10):
             await running
+
+
+async def test_a_read_while_the_projection_is_halted_is_marked_stale_naming_where_it_halted(
+    admin: httpx.AsyncClient, private_nats: NatsServer, private_store: EventStore, fresh_database: str
+) -> None:
+    fresh = await admin.get("/scheduler/placements")  # the gateway listens from here on
+    assert STALE_HEADER not in fresh.headers
+    unknown = await publish_raw(
+        private_store, "mf.evt.client.x.ClientTeleported", "ClientTeleported", b'{"to":"mars"}'
+    )
+    with pytest.raises(projector.ProjectionHalted):
+        async with asyncio.timeout(30):
+            await projector.run(fresh_database, private_nats.url, telemetry=False)
+    model = await read_model()
+    assert model is not None
+    assert model.waiter is not None
+    async with asyncio.timeout(30), model.waiter.changed:  # the halt's notification reaches it
+        await model.waiter.changed.wait_for(lambda: EVENTS_STREAM in model.waiter.halted)
+
+    halted = await admin.get("/scheduler/placements")
+
+    assert halted.status_code == 200, halted.text
+    assert halted.headers.get(STALE_HEADER) == "true"
+    assert f"halted at {EVENTS_STREAM} sequence {unknown}" in halted.headers[STALE_REASON_HEADER]

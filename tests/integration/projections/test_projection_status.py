@@ -9,16 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from eventstore.store import EventStore
 from gateway.admin.client import TOKEN_ENV, URL_ENV
 from modelforge.cli import main
 from modelforge.devstack.nats_server import NatsServer
+from projections import projector
 from streams import subjects
 
 from .conftest import TOKEN, admin_api
-from .helpers import project_until, record_requests, requests_aged_out_unread
+from .helpers import project_until, publish_raw, record_requests, requests_aged_out_unread
 
 
 async def status(admin: httpx.AsyncClient) -> dict[str, Any]:
@@ -161,3 +163,43 @@ async def test_modelforge_projection_status_prints_it_from_the_gateway(
     assert row == [subjects.REQUESTS_STREAM, "0", "1", str(last), str(last), "never"]
     assert "gaps: none recorded" in table
     assert stream(body, subjects.REQUESTS_STREAM)["lag"] == last
+
+
+async def test_a_halted_projector_shows_the_event_it_stopped_at(
+    admin: httpx.AsyncClient, private_nats: NatsServer, private_store: EventStore, fresh_database: str
+) -> None:
+    # A type this projector does not know (a gateway upgraded first): the projector halts there.
+    unknown = await publish_raw(
+        private_store, "mf.evt.client.x.ClientTeleported", "ClientTeleported", b'{"to":"mars"}'
+    )
+    with pytest.raises(projector.ProjectionHalted):
+        async with asyncio.timeout(30):
+            await projector.run(fresh_database, private_nats.url, telemetry=False)
+
+    body = await status(admin)
+    (halt,) = body["halted"]
+    assert {k: halt[k] for k in ("stream", "seq", "event_type")} == {
+        "stream": subjects.EVENTS_STREAM,
+        "seq": unknown,
+        "event_type": "ClientTeleported",
+    }
+    assert "unknown event type" in halt["reason"]
+    assert halt["halted_at"] is not None
+    assert stream(body, subjects.EVENTS_STREAM)["checkpoint"] == unknown - 1
+
+
+async def test_the_halt_is_cleared_by_the_commit_that_applies_the_event_it_stopped_at(
+    admin: httpx.AsyncClient, private_nats: NatsServer, private_store: EventStore, fresh_database: str
+) -> None:
+    last = await record_requests(private_store, ["req-1", "req-2"])
+    # As a projector that could not apply req-2 left it, before it was fixed and started again.
+    async with await psycopg.AsyncConnection.connect(fresh_database, autocommit=True) as conn:
+        await conn.execute(
+            "INSERT INTO mf.projection_halts (stream, seq, event_type, reason) VALUES (%s, %s, %s, %s)",
+            (subjects.REQUESTS_STREAM, last, "RequestAccepted", "refused"),
+        )
+    assert len((await status(admin))["halted"]) == 1
+
+    await project_until(fresh_database, private_nats.url, {subjects.REQUESTS_STREAM: last})
+
+    assert (await status(admin))["halted"] == []

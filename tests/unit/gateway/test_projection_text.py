@@ -80,3 +80,21 @@ def test_gaps_are_listed_with_their_size_and_a_partial_list_says_so() -> None:
 def test_projection_status_takes_json_to_print_the_apis_json() -> None:
     assert build_parser().parse_args(["projection", "status", "--json"]).json is True
     assert build_parser().parse_args(["projection", "status"]).json is False
+
+
+def test_a_halted_projection_names_the_event_it_stopped_at_and_the_way_out() -> None:
+    halt = {
+        "stream": "MF_EVENTS",
+        "seq": 81,
+        "event_type": "ClientTeleported",
+        "reason": "unknown event type",
+        "halted_at": "2026-11-30T10:06:00+00:00",
+    }
+    text = render(
+        {"streams": [stream("MF_EVENTS", 80, 1, 90)], "halted": [halt], "gaps": [], "gaps_total": 0}
+    )
+    assert (
+        "MF_EVENTS: HALTED at sequence 81 (ClientTeleported) since 2026-11-30T10:06:00+00:00:"
+        " unknown event type" in text.splitlines()
+    )
+    assert "start it; it resumes at that event" in text
