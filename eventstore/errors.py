@@ -51,6 +51,20 @@ class JetStreamUnavailable(EventStoreError):
     code = "JETSTREAM_UNAVAILABLE"
 
 
+class StreamsNotProvisioned(EventStoreError):
+    """The streams lack this version's configuration and this NATS user may not change them."""
+
+    code = "STREAMS_NOT_PROVISIONED"
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(
+            f"the streams are not provisioned for this version ({'; '.join(problems)}) and this NATS user"
+            " may not create or update them: run `modelforge provision` as the provisioner user"
+            " (compose.yaml: the provision service)"
+        )
+        self.problems = problems
+
+
 class PublishFailed(EventStoreError):
     """The server refused the publish for a reason other than a version conflict."""
 

@@ -1,4 +1,9 @@
-"""Provision the streams idempotently, refusing a server too old for atomic batches."""
+"""Provision the streams idempotently, refusing a server too old for atomic batches.
+
+A stream that already has this version's configuration is left alone, so a process whose NATS user
+may only read stream info (a gateway in compose.yaml, where the `provisioner` user creates them)
+starts without asking for a change it would be refused. When a change is needed and refused, the
+error names what is missing or differs and says to run `modelforge provision`."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from nats.js.api import StreamConfig
 from nats.js.client import JetStreamContext
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
-from eventstore.errors import JetStreamUnavailable, ServerTooOld
+from eventstore.errors import JetStreamUnavailable, ServerTooOld, StreamsNotProvisioned
 from eventstore.replies import resend_while_leaderless
 from streams import configs
 
@@ -68,17 +73,56 @@ async def ensure_streams(
     keeps its own number."""
     replicas = replicas or stream_replicas()
     keep_replicas = replicas is None
-    js = client.jetstream()
-    names = []
-    for config in configs_for(replicas or 1):
-        assert config.name is not None
-        await _ensure_stream(js, config, keep_replicas)
-        names.append(config.name)
-    return names
+    wanted = configs_for(replicas or 1)
+    for config in wanted:
+        try:
+            await _ensure_stream(client, config, keep_replicas)
+        except _Refused:
+            problems = [p for c in wanted if (p := await _problem(client.jetstream(), c, keep_replicas))]
+            raise StreamsNotProvisioned(problems or [f"{config.name}: changing it was refused"]) from None
+    return [config.name or "" for config in wanted]
+
+
+def drift(wanted: StreamConfig, found: StreamConfig) -> list[str]:
+    """The settings `wanted` sets (those not left at nats-py's defaults) that `found` lacks."""
+    mine, theirs = wanted.as_dict(), found.as_dict()
+    return [
+        field.name
+        for field in dataclasses.fields(StreamConfig)
+        if getattr(wanted, field.name) != field.default
+        and mine.get(field.name) != theirs.get(field.name, field.default)
+    ]
+
+
+def _as_kept(config: StreamConfig, found: StreamConfig, keep_replicas: bool) -> StreamConfig:
+    return dataclasses.replace(config, num_replicas=found.num_replicas) if keep_replicas else config
+
+
+async def _problem(js: JetStreamContext, config: StreamConfig, keep_replicas: bool) -> str | None:
+    """What keeps stream `config.name` from this version's configuration; None: nothing."""
+    try:
+        found = (await js.stream_info(config.name or "")).config
+    except NotFoundError:
+        return f"{config.name} is missing"
+    differing = drift(_as_kept(config, found, keep_replicas), found)
+    return f"{config.name} differs in {', '.join(differing)}" if differing else None
+
+
+class _Refused(Exception):
+    """NATS refused this user the stream's create or update (a permissions violation)."""
+
+
+def _refused(client: Client, name: str) -> bool:
+    # A refused publish is answered only by an -ERR, which nats-py keeps (lower-cased) as its last
+    # error; the request itself times out.
+    error = str(client.last_error or "").lower()
+    return "permissions violation" in error and any(
+        f'"$js.api.stream.{verb}.{name.lower()}"' in error for verb in ("create", "update")
+    )
 
 
 async def _ensure_stream(
-    js: JetStreamContext, config: StreamConfig, keep_replicas: bool, within_s: float = JETSTREAM_READY_S
+    client: Client, config: StreamConfig, keep_replicas: bool, within_s: float = JETSTREAM_READY_S
 ) -> None:
     """Create or update one stream, asking again while nothing answers, for up to `within_s`.
 
@@ -86,27 +130,31 @@ async def _ensure_stream(
     after its servers start: until then a request goes unanswered or finds no responders. And when
     two replicas create the same replicated stream at once (compose starts the gateways together),
     the cluster creates it once and may leave one request without a reply. Asked again, the stream
-    is there (or still missing) and the answer comes; an update to the same configuration changes
-    nothing."""
+    is there (or still missing) and the answer comes. A stream already as wanted is not updated.
+    A create or update this user may not send raises _Refused."""
     name = config.name
     assert name is not None
+    js = client.jetstream()
     loop = asyncio.get_running_loop()
     give_up = loop.time() + within_s
 
     async def create_or_update() -> None:
         try:
-            info = await js.stream_info(name)
+            found = (await js.stream_info(name)).config
         except NotFoundError:
             await js.add_stream(config)
         else:
-            kept = info.config.num_replicas if keep_replicas else config.num_replicas
-            await js.update_stream(dataclasses.replace(config, num_replicas=kept))
+            kept = _as_kept(config, found, keep_replicas)
+            if drift(kept, found):
+                await js.update_stream(kept)
 
     while True:
         try:
             await resend_while_leaderless(create_or_update, give_up - loop.time())
             return
         except (NatsTimeoutError, ServiceUnavailableError) as exc:  # the latter only once past give_up
+            if _refused(client, name):
+                raise _Refused(name) from None
             if loop.time() >= give_up:
                 raise JetStreamUnavailable(
                     f"creating or updating stream {config.name} got no answer within {within_s:.0f} s: {exc!r}"
