@@ -63,10 +63,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
 async def _provision(url: str | None = None) -> None:
     from eventstore.connection import CLI_CONNECT_S, connect
     from eventstore.provision import provision
+    from gateway.clients.limits import provision_limits
 
     connection = await connect(url, "modelforge-provision", first_connect_s=CLI_CONNECT_S)
     try:
-        names = await provision(connection.client)
+        names = await provision(connection.client) + await provision_limits(connection.client)
         print("streams     " + ", ".join(names))
     finally:
         await connection.close()
@@ -119,9 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("down", help="stop what `up` started").set_defaults(handler=_cmd_down)
     sub.add_parser("status", help="show the embedded stack's state").set_defaults(handler=_cmd_status)
-    sub.add_parser("provision", help="create or update the JetStream streams").set_defaults(
-        handler=_cmd_provision
-    )
+    sub.add_parser(
+        "provision", help="create or update the JetStream streams (and the limit streams)"
+    ).set_defaults(handler=_cmd_provision)
 
     audit = sub.add_parser("audit", help="audit consumers").add_subparsers(
         dest="audit_command", required=True
@@ -182,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command not in ("up", "down", "status"):  # `up` chooses for itself
         _embedded_defaults(args.command)
     from eventstore.connection import NatsUnreachable
-    from eventstore.errors import ServerTooOld
+    from eventstore.errors import ServerTooOld, StreamsNotProvisioned
 
     handler: Handler = args.handler
     try:
@@ -192,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the interpreter's final flush does not fail again (the recipe of Python's signal docs).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (NatsUnreachable, ServerTooOld) as refused:
+    except (NatsUnreachable, ServerTooOld, StreamsNotProvisioned) as refused:
         print(f"modelforge: {refused}", file=sys.stderr)
         if hint := no_stack_hint():
             print(f"modelforge: {hint}", file=sys.stderr)

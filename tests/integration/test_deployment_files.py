@@ -16,6 +16,7 @@ SECRETS = {
     "AGENT_PASSWORD": "a",
     "PROJECTOR_PASSWORD": "p",
     "AUDIT_PASSWORD": "r",
+    "PROVISIONER_PASSWORD": "v",
     "SYS_PASSWORD": "s",
     "POSTGRES_PASSWORD": "pg",
     "MODELFORGE_OPERATOR_TOKEN": "t",
@@ -85,12 +86,21 @@ def _app_services() -> dict[str, Any]:
     return {name: service for name, service in _compose_services().items() if "build" in service}
 
 
-def test_the_projector_and_agent_start_once_a_gateway_is_ready() -> None:
-    # A gateway provisions the streams: an agent started first stops on MF_WORK's absence.
+def test_every_service_starts_once_the_provisioner_made_the_streams() -> None:
+    # Only the provisioner's NATS user may create them: an agent started first stops on MF_WORK's
+    # absence, a gateway names the missing streams.
     services = _compose_services()
+    provision = services["provision"]
+    assert provision["command"] == ["provision"]
+    assert provision["restart"] == "no"
+    assert "nats://provisioner:" in provision["environment"]["NATS_URL"]
+    assert provision["environment"]["MODELFORGE_STREAM_REPLICAS"] == "3"
     assert "/readyz" in " ".join(services["gateway"]["healthcheck"]["test"])
-    for name in ("projector", "agent"):
-        assert services[name]["depends_on"]["gateway"]["condition"] == "service_healthy", name
+    for name in ("gateway", "projector", "agent"):
+        assert services[name]["depends_on"]["provision"]["condition"] == "service_completed_successfully", (
+            name
+        )
+        assert f"nats://{name}:" in services[name]["environment"]["NATS_URL"], name
         for infra in ("nats-1", "nats-2", "nats-3", "postgres"):
             assert services[name]["depends_on"][infra]["condition"] == "service_healthy", name
 

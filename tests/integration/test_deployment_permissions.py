@@ -1,23 +1,18 @@
 """Each role's user in deploy/nats/nats.conf (compose.yaml runs each service as its role) may do
-that role's work: the gateway appends and dispatches, the agent takes its jobs and answers invokes,
-the projector reads the streams (as the projector and `replay` do), and `audit tail` follows the
-events as the audit user or the projector's.
-
-The server here runs that file itself. Only what ties it to the compose network is left out (the
-cluster block, whose routes name the other containers, the monitoring port, and the jetstream
-block with the container's store folder); the port and JetStream's store come from the command line, the passwords and server name from the environment, as in
-compose.yaml. The accounts, users and permissions are the file's own.
+that role's work: the provisioner makes the streams, the gateway starts on them, appends, dispatches
+and keeps client limits, the agent takes its jobs, answers invokes and publishes telemetry, the
+projector reads the streams (as the projector and `replay` do), and `audit tail` follows the events
+as the audit user or the projector's. The server runs that file itself (tests/integration/
+deployment_nats.py); test_deployment_refusals.py tries what each role must not do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any, cast
 
 import pytest
 from nats.aio.client import Client
@@ -27,59 +22,33 @@ from eventstore import audit
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.records import RecordedEvent
-from eventstore.store import EventStore
+from eventstore.store import EventStore, ExpectedVersion
 from eventstore.subscription import subscribe
-from modelforge.devstack.nats_server import NatsServer, start_nats
-from modelforge.devstack.processes import stop_pid
-from nodeagent.agent.jobs import consumer_config, consumer_name
+from gateway.admin.reads import requests_from_log
+from gateway.clients.limits import RequestLimiter, provision_limits
+from gateway.clients.model import ClientPrincipal
+from modelforge.devstack.nats_server import NatsServer
+from nodeagent.agent.hardware import detect
+from nodeagent.agent.jobs import JobConsumer
+from nodeagent.agent.operations import Operations
+from nodeagent.agent.registration import start_generation
+from nodeagent.agent.telemetry import TelemetryPublisher
 from projections import source
 from projections.scenario import control_plane, traffic
-from streams import subjects
+from streams import configs, subjects
+from streams.codes import ServingError
+from streams.envelope import Actor, ActorKind
+from streams.events.control import ProjectRegistered
+from streams.subjects import Aggregate
+from tests.integration.deployment_nats import url
 from tests.integration.projections.helpers import publish
 
-CONFIG = Path(__file__).resolve().parents[2] / "deploy/nats/nats.conf"
-PASSWORDS = {role: f"{role}-secret" for role in ("gateway", "agent", "projector", "audit", "sys")}
 WAIT_S = 30.0  # a bound on a wait that succeeds at once when permitted, not a measured time
 
 
-def _without_block(text: str, name: str) -> str:
-    """`text` less the top-level `name { ... }` block (braces matched)."""
-    found = re.search(rf"^{name}\s*\{{", text, re.MULTILINE)
-    assert found is not None, f"{CONFIG} has no {name} block"
-    depth = 0
-    for end in range(found.end() - 1, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[end], 0)
-        if depth == 0:
-            return text[: found.start()] + text[end + 1 :]
-    raise AssertionError(f"{CONFIG}: the {name} block is not closed")
-
-
-def single_server_config() -> str:
-    text = _without_block(_without_block(CONFIG.read_text(), "cluster"), "jetstream")
-    return re.sub(r"^http:.*$", "", text, flags=re.MULTILINE)
-
-
 @pytest.fixture(scope="module")
-def deployment_nats(scratch: Path) -> Iterator[NatsServer]:
-    env = {f"{role.upper()}_PASSWORD": password for role, password in PASSWORDS.items()}
-    server = start_nats(
-        scratch / f"nats-deploy-{uuid.uuid4().hex[:8]}",
-        detach=False,
-        config_text=single_server_config(),
-        env={**env, "SERVER_NAME": "nats-permissions"},
-    )
-    yield server
-    stop_pid(server.pid)
-
-
-def url(server: NatsServer, role: str) -> str:
-    return f"nats://{role}:{PASSWORDS[role]}@127.0.0.1:{server.port}"
-
-
-@pytest.fixture(scope="module")
-async def gateway(deployment_nats: NatsServer) -> AsyncIterator[Connection]:
+async def gateway(deployment_nats: NatsServer, provisioner: Connection) -> AsyncIterator[Connection]:
     conn = await connect(url(deployment_nats, "gateway"), "permissions-gateway")
-    await provision(conn.client)  # the gateway provisions the streams at start
     yield conn
     await conn.close()
 
@@ -138,16 +107,17 @@ async def test_the_projector_user_reads_a_stream_and_its_store_times_as_replay_d
     assert await source.stored_ns(stream, last, projector) == deliveries[-1].stored_ns
 
 
-async def test_the_agent_user_takes_the_jobs_the_gateway_user_dispatches(
-    deployment_nats: NatsServer, gateway: Connection
+@pytest.mark.parametrize("ack_waits", [(30.0,), (30.0, 60.0)], ids=["made", "remade-on-new-settings"])
+async def test_the_agent_user_takes_the_jobs_the_gateway_user_dispatches_through_its_consumer(
+    deployment_nats: NatsServer, gateway: Connection, ack_waits: tuple[float, ...]
 ) -> None:
+    # A consumer whose settings changed is deleted and made anew (nodeagent/agent/jobs.py).
     node = f"node-{uuid.uuid4().hex[:6]}"
     await gateway.client.jetstream().publish(subjects.job_subject(node, "dep", "load"), b"{}")
     agent = await connect(url(deployment_nats, "agent"), "permissions-agent")
     try:
-        js = agent.client.jetstream()
-        await js.add_consumer(subjects.WORK_STREAM, consumer_config(node, 30.0, 4))
-        jobs = await js.pull_subscribe_bind(consumer_name(node), stream=subjects.WORK_STREAM)
+        for ack_wait_s in ack_waits:
+            jobs = await JobConsumer(agent.client, node, cast(Operations, None), ack_wait_s=ack_wait_s).bind()
         [job] = await jobs.fetch(1, timeout=WAIT_S)
         await job.ack_sync()
     finally:
@@ -199,3 +169,78 @@ async def test_a_read_whose_first_pulls_find_no_consumer_yet_pulls_again(
         d async for chunk in source.read(subjects.EVENTS_STREAM, 1, last, urls=projector) for d in chunk
     ]
     assert [d.seq for d in deliveries] == list(range(1, last + 1))
+
+
+async def test_the_provisioner_user_creates_and_updates_every_stream(
+    provisioner: Connection, gateway: Connection
+) -> None:
+    made = await provision(provisioner.client) + await provision_limits(provisioner.client)
+    every = [*subjects.PROJECTED_STREAMS, subjects.WORK_STREAM, subjects.TELEMETRY_STREAM]
+    assert set(made) == {*every, subjects.LIMITS_RATE_STREAM, subjects.LIMITS_CONCURRENCY_STREAM}
+    js = gateway.client.jetstream()
+    await provision(provisioner.client, request_max_age_days=7.0)
+    assert (await js.stream_info(subjects.REQUESTS_STREAM)).config.max_age == 7 * configs.DAY_S
+    await provision(provisioner.client)
+    assert (await js.stream_info(subjects.REQUESTS_STREAM)).config.max_age == 30 * configs.DAY_S
+
+
+async def test_the_gateway_user_finds_the_provisioned_streams_as_it_needs_them(gateway: Connection) -> None:
+    # What a gateway does at start (and `modelforge clients`): nothing to change, so nothing refused.
+    assert await provision(gateway.client) + await provision_limits(gateway.client)
+
+
+def _principal(max_concurrency: int) -> ClientPrincipal:
+    client_id = f"perm-client-{uuid.uuid4().hex[:6]}"
+    return ClientPrincipal(client_id, client_id, frozenset(), 100, max_concurrency, 0, None, "cred")
+
+
+async def test_the_gateway_user_takes_lists_and_releases_concurrency_slots(
+    deployment_nats: NatsServer, gateway: Connection
+) -> None:
+    principal = _principal(max_concurrency=1)
+    other = await connect(url(deployment_nats, "gateway"), "permissions-gateway-2")
+    try:
+        held = await RequestLimiter(gateway.client).acquire(principal)
+        with pytest.raises(ServingError) as refused:  # found taken, then listed as occupied
+            await RequestLimiter(other.client).acquire(principal)
+        await held.release()  # deletes the slot's message
+        again = await RequestLimiter(other.client).acquire(principal)
+        await again.release()
+    finally:
+        await other.close()
+    assert refused.value.code == "QUEUE_FULL"
+
+
+async def test_the_gateway_user_reads_its_own_latest_appends_from_the_leader_and_the_request_log(
+    gateway: Connection, published: dict[str, int]
+) -> None:
+    store = EventStore(gateway)
+    first, second = (f"perm-{uuid.uuid4().hex[:6]}" for _ in range(2))
+    appended = await store.append(
+        Aggregate.PROJECT, first, [ProjectRegistered(first, first)], ExpectedVersion.NO_STREAM
+    )
+    await store.append(
+        Aggregate.PROJECT, second, [ProjectRegistered(second, second)], ExpectedVersion.NO_STREAM
+    )
+    # The store's last append is past `first`'s: the load asks the leader what a replica lacked.
+    records, version = await store.load(Aggregate.PROJECT, first)
+    assert ([r.sequence for r in records], version) == ([appended], appended)
+    assert await requests_from_log(gateway.client, 1_000, None)
+
+
+async def test_the_agent_user_starts_a_generation_and_publishes_telemetry(
+    deployment_nats: NatsServer, gateway: Connection
+) -> None:
+    hardware = detect(f"node-{uuid.uuid4().hex[:6]}")
+    agent = await connect(url(deployment_nats, "agent"), "permissions-agent")
+    try:
+        store, actor = EventStore(agent), Actor(ActorKind.AGENT, hardware.node_id)
+        # The second start loads the node after this store's own appends: a leader read too.
+        generations = [await start_generation(store, hardware, ("onnx",), actor) for _ in range(2)]
+        await TelemetryPublisher(agent.client, hardware, generations[-1], lambda _: [], 1.0).publish_all()
+    finally:
+        await agent.close()
+    assert generations == [1, 2]
+    telemetry = subjects.telemetry_subject(hardware.node_id, hardware.accelerators[0].id)
+    info = await gateway.client.jetstream().stream_info(subjects.TELEMETRY_STREAM, subjects_filter=telemetry)
+    assert info.state.subjects == {telemetry: 1}

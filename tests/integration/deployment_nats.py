@@ -1,0 +1,58 @@
+"""A nats-server running deploy/nats/nats.conf itself, and a URL per role, for the deployment tests.
+
+Only what ties the file to the compose network is left out (the cluster block, whose routes name
+the other containers, the monitoring port, and the jetstream block with the container's store
+folder); the port and JetStream's store come from the command line, the passwords and server name
+from the environment, as in compose.yaml. The accounts, users and permissions are the file's own.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from modelforge.devstack.nats_server import NatsServer, start_nats
+from modelforge.devstack.processes import stop_pid
+
+CONFIG = Path(__file__).resolve().parents[2] / "deploy/nats/nats.conf"
+ROLES = ("provisioner", "gateway", "agent", "projector", "audit", "sys")
+PASSWORDS = {role: f"{role}-secret" for role in ROLES}
+
+
+def _without_block(text: str, name: str) -> str:
+    """`text` less the top-level `name { ... }` block (braces matched)."""
+    found = re.search(rf"^{name}\s*\{{", text, re.MULTILINE)
+    assert found is not None, f"{CONFIG} has no {name} block"
+    depth = 0
+    for end in range(found.end() - 1, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        if depth == 0:
+            return text[: found.start()] + text[end + 1 :]
+    raise AssertionError(f"{CONFIG}: the {name} block is not closed")
+
+
+def single_server_config() -> str:
+    text = _without_block(_without_block(CONFIG.read_text(), "cluster"), "jetstream")
+    return re.sub(r"^http:.*$", "", text, flags=re.MULTILINE)
+
+
+@contextmanager
+def deployment_server(scratch: Path) -> Iterator[NatsServer]:
+    env = {f"{role.upper()}_PASSWORD": password for role, password in PASSWORDS.items()}
+    server = start_nats(
+        scratch / f"nats-deploy-{uuid.uuid4().hex[:8]}",
+        detach=False,
+        config_text=single_server_config(),
+        env={**env, "SERVER_NAME": "nats-permissions"},
+    )
+    try:
+        yield server
+    finally:
+        stop_pid(server.pid)
+
+
+def url(server: NatsServer, role: str) -> str:
+    return f"nats://{role}:{PASSWORDS[role]}@127.0.0.1:{server.port}"
