@@ -3,15 +3,35 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
+# Ports are chosen below the kernel's ephemeral range: a port bind(0) picks comes from that range,
+# which the kernel also hands to outgoing connections, so between our check and the server's bind
+# a connection could take it (a cluster server once failed "bind: address already in use").
+_LOWEST = 10_000
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _below_ephemeral() -> int:
+    try:
+        return int(_EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768  # Linux's default
+
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """A port nothing listens on now, outside the range outgoing connections are given."""
+    top = _below_ephemeral()
+    for _ in range(100):
+        port = random.randrange(_LOWEST, top) if top > _LOWEST else 0
+        if port and port_is_free(port):
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # nothing found: any port
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
