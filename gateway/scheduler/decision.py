@@ -61,6 +61,7 @@ class ReasonCode(enum.StrEnum):
     NO_ELIGIBLE_NODE = "NO_ELIGIBLE_NODE"
     RUNTIME_UNHEALTHY = "RUNTIME_UNHEALTHY"
     SCHEDULER_STATE_STALE = "SCHEDULER_STATE_STALE"
+    RESIDENCY_LOAD_FAILED = "RESIDENCY_LOAD_FAILED"  # its last load there failed, recently
 
 
 class CoResidencyStatus(enum.StrEnum):
@@ -91,7 +92,7 @@ class PlacementRequest(msgspec.Struct, frozen=True, kw_only=True):
     in the queue (the global limit is checked as a request joins the queue, so one that waits keeps
     its place when it is decided again); ``deadline_ms`` is what is left of the request's deadline
     (``None``: only the policy's queue wait bounds it); ``accelerator_ids`` restricts placement
-    (empty: any).
+    (empty: any); ``load_failed_on``: accelerators a cold load must avoid for now.
     """
 
     channel: Channel = Channel.PRODUCTION
@@ -100,6 +101,8 @@ class PlacementRequest(msgspec.Struct, frozen=True, kw_only=True):
     queued: bool = False
     runtime_healthy: bool = True
     accelerator_ids: tuple[str, ...] = ()
+    # where the deployment's last load failed, recently: no cold load goes there again yet
+    load_failed_on: tuple[str, ...] = ()
 
 
 class PlacementDecision(msgspec.Struct, frozen=True, kw_only=True):

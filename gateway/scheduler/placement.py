@@ -7,7 +7,7 @@ Order of preference:
    replica is cold-loaded while one is resident: a busy replica means QUEUE.
 2. The model is loading somewhere: QUEUE behind the load.
 3. Cold load: best fit (least headroom left) among accelerators where it fits as is; otherwise
-   the accelerator whose eviction set is cheapest.  PROVEN_UNSAFE partners already resident must
+   the accelerator whose eviction set is cheapest.  Not where its last load failed, recently.  PROVEN_UNSAFE partners already resident must
    be evicted (or the accelerator is out); critical pressure and unknown attribution keep cold
    loads away; the eviction cooldown is respected.
 4. Nothing fits now but would once in-flight leases, loads or cooldowns finish: QUEUE, if the
@@ -262,10 +262,13 @@ def _conclude(ask: _Ask, assessments: list[_Assessment]) -> PlacementDecision:
         best = max(waitable, key=lambda item: item.budget.schedulable_bytes)
         return _queue(ask, best, best.reasons)
     closest = max(assessments, key=lambda item: item.budget.schedulable_bytes)
-    # The first reason is the client's error: critical pressure when it is what keeps every
-    # accelerator out, else the lack of room.
-    critical = all(R.PRESSURE_CRITICAL in item.reasons for item in assessments)
-    refusals = [R.PRESSURE_CRITICAL if critical else R.INSUFFICIENT_SCHEDULABLE_VRAM]
+    # The first reason is the client's error: critical pressure, or a load that just failed there,
+    # when it is what keeps every accelerator out; else the lack of room.
+    first = R.INSUFFICIENT_SCHEDULABLE_VRAM
+    for only in (R.PRESSURE_CRITICAL, R.RESIDENCY_LOAD_FAILED):
+        if all(only in item.reasons for item in assessments):
+            first = only
+    refusals = [first]
     for item in assessments:
         refusals.extend(item.reasons)
     unique = tuple(dict.fromkeys(refusals))  # accelerators refused for the same reason: name it once
@@ -303,6 +306,8 @@ def _queue(ask: _Ask, waiting: _Assessment, reasons: tuple[ReasonCode, ...]) -> 
 def _screen_cold(ask: _Ask, state: AcceleratorState, unsafe: frozenset[str]) -> _Assessment:
     policy = ask.policy
     budget = account(state, policy, ask.now)
+    if ask.request.load_failed_on and state.accelerator_id in ask.request.load_failed_on:
+        return _Assessment(state, budget, False, reasons=(R.RESIDENCY_LOAD_FAILED,))
     critical = state.pressure.level is _CRITICAL or budget.utilisation >= policy.pressure_critical_at
     if critical and next_pressure(state.pressure, budget.utilisation, ask.now, policy).level is _CRITICAL:
         return _Assessment(state, budget, False, reasons=(R.PRESSURE_CRITICAL,))

@@ -33,6 +33,7 @@ from gateway.serving.jobs import publish_unload
 from gateway.serving.line import Place, waits_behind
 from gateway.serving.loading import await_evicted, await_loaded, record_failure, send_load
 from gateway.state.live import LiveState
+from gateway.state.loads import failed_recently
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
@@ -183,6 +184,7 @@ async def _acquire(
                     runtime_healthy=deployment.deployment_id not in ctx.live.unhealthy,
                     queue_depth=ctx.queue_depth(),  # every replica's line
                     queued=place in ctx.waiting,
+                    load_failed_on=failed_recently(ctx.live.load_failures, deployment.deployment_id, now),
                 ),
                 ctx.live.policy,
                 now,

@@ -37,12 +37,8 @@ from gateway.scheduler import (
 )
 from gateway.scheduler.overcommit import restore_capacity
 from gateway.state.catalog import Catalog
-from gateway.state.loads import LoadFailure
+from gateway.state.loads import LoadFailure, retry_at
 from streams.events import serving as s
-
-# An always-warm load that failed (its job not sent, or the agent could not load it) is tried
-# again after this long, not at once: a failure that persists must not become a stream of loads.
-WARM_RETRY_S = 30.0
 
 
 class Unload(msgspec.Struct, frozen=True):
@@ -117,7 +113,7 @@ def warm_missing(
     now: float = 0.0,
 ) -> list[str]:
     """Always-warm deployments that are resident nowhere, in id order; one whose last load failed
-    (`failures`, by deployment id) is tried again `WARM_RETRY_S` after that failure."""
+    (`failures`, by deployment id) is tried again `LOAD_RETRY_S` after that failure."""
     present = hosted(accelerators)
     failures = failures or {}
     return sorted(
@@ -128,7 +124,7 @@ def warm_missing(
         and not d.draining
         and catalog.unservable(d) is None
         and d.deployment_id not in present
-        and _retry_at(failures.get(d.deployment_id)) <= now
+        and retry_at(failures.get(d.deployment_id)) <= now
     )
 
 
@@ -137,18 +133,14 @@ def next_warm_retry(catalog: Catalog, failures: Mapping[str, LoadFailure], now: 
     a retry already due is the current round's)."""
     return min(
         (
-            _retry_at(failure)
+            retry_at(failure)
             for deployment_id, failure in failures.items()
-            if _retry_at(failure) > now
+            if retry_at(failure) > now
             and (d := catalog.deployments.get(deployment_id)) is not None
             and d.residency.kind == "always_warm"
         ),
         default=None,
     )
-
-
-def _retry_at(failure: LoadFailure | None) -> float:
-    return failure.at + WARM_RETRY_S if failure is not None else float("-inf")
 
 
 def idle_past_ttl(catalog: Catalog, accelerators: Iterable[AcceleratorState], now: float) -> list[Unload]:

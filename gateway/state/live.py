@@ -42,6 +42,7 @@ from gateway.state.evictions import PendingEviction, fold_evictions
 from gateway.state.loads import LoadFailure, Outgrown, PendingLoad, fold_loads, outgrown
 from streams import subjects
 from streams.codec import UnknownEvent
+from streams.envelope import ActorKind
 from streams.events import control as c
 from streams.events import serving as s
 from streams.events.base import Event
@@ -109,7 +110,7 @@ class LiveState:
             match event:
                 case s.ResidencyLoadFailed():
                     self.load_failures[event.deployment_id] = LoadFailure(
-                        event, envelope.occurred_at.timestamp()
+                        event, envelope.occurred_at.timestamp(), envelope.actor.kind == ActorKind.AGENT
                     )
                 case s.LeaseGranted():
                     self.lease_grants[event.lease_id] = event

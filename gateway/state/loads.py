@@ -16,6 +16,11 @@ import msgspec
 from streams.events import serving as s
 from streams.events.base import Event
 
+# A deployment whose load failed on an accelerator is not loaded there again, by a request or by
+# the always-warm upkeep, until this long after: a failure that persists (its files missing on
+# that node, a runtime that cannot load it) must not become a stream of loads.
+LOAD_RETRY_S = 30.0
+
 
 class PendingLoad(msgspec.Struct, frozen=True):
     requested: s.ResidencyLoadRequested
@@ -27,6 +32,8 @@ class LoadFailure(msgspec.Struct, frozen=True):
 
     failed: s.ResidencyLoadFailed
     at: float  # POSIX seconds
+    # the node's agent tried it and failed (not a job the gateway could not send, nor a timeout)
+    by_agent: bool = False
 
 
 class Outgrown(msgspec.Struct, frozen=True):
@@ -43,6 +50,20 @@ class Outgrown(msgspec.Struct, frozen=True):
             f"a load on {self.accelerator_id} measured {self.measured_bytes} bytes, more than the "
             f"{self.reserved_bytes} its envelope reserved"
         )
+
+
+def retry_at(failure: LoadFailure | None) -> float:
+    """When a load that failed may be tried again (minus infinity: nothing failed)."""
+    return failure.at + LOAD_RETRY_S if failure is not None else float("-inf")
+
+
+def failed_recently(failures: Mapping[str, LoadFailure], deployment_id: str, now: float) -> tuple[str, ...]:
+    """The accelerators a cold load of `deployment_id` must avoid now: where the agent failed its
+    last load, until it may be tried again. (A job the gateway could not send says nothing of the
+    node: the next request may load it there at once.)"""
+    failure = failures.get(deployment_id)
+    recent = failure is not None and failure.by_agent and retry_at(failure) > now
+    return (failure.failed.accelerator_id,) if failure is not None and recent else ()
 
 
 def outgrown(pending: Mapping[str, PendingLoad], loaded: s.ResidencyLoaded, probe_id: str) -> Outgrown | None:

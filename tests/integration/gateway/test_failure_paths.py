@@ -181,6 +181,23 @@ async def test_a_cold_load_whose_job_cannot_be_sent_is_refused_and_leaves_nothin
     assert served.headers["x-mf-deployment"] == deployment
 
 
+async def test_a_cold_load_the_agent_failed_is_not_sent_to_it_again_at_once(stack: Stack) -> None:
+    deployment = await another_deployment(stack, "minilm-broken", "broken")
+    (stack.root / "minilm-broken" / "model.onnx").unlink()  # the agent's check of the files fails
+    headers = {"authorization": f"Bearer {stack.key.key}"}
+    body = {"input": "load me", "model": "broken"}
+    async with httpx.AsyncClient(timeout=60) as http:
+        failed = await http.post(f"{stack.gateway.url}/v1/embeddings", json=body, headers=headers)
+        again = await http.post(f"{stack.gateway.url}/v1/embeddings", json=body, headers=headers)
+    assert failed.status_code == 503, failed.text
+    assert again.status_code == 503
+    assert again.json()["error"]["code"] == "RESIDENCY_LOAD_FAILED"
+    assert "RESIDENCY_LOAD_FAILED" in again.json()["error"]["details"]["reason_codes"]
+    events = await aggregate_events(stack.connection, Aggregate.ACCELERATOR, f"{stack.node}-cpu0")
+    loads = [e for e in events if isinstance(e, s.ResidencyLoadRequested) and e.deployment_id == deployment]
+    assert len(loads) == 1  # the second request was refused without sending the node the same load
+
+
 NO_PRESSURE = {"pressure_elevated_at": 2.0, "pressure_high_at": 2.0, "pressure_critical_at": 2.0}
 
 

@@ -17,7 +17,7 @@ from gateway.scheduler import (
 )
 from gateway.serving import upkeep
 from gateway.state.catalog import Catalog, evolve_catalog
-from gateway.state.loads import LoadFailure
+from gateway.state.loads import LOAD_RETRY_S, LoadFailure, failed_recently
 from streams.events import serving as s
 from tests.support.events import lease_granted, stable_deployment
 
@@ -47,10 +47,10 @@ def test_an_always_warm_deployment_that_is_loading_is_not_missing() -> None:
 def test_an_always_warm_deployment_whose_load_failed_is_tried_again_only_after_the_retry_wait() -> None:
     failed = s.ResidencyLoadFailed(load_id="l", accelerator_id="a1", deployment_id="d", code="X", detail="")
     catalog, failed_at = catalog_with("always_warm"), {"d": LoadFailure(failed, 100.0)}
-    assert upkeep.warm_missing(catalog, [accelerator()], failed_at, 100.0 + upkeep.WARM_RETRY_S - 1) == []
-    assert upkeep.next_warm_retry(catalog, failed_at, 101.0) == 100.0 + upkeep.WARM_RETRY_S
-    assert upkeep.warm_missing(catalog, [accelerator()], failed_at, 100.0 + upkeep.WARM_RETRY_S) == ["d"]
-    assert upkeep.next_warm_retry(catalog, failed_at, 100.0 + upkeep.WARM_RETRY_S) is None
+    assert upkeep.warm_missing(catalog, [accelerator()], failed_at, 100.0 + LOAD_RETRY_S - 1) == []
+    assert upkeep.next_warm_retry(catalog, failed_at, 101.0) == 100.0 + LOAD_RETRY_S
+    assert upkeep.warm_missing(catalog, [accelerator()], failed_at, 100.0 + LOAD_RETRY_S) == ["d"]
+    assert upkeep.next_warm_retry(catalog, failed_at, 100.0 + LOAD_RETRY_S) is None
 
 
 def test_on_demand_deployments_are_never_loaded_by_upkeep() -> None:
@@ -125,3 +125,14 @@ def test_a_level_another_replica_booked_restarts_this_replicas_track() -> None:
 def test_an_accelerator_without_fresh_telemetry_gets_no_pressure() -> None:
     stale = msgspec.structs.replace(used(0.96), available=False)
     assert upkeep.track_pressure([stale], {}, POLICY, now=10.0) == ({}, [])
+
+
+def test_a_cold_load_avoids_where_the_agent_failed_the_deployments_load_until_it_may_be_tried_again() -> None:
+    failed = s.ResidencyLoadFailed(
+        load_id="l", accelerator_id="n1-gpu0", deployment_id="d", code="RESIDENCY_LOAD_FAILED", detail="x"
+    )
+    failures = {"d": LoadFailure(failed, 100.0, by_agent=True)}
+    assert failed_recently(failures, "d", 100.0 + LOAD_RETRY_S - 1) == ("n1-gpu0",)
+    assert failed_recently({"d": LoadFailure(failed, 100.0)}, "d", 101.0) == ()  # not sent: no backoff
+    assert failed_recently(failures, "d", 100.0 + LOAD_RETRY_S) == ()
+    assert failed_recently(failures, "other", 101.0) == ()

@@ -340,3 +340,23 @@ def test_a_loaded_copy_of_an_outgrown_envelope_serves_on() -> None:
     decision = plan_placement([state], model(outgrown=True), ask(), POLICY, NOW)
     assert decision.verdict is Verdict.ADMIT
     assert not decision.cold_load
+
+
+def test_a_cold_load_avoids_the_accelerator_where_its_load_just_failed() -> None:
+    decision = plan_placement(
+        [gpu("gpu-0"), gpu("gpu-1", total_gib=40)], model(), ask(load_failed_on=("gpu-1",)), POLICY, NOW
+    )
+    assert decision.verdict is Verdict.ADMIT
+    assert decision.accelerator_id == "gpu-0"  # gpu-1, the better fit, is where it just failed
+
+
+def test_a_cold_load_that_just_failed_everywhere_it_fits_is_refused_naming_that() -> None:
+    decision = plan_placement([gpu("gpu-0")], model(), ask(load_failed_on=("gpu-0",)), POLICY, NOW)
+    assert decision.verdict is Verdict.REJECT_INSUFFICIENT_CAPACITY
+    assert decision.reason_codes[0] is ReasonCode.RESIDENCY_LOAD_FAILED
+
+
+def test_a_failed_load_elsewhere_does_not_keep_a_loaded_copy_from_serving() -> None:
+    state = gpu("gpu-0", residents=(resident("new-model", 12),))
+    decision = plan_placement([state], model(), ask(load_failed_on=("gpu-0",)), POLICY, NOW)
+    assert decision.verdict is Verdict.ADMIT
