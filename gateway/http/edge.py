@@ -1,4 +1,4 @@
-"""What the HTTP handlers share: the serving context, client directory, limiter and metrics."""
+"""What the HTTP handlers share: the serving context, client directory and limiter."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from gateway.admin.operators import OperatorFile
 from gateway.clients.directory import ClientDirectory
 from gateway.clients.limits import RequestLimiter
-from gateway.http.metrics import Metrics
 from gateway.serving.context import ServingContext
 
 
@@ -18,5 +17,4 @@ class Edge:
     limiter: RequestLimiter
     operator_token: str = ""  # the shared admin key (empty: named operators only)
     operators: OperatorFile = field(default_factory=lambda: OperatorFile(None))
-    metrics: Metrics = field(default_factory=Metrics)
     ready: bool = False

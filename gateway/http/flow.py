@@ -213,15 +213,15 @@ async def run_capability(
         error = raised if isinstance(raised, ServingError) else internal_error(raised, request_id)
         if principal is not None and (not serving or (admission is not None and admission.refused)):
             record_rejection(edge.ctx, capability, request_id, principal.client_id, error)
-        edge.metrics.observe(
-            capability, error.code, error.http_status, (time.perf_counter() - started) * 1000
+        edge.ctx.metrics.request_ended(
+            capability, error.code, error.http_status, time.perf_counter() - started
         )
         return error_response(error, request_id)
     body = result.body
     if isinstance(body, dict):
         body["request_id"] = request_id
         body["latency"] = latency_body(result.latency)
-    edge.metrics.observe(capability, "OK", 200, result.latency.total_ms)
+    edge.ctx.metrics.request_ended(capability, "OK", 200, result.latency.total_ms / 1000, result.latency)
     headers = {**timing_headers(result.latency), "x-mf-deployment": result.deployment_id}
     if isinstance(body, Response):
         body.headers.update(headers)

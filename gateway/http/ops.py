@@ -1,16 +1,15 @@
-"""Operator endpoints: liveness, readiness, Prometheus metrics."""
+"""Operator endpoints: liveness, readiness, Prometheus metrics (`gateway.serving.metrics`)."""
 
 from __future__ import annotations
 
 import contextlib
-import time
 
+from prometheus_client.exposition import choose_encoder
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 
 from gateway.http.edge import Edge
 from gateway.http.responses import json_response
-from gateway.scheduler import account
 
 
 async def healthz(request: Request) -> Response:
@@ -54,22 +53,6 @@ async def readyz(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     edge: Edge = request.app.state.edge
-    live = edge.ctx.live
-    now = time.time()
-    gauges: dict[str, float] = {
-        "modelforge_applied_event_sequence": float(live.applied),
-        "modelforge_queued_requests": float(edge.ctx.queued),
-        "modelforge_queued_requests_all_gateways": float(edge.ctx.queue_depth()),
-        "modelforge_background_writes": float(len(edge.ctx.background)),
-    }
-    for state in live.schedulable_accelerators(now):
-        budget = account(state, live.policy, now)
-        label = state.accelerator_id.replace('"', "")
-        gauges[f'modelforge_accelerator_schedulable_bytes{{accelerator="{label}"}}'] = float(
-            budget.schedulable_bytes
-        )
-        gauges[f'modelforge_accelerator_resident_bytes{{accelerator="{label}"}}'] = float(
-            budget.resident_bytes
-        )
-        gauges[f'modelforge_accelerator_leased_bytes{{accelerator="{label}"}}'] = float(budget.leased_bytes)
-    return PlainTextResponse(edge.metrics.render(gauges), media_type="text/plain; version=0.0.4")
+    # the text format, or OpenMetrics for a scraper that asks for it (as prometheus_client's own app)
+    encode, content_type = choose_encoder(request.headers.get("accept", ""))
+    return Response(encode(edge.ctx.metrics.registry), headers={"content-type": content_type})

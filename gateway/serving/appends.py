@@ -138,6 +138,7 @@ def _confirm(
             expected if offset == 0 else first + offset - 1,
         )
     ctx.live.unstage(accelerator_id, len(events))
+    ctx.metrics.appended(events)
 
 
 async def catch_up_after(ctx: ServingContext, conflict: ConcurrencyConflict, timeout: float) -> None:

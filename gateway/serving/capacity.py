@@ -190,6 +190,7 @@ async def _acquire(
                 now,
                 ctx.live.co_residency,
             )
+            ctx.metrics.decided(decision)
             # A newcomer that could take capacity goes behind those already waiting for the model.
             behind = decision.verdict.admits and place not in ctx.waiting and waits_behind(ctx.waiting, place)
             step = None if behind else _stage(ctx, decision, deployment, request_id, client_id, stale)

@@ -13,7 +13,9 @@ from typing import Any
 from nats.aio.client import Client
 
 from eventstore.store import EventStore
+from gateway.serving.gauges import LiveGauges
 from gateway.serving.line import Place, wake_order
+from gateway.serving.metrics import ServingMetrics
 from gateway.serving.queues import QueueBoard
 from gateway.serving.upkeep import PressureTrack
 from gateway.state.live import LiveState
@@ -43,6 +45,10 @@ class ServingContext:
     board: QueueBoard | None = None
     # set when the gateway closes: background writes stop retrying (a lease then ends by its TTL)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+    metrics: ServingMetrics = field(init=False)  # this replica's /metrics, its live gauges included
+
+    def __post_init__(self) -> None:
+        self.metrics = ServingMetrics(LiveGauges(self))
 
     @property
     def queued(self) -> int:

@@ -1,0 +1,92 @@
+"""The gauges of the live view, computed when Prometheus scrapes (a custom collector): queue
+depth, background writes, and per accelerator the books (resident, leased, schedulable bytes,
+leases) and the pressure level on them.
+
+Projection lag is not here: knowing it takes a read-model query and a stream-info request per
+scrape (`GET /admin/v1/projection` gives it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gateway.scheduler import account
+from gateway.scheduler.state import SEVERITY
+
+if TYPE_CHECKING:
+    from gateway.serving.context import ServingContext
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)
+
+
+class LiveGauges(Collector):
+    def __init__(self, ctx: ServingContext) -> None:
+        self._ctx = ctx
+
+    def collect(self) -> Iterator[Metric]:
+        ctx = self._ctx
+        live = ctx.live
+        yield _gauge(
+            "modelforge_applied_event_sequence",
+            "The last event-stream sequence folded into this gateway's live view",
+            live.applied,
+        )
+        yield _gauge(
+            "modelforge_queued_requests", "Requests waiting for capacity on this gateway", ctx.queued
+        )
+        yield _gauge(
+            "modelforge_queued_requests_all_gateways",
+            "Requests waiting for capacity on every gateway, as this one hears them",
+            ctx.queue_depth(),
+        )
+        yield _gauge(
+            "modelforge_background_writes",
+            "Writes begun off a response's path (lease releases, request events) not finished yet",
+            len(ctx.background),
+        )
+        yield from _accelerators(ctx)
+
+
+def _accelerators(ctx: ServingContext) -> Iterator[Metric]:
+    live = ctx.live
+    now = time.time()
+    labels = ["accelerator", "node"]
+    resident = GaugeMetricFamily(
+        "modelforge_accelerator_resident_bytes",
+        "Memory of the models resident on the accelerator",
+        labels=labels,
+    )
+    leased = GaugeMetricFamily(
+        "modelforge_accelerator_leased_bytes",
+        "Memory reserved by leases and not yet in use (outstanding)",
+        labels=labels,
+    )
+    schedulable = GaugeMetricFamily(
+        "modelforge_accelerator_schedulable_bytes",
+        "Memory placement may still give out: total less safety reserve and what is committed",
+        labels=labels,
+    )
+    leases = GaugeMetricFamily(
+        "modelforge_accelerator_leases", "Leases on the accelerator's books", labels=labels
+    )
+    pressure = GaugeMetricFamily(
+        "modelforge_accelerator_pressure_level",
+        "Pressure level on the books: 0 normal, 1 elevated, 2 high, 3 critical",
+        labels=labels,
+    )
+    for state in live.schedulable_accelerators(now):
+        budget = account(state, live.policy, now)
+        values = [state.accelerator_id, state.node_id]
+        resident.add_metric(values, budget.resident_bytes)
+        leased.add_metric(values, budget.leased_bytes)
+        schedulable.add_metric(values, budget.schedulable_bytes)
+        leases.add_metric(values, len(state.leases))
+        pressure.add_metric(values, SEVERITY[state.pressure.level])
+    yield from (resident, leased, schedulable, leases, pressure)
