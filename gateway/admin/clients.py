@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from gateway.admin.endpoint import Call, Endpoint
+from gateway.admin.endpoint import ROWS, Call, Endpoint
 from gateway.admin.pipeline import Reason
 from gateway.clients.model import ClientState
 from gateway.clients.service import ClientService, IssuedKey
@@ -171,7 +171,7 @@ async def list_clients(call: Call) -> object:
 
 ENDPOINTS = [
     Endpoint("POST", "/clients", "Create a service client (its key is shown once)", create_client, NewClient, "clients"),
-    Endpoint("GET", "/clients", "Service clients and their credentials (never keys)", list_clients, tag="clients"),
+    Endpoint("GET", "/clients", "Service clients and their credentials (never keys)", list_clients, tag="clients", response=ROWS),
     Endpoint("POST", "/clients/{client_id}/rotate", "A new key (shown once); the old one stops after grace_s", rotate, Rotation, "clients"),
     Endpoint("POST", "/clients/{client_id}/credentials/{credential_id}/revoke", "Revoke a credential at once", revoke, Reason, "clients"),
     Endpoint("POST", "/clients/{client_id}/limits", "Change scopes, rate, concurrency or priority (omitted: unchanged)", change_limits, LimitsChange, "clients"),

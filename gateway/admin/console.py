@@ -12,7 +12,8 @@ from importlib import resources
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+
+from gateway.http.operation import Operation
 
 _ASSETS = resources.files("gateway.admin") / "console"
 _TYPES = {
@@ -31,15 +32,23 @@ _HEADERS = {
 }
 
 
-def _asset(name: str) -> Route:
+def _asset(name: str) -> Operation:
     body = (_ASSETS / name).read_bytes()
     path = "/console" if name == "index.html" else f"/console/{name}"
 
     async def serve(request: Request) -> Response:
         return Response(body, headers=_HEADERS, media_type=_TYPES[name])
 
-    return Route(path, serve, methods=["GET"])
+    return Operation(
+        "GET",
+        path,
+        f"The operator console: {name}",
+        serve,
+        operation_id=f"console_{name.replace('.', '_')}",
+        tag="console",
+        response=str,
+        response_media_type=_TYPES[name].split(";")[0],
+    )
 
 
-def console_routes() -> list[Route]:
-    return [_asset(name) for name in _TYPES]
+CONSOLE_OPERATIONS = [_asset(name) for name in _TYPES]

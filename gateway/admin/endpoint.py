@@ -13,10 +13,10 @@ from typing import Any
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from gateway.http.body import convert, decode_json, read_limited
 from gateway.http.edge import Edge
+from gateway.http.operation import Operation
 from gateway.http.responses import error_response, json_response
 from gateway.http.stamps import request_id_of
 from streams import text
@@ -43,6 +43,9 @@ class Call:
 
 
 Handler = Callable[[Call], Awaitable[object]]
+# Most admin answers are views built as dicts: described as an object, or a list of them.
+OBJECT = dict[str, Any]
+ROWS = list[dict[str, Any]]
 MAX_LIMIT = 1000  # rows a history read gives at most
 
 
@@ -69,9 +72,21 @@ class Endpoint:
     body: type | None = None
     tag: str = ""
     status: int = 200
+    response: Any = OBJECT  # the answer's type, for the OpenAPI document
 
-    def route(self) -> Route:
-        return Route(PREFIX + self.path, _asgi(self), methods=[self.method])
+    def operation(self) -> Operation:
+        return Operation(
+            self.method,
+            PREFIX + self.path,
+            self.summary,
+            _asgi(self),
+            operation_id=self.handler.__name__,
+            tag=self.tag,
+            security="operator",
+            body=self.body,
+            response=self.response,
+            status=self.status,
+        )
 
 
 def declared_operator(request: Request) -> str:

@@ -11,7 +11,7 @@ import msgspec
 from eventstore import reading
 from eventstore.store import ExpectedVersion
 from gateway.admin import views
-from gateway.admin.endpoint import Call, Endpoint, limit_of
+from gateway.admin.endpoint import ROWS, Call, Endpoint, limit_of
 from gateway.admin.pipeline import Reason, promotion
 from gateway.admin.reads import (
     METRICS_SQL,
@@ -24,7 +24,7 @@ from gateway.admin.reads import (
 from gateway.admin.scheduler import co_residency, dry_run, overview
 from gateway.promotion import commands as cmd
 from gateway.promotion.operations import Operations
-from gateway.scheduler import Attribution, account
+from gateway.scheduler import Attribution, SchedulerPolicy, account
 from streams import subjects, text
 from streams.codes import ServingError
 from streams.events import serving as s
@@ -243,19 +243,19 @@ ENDPOINTS = [
         "POST", "/experiments/{deployment_id}/deactivate", "Deactivate an experiment route", deactivate,
         tag="operations",
     ),
-    Endpoint("GET", "/nodes", "Nodes and their liveness", list_nodes, tag="operations"),
+    Endpoint("GET", "/nodes", "Nodes and their liveness", list_nodes, tag="operations", response=ROWS),
     Endpoint("GET", "/nodes/{node_id}", "One node", show_node, tag="operations"),
     Endpoint("POST", "/nodes/{node_id}", "Enable, disable, set eligibility, decommission", change_node, NodeChange, "operations"),
-    Endpoint("GET", "/scheduler/policy", "The scheduler policy in force", show_policy, tag="scheduler"),
+    Endpoint("GET", "/scheduler/policy", "The scheduler policy in force", show_policy, tag="scheduler", response=SchedulerPolicy),
     Endpoint("POST", "/scheduler/policy", "Revise the scheduler policy", revise_policy, PolicyRevision, "scheduler"),
     Endpoint("GET", "/scheduler/overview", "Budgets per accelerator", scheduler_overview, tag="scheduler"),
     Endpoint("POST", "/scheduler/dry-run", "Plan a placement without acting", placement_dry_run, DryRun, "scheduler"),
-    Endpoint("GET", "/scheduler/co-residency", "The co-residency matrix", co_residency_matrix, tag="scheduler"),
+    Endpoint("GET", "/scheduler/co-residency", "The co-residency matrix", co_residency_matrix, tag="scheduler", response=ROWS),
     Endpoint(
         "POST", "/scheduler/co-residency/prove", "Record two residents measured together", prove_co_residency,
-        ProvePair, "scheduler",
+        ProvePair, "scheduler", response=s.CoResidencyProven,
     ),
-    Endpoint("GET", "/scheduler/placements", "Placement history (read model)", placements, tag="scheduler"),
+    Endpoint("GET", "/scheduler/placements", "Placement history (read model)", placements, tag="scheduler", response=ROWS),
     Endpoint("GET", "/scheduler/metrics", "Scheduler counters and gauges", scheduler_metrics, tag="scheduler"),
-    Endpoint("GET", "/requests", "Request history with latency breakdown", request_history, tag="operations"),
+    Endpoint("GET", "/requests", "Request history with latency breakdown", request_history, tag="operations", response=ROWS),
 ]  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Annotated
 import msgspec
 
 from gateway.admin import views
-from gateway.admin.endpoint import Call, Endpoint
+from gateway.admin.endpoint import ROWS, Call, Endpoint
 from gateway.promotion import approvals, artifacts, candidates, rollout
 from gateway.promotion.context import PromotionContext
 from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, DeploymentState
@@ -238,13 +238,13 @@ async def create_experiment(call: Call) -> object:
 
 
 ENDPOINTS = [
-    Endpoint("GET", "/contracts", "The capability contracts and their schemas", list_contracts, tag="contracts"),
+    Endpoint("GET", "/contracts", "The capability contracts and their schemas", list_contracts, tag="contracts", response=ROWS),
     Endpoint("GET", "/contracts/{capability}", "One contract", show_contract, tag="contracts"),
     Endpoint(
         "POST", "/artifact-sets/import", "Import a local model folder onto a node, register it, verify it",
         import_artifacts, ImportArtifacts, "artifacts",
     ),
-    Endpoint("GET", "/artifact-sets", "Artifact sets", list_artifacts, tag="artifacts"),
+    Endpoint("GET", "/artifact-sets", "Artifact sets", list_artifacts, tag="artifacts", response=ROWS),
     Endpoint("GET", "/artifact-sets/{artifact_set_id}", "One artifact set", show_artifacts, tag="artifacts"),
     Endpoint(
         "POST", "/artifact-sets/{artifact_set_id}/verify", "Have the node's agent verify the files",
@@ -255,7 +255,7 @@ ENDPOINTS = [
         quarantine_artifacts, Reason, "artifacts",
     ),
     Endpoint("POST", "/candidates", "Register a candidate", create_candidate, CreateCandidate, "candidates"),
-    Endpoint("GET", "/candidates", "Candidates", list_candidates, tag="candidates"),
+    Endpoint("GET", "/candidates", "Candidates", list_candidates, tag="candidates", response=ROWS),
     Endpoint("GET", "/candidates/{candidate_id}", "One candidate with its probes", show_candidate, tag="candidates"),
     Endpoint(
         "POST", "/candidates/{candidate_id}/probes", "Run a runtime probe (waits for its outcome)",
@@ -266,11 +266,11 @@ ENDPOINTS = [
         "POST", "/approvals/production", "Approve production (gated, bound to an evidence fingerprint)",
         approve_production, ProductionApproval, "approvals",
     ),
-    Endpoint("GET", "/approvals", "Approvals", list_approvals, tag="approvals"),
+    Endpoint("GET", "/approvals", "Approvals", list_approvals, tag="approvals", response=ROWS),
     Endpoint("GET", "/approvals/{approval_id}", "One approval", show_approval, tag="approvals"),
     Endpoint("POST", "/approvals/{approval_id}/revoke", "Revoke an approval", revoke_approval, Reason, "approvals"),
     Endpoint("POST", "/deployments", "Promote to the stable channel", promote, Promote, "deployments"),
-    Endpoint("GET", "/deployments", "Deployments", list_deployments, tag="deployments"),
+    Endpoint("GET", "/deployments", "Deployments", list_deployments, tag="deployments", response=ROWS),
     Endpoint("GET", "/deployments/{deployment_id}", "One deployment", show_deployment, tag="deployments"),
     Endpoint(
         "POST", "/experiments", "Create a lab experiment route", create_experiment, CreateExperiment, "deployments"

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from gateway.admin.clients import applied_here
-from gateway.admin.endpoint import Call, Endpoint
+from gateway.admin.endpoint import ROWS, Call, Endpoint
 from gateway.admin.pipeline import promotion
 from gateway.admin.reads import INTEGRATIONS_SQL, percentile, read_model, requests_from_log
 from gateway.clients.service import ClientService
@@ -134,9 +134,9 @@ async def integrations(call: Call) -> object:
 
 ENDPOINTS = [
     Endpoint("POST", "/projects", "Register a project", register, NewProject, "projects"),
-    Endpoint("GET", "/projects", "Projects", list_projects, tag="projects"),
+    Endpoint("GET", "/projects", "Projects", list_projects, tag="projects", response=ROWS),
     Endpoint("POST", "/projects/{project_id}/channels", "Bind to a capability channel", bind_channel, Channel, "projects"),
     Endpoint("POST", "/projects/{project_id}/clients", "Bind a client", bind_client, ClientRef, "projects"),
     Endpoint("POST", "/projects/{project_id}/fit", "Record project-fit evidence", record_fit, FitEvidence, "projects"),
-    Endpoint("GET", "/integrations", "Integrations with usage", integrations, tag="projects"),
+    Endpoint("GET", "/integrations", "Integrations with usage", integrations, tag="projects", response=ROWS),
 ]  # fmt: skip

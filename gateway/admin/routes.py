@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from starlette.routing import Route
-
 from gateway.admin import clients, operating, pipeline, projection, projects
-from gateway.admin.console import console_routes
+from gateway.admin.console import CONSOLE_OPERATIONS
 from gateway.admin.endpoint import Endpoint
-from gateway.admin.openapi import routes_for_docs
+from gateway.http.operation import Operation
 
 ENDPOINTS: list[Endpoint] = [
     *pipeline.ENDPOINTS,
@@ -18,11 +16,5 @@ ENDPOINTS: list[Endpoint] = [
 ]
 
 
-def admin_routes() -> list[Route]:
-    openapi_json, docs = routes_for_docs(ENDPOINTS)
-    return [
-        *(e.route() for e in ENDPOINTS),
-        Route("/openapi.json", openapi_json, methods=["GET"]),
-        Route("/docs", docs, methods=["GET"]),
-        *console_routes(),
-    ]
+def admin_operations() -> list[Operation]:
+    return [*(e.operation() for e in ENDPOINTS), *CONSOLE_OPERATIONS]

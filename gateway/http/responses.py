@@ -45,8 +45,7 @@ async def routing_error(request: Request, exc: Exception) -> Response:
             "ROUTE_NOT_FOUND",
             f"no route {request.url.path}; clients call POST /v1/embeddings, /v1/rerank, "
             "/v1/ocr, /v1/audio/transcriptions, /v1/capabilities/{capability}:invoke and GET /v1/models; "
-            "operators use /console, and the admin API is described at "
-            "/openapi.json",
+            "operators use /console; every route is described at /openapi.json (browsable at /docs)",
         )
     else:
         refusal = ServingError(

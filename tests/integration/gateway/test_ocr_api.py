@@ -15,10 +15,12 @@ import pytest
 from mistralai.client import Mistral
 
 from eventstore.connection import Connection
+from gateway.http.answers import OcrAnswer
 from modelforge.devstack.nats_server import NatsServer
 from nodeagent.models.ocr import pull_ppocr
 from streams.contracts import OCR
 from tests.integration.gateway.conftest import one_model_stack, refused_leaving_no_trace
+from tests.support.answers import conforms
 from tests.support.images import text_page
 from tests.support.serving import InProcessGateway
 
@@ -143,3 +145,8 @@ async def test_bad_documents_are_refused_and_leave_no_trace(
     error = response.json()["error"]
     assert (error["code"], error["param"]) == (code, param)
     assert says in error["message"]
+
+
+async def test_an_ocr_answer_is_as_the_openapi_document_says(ocr_stack: OcrStack) -> None:
+    answer = await _ocr(ocr_stack, {"model": MODEL, "document": {"type": "image_url", "image_url": PAGE_URL}})
+    conforms(answer, OcrAnswer)

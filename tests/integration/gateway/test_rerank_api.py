@@ -12,9 +12,11 @@ import cohere
 import httpx
 import pytest
 
+from gateway.http.answers import RerankAnswer
 from modelforge.devstack.nats_server import NatsServer
 from tests.integration.gateway.conftest import ModelStack, one_model_stack, refused_leaving_no_trace
 from tests.support.agents import MINILM
+from tests.support.answers import conforms
 from tests.support.models import write_tiny_cross_encoder
 
 DOCUMENTS = ["Stocks fell today.", "A cat and a kitten.", "The weather is mild.", "My cat sleeps."]
@@ -154,3 +156,9 @@ async def test_bad_rerank_requests_are_refused_and_leave_no_trace(
     assert response.status_code == 422
     error = response.json()["error"]
     assert (error["code"], error["param"]) == ("INVALID_INPUT", param)
+
+
+async def test_a_rerank_answer_is_as_the_openapi_document_says(rerank_stack: ModelStack) -> None:
+    body = {"query": "cats", "documents": DOCUMENTS, "return_documents": True}
+    for path in ("/v1/rerank", "/v2/rerank"):
+        conforms((await _rerank(rerank_stack, body, path)).json(), RerankAnswer)

@@ -15,8 +15,10 @@ import numpy as np
 import openai
 import pytest
 
+from gateway.http.answers import TranscriptionAnswer
 from modelforge.devstack.nats_server import NatsServer
 from tests.integration.gateway.conftest import ModelStack, one_model_stack, refused_leaving_no_trace
+from tests.support.answers import conforms
 from tests.support.forms import Part, multipart
 from tests.support.speech import speak, wav, write_speech_model
 
@@ -189,3 +191,13 @@ async def test_a_format_other_than_wav_is_named_with_what_is_supported(speech_st
         headers=MULTIPART,
     )
     assert response.json()["error"]["message"] == "`file` is MP3; supported: WAV (PCM)"
+
+
+@pytest.mark.parametrize("response_format", ["json", "verbose_json"])
+async def test_a_json_transcription_is_as_the_openapi_document_says(
+    speech_stack: ModelStack, response_format: str
+) -> None:
+    response = await _post_form(
+        speech_stack, ("file", "a.wav", TWO_PHRASES), ("response_format", None, response_format.encode())
+    )
+    conforms(response.json(), TranscriptionAnswer)
