@@ -53,6 +53,10 @@ class SchedulerPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # Bounded waiting.
     global_queue_limit: int = 64
     max_queue_wait_seconds: float = 30.0
+    # Models contending for one accelerator take turns: a request that has waited this long for
+    # another model's leases to end there makes later requests stop taking it, so that model
+    # drains and can be swapped out (gateway/serving/line.py). Zero: turns at once.
+    fairness_window_seconds: float = 2.0
 
     # A requested load no agent reported on (loaded or failed) within this long is ended on the
     # books as failed; generous, since building a TensorRT engine can take many minutes.
@@ -75,7 +79,11 @@ _BYTES = ("safety_reserve_min_bytes", "runtime_margin_bytes", "cold_load_margin_
           "request_execution_floor_bytes")  # fmt: skip
 _FRACTIONS = ("safety_reserve_fraction", "cold_load_margin_fraction")
 _PRESSURE = ("pressure_elevated_at", "pressure_high_at", "pressure_critical_at")
-_WAITS = ("pressure_stable_seconds", "eviction_cooldown_seconds")  # zero: no waiting
+_WAITS = (
+    "pressure_stable_seconds",
+    "eviction_cooldown_seconds",
+    "fairness_window_seconds",
+)  # zero: no waiting
 _TIMEOUTS = ("max_queue_wait_seconds", "load_timeout_seconds", "unload_timeout_seconds",
              "telemetry_fresh_seconds")  # fmt: skip
 SETTINGS = {name: type(getattr(DEFAULT_POLICY, name)) for name in SchedulerPolicy.__struct_fields__}

@@ -30,7 +30,7 @@ from gateway.serving.background import NATS_FAILURES, append_until_recorded
 from gateway.serving.context import ServingContext
 from gateway.serving.errors import rejection
 from gateway.serving.jobs import publish_unload
-from gateway.serving.line import Place, waits_behind
+from gateway.serving.line import Place, note_blocked, waits_behind, yields
 from gateway.serving.loading import await_evicted, await_loaded, record_failure, send_load
 from gateway.state.live import LiveState
 from gateway.state.loads import failed_recently
@@ -191,10 +191,10 @@ async def _acquire(
                 ctx.live.co_residency,
             )
             ctx.metrics.decided(decision)
-            # A newcomer that could take capacity goes behind those already waiting for the model.
-            behind = decision.verdict.admits and place not in ctx.waiting and waits_behind(ctx.waiting, place)
+            behind = decision.verdict.admits and _behind(ctx, place, decision, now)
             step = None if behind else _stage(ctx, decision, deployment, request_id, client_id, stale)
         if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)
+            note_blocked(place, decision, now)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             waited = time.perf_counter()
             await _queue(ctx, place, deadline)
@@ -228,6 +228,16 @@ async def _acquire(
             await _send_jobs(ctx, step, deployment, decision.node_id or "")
             await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
+
+
+def _behind(ctx: ServingContext, place: Place, decision: PlacementDecision, now: float) -> bool:
+    """Whether a request that could be admitted waits its turn instead: a newcomer behind those
+    already waiting for its model, or anyone behind a request of another model whose turn it is on
+    the chosen accelerator (`gateway.serving.line`)."""
+    if place not in ctx.waiting and waits_behind(ctx.waiting, place):
+        return True
+    acc = decision.accelerator_id
+    return acc is not None and yields(ctx.waiting, place, acc, now, ctx.live.policy.fairness_window_seconds)
 
 
 async def _landed(

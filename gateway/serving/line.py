@@ -4,9 +4,15 @@ First come, first served within a deployment and a priority: a request arriving 
 least its priority waits for the same deployment goes behind it instead of taking what just
 freed up. Before, a newcomer decided at once and took each freed lease from requests that had
 waited longer: at 64 clients on one model, p99 was 2.6-4.2 s against a p50 near 0.2 s, the slowest
-having spent 1.5 s in the queue. Deployments do not wait for each other: one blocked on its
-accelerator must not hold up another that fits. On any change every waiter is woken, higher
-priority first and in arrival order among equals, so who decides first takes what freed up.
+having spent 1.5 s in the queue. On any change every waiter is woken, higher priority first and in
+arrival order among equals, so who decides first takes what freed up.
+
+Models contending for one accelerator take turns (queue and swap). A waiter for one model that has
+waited longer than the policy's fairness window for leases of another to end on an accelerator
+(the other model busy, so it cannot be evicted) makes later requests stop taking that accelerator:
+the busy model drains, goes idle, and the waiter's decision evicts it and loads its own. Without
+this, steady traffic on the resident model kept it busy and the other model's requests waited
+until their deadlines. Deployments that do not compete for an accelerator never wait for each other.
 """
 
 from __future__ import annotations
@@ -15,20 +21,53 @@ import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gateway.scheduler import PlacementDecision, ReasonCode
+
 
 @dataclass(eq=False)
 class Place:
-    """One request's place in line: what it waits for, its client's priority, its wake-up."""
+    """One request's place in line: what it waits for, its client's priority, its wake-up; and while
+    it waits for leases on an accelerator to end, which one and since when (POSIX seconds)."""
 
     deployment_id: str
     priority: int = 0
     woken: asyncio.Event = field(default_factory=asyncio.Event)
+    blocked_on: str | None = None
+    since: float = 0.0
 
 
 def waits_behind(line: Iterable[Place], place: Place) -> bool:
     """Whether `place` (not in line yet) must join the line rather than take capacity now: someone
     of at least its priority already waits for the same deployment."""
     return any(p.deployment_id == place.deployment_id and p.priority >= place.priority for p in line)
+
+
+def yields(line: Iterable[Place], place: Place, accelerator_id: str, now: float, window_s: float) -> bool:
+    """Whether `place` must leave `accelerator_id` to an earlier waiter (ahead of it in line, or
+    anyone in line for a newcomer) of at least its priority, for another deployment, that has waited
+    there for leases to end for `window_s` or longer: its turn."""
+    for other in line:
+        if other is place:
+            return False
+        if (
+            other.blocked_on == accelerator_id
+            and other.deployment_id != place.deployment_id
+            and other.priority >= place.priority
+            and now - other.since >= window_s
+        ):
+            return True
+    return False
+
+
+def note_blocked(place: Place, decision: PlacementDecision, now: float) -> None:
+    """Keep, on a queued request's place, the accelerator it waits on for leases to end (and since
+    when): what later requests yield to once it has waited a fairness window. A wait for anything
+    else (a load under way, an eviction cooldown) is no one's turn to give: yielding frees nothing."""
+    waiting_on = decision.budget.accelerator_id if decision.budget is not None else None
+    if ReasonCode.WAITING_FOR_LEASES not in decision.reason_codes or waiting_on is None:
+        place.blocked_on = None
+    elif place.blocked_on != waiting_on:
+        place.blocked_on, place.since = waiting_on, now
 
 
 def wake_order(line: Iterable[Place]) -> list[Place]:

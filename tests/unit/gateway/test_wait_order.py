@@ -4,12 +4,16 @@ order; a newcomer goes behind anyone of at least its priority waiting for the sa
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.serving.context import ServingContext
-from gateway.serving.line import Place, waits_behind, wake_order
+from gateway.serving.line import Place, waits_behind, wake_order, yields
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "scheduler"))
 
 
 async def test_waiting_requests_are_woken_higher_priority_first_then_in_arrival_order() -> None:
@@ -73,3 +77,23 @@ def test_within_a_priority_requests_are_served_in_arrival_order(
     for priority in range(3):
         order = [number for p, number in served if p == priority]
         assert order == sorted(order)
+
+
+def test_a_waiter_blocked_past_the_window_makes_later_requests_for_another_model_leave_its_accelerator() -> (
+    None
+):
+    starving = Place("b", blocked_on="gpu-0", since=100.0)
+    newcomer = Place("a")
+    assert yields([starving], newcomer, "gpu-0", now=102.0, window_s=2.0)
+    assert not yields([starving], newcomer, "gpu-0", now=101.9, window_s=2.0)  # not its turn yet
+    assert not yields([starving], newcomer, "gpu-1", now=102.0, window_s=2.0)  # another accelerator
+    assert not yields([starving], Place("b"), "gpu-0", now=102.0, window_s=2.0)  # its own model
+
+
+def test_only_waiters_ahead_in_line_of_at_least_its_priority_take_the_turn() -> None:
+    queued = Place("a")
+    starving = Place("b", blocked_on="gpu-0", since=100.0)
+    assert not yields([queued, starving], queued, "gpu-0", now=200.0, window_s=2.0)  # it was first
+    assert yields([starving, queued], queued, "gpu-0", now=200.0, window_s=2.0)
+    urgent = Place("a", priority=5)
+    assert not yields([starving], urgent, "gpu-0", now=200.0, window_s=2.0)
