@@ -14,6 +14,8 @@ from typing import Any
 
 from modelforge.devstack.processes import wait_for_port
 
+DEMO_KEY_FILE = "demo-key"
+
 
 def wait_until_ready(url: str, port: int, log: Path, timeout: float = 180.0) -> None:
     """The gateway answers /readyz once its state has caught up with the event log."""
@@ -47,8 +49,31 @@ def _wait_node_online(gateway_url: str, token: str, node_id: str, timeout: float
     raise RuntimeError(f"node {node_id} did not come online within {timeout:.0f}s; see the agent's log")
 
 
+def kept_demo_key(home: Path, gateway_url: str) -> str | None:
+    """The demo key an earlier `up` kept in `home`, while the gateway still takes it (not rotated,
+    revoked or expired since): an application configured with it goes on working across restarts."""
+    try:
+        key = (home / DEMO_KEY_FILE).read_text().strip()
+    except OSError:
+        return None
+    request = urllib.request.Request(f"{gateway_url}/v1/models", headers={"authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return key if response.status == 200 else None
+    except urllib.error.HTTPError:
+        return None  # 401/403: no longer valid
+
+
+def keep_demo_key(home: Path, key: str) -> None:
+    """Keep the key for the next `up`, readable by its owner alone."""
+    path = home / DEMO_KEY_FILE
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(key + "\n")
+
+
 def demo_key(nats_url: str, client_id: str) -> str:
-    """A fresh key for the existing demo client (keys are shown once, so a second `up` rotates)."""
+    """A new key for the existing demo client, when none kept is valid (keys are shown once)."""
     from eventstore.connection import connect
     from eventstore.store import EventStore
     from gateway.clients.service import ClientService
@@ -77,14 +102,15 @@ def bootstrap(
     result = bootstrap_demo(gateway_url, token, home / "artifacts", node_id, residency="always_warm")
     for step in result.get("steps", []):
         echo(f"            {step}")
-    key = result.get("key") or demo_key(nats_url, result["client_id"])
+    key = result.get("key") or kept_demo_key(home, gateway_url) or demo_key(nats_url, result["client_id"])
+    keep_demo_key(home, key)
     _say_deployment(echo, result, EMBEDDING, "all-MiniLM-L6-v2")
     ocr = result.get("ocr")
     if ocr:
         _say_deployment(echo, ocr, OCR, OCR_MODEL)
     else:
         echo(f"ocr         not served: {result.get('ocr_unserved')}; `up` again once that is fixed")
-    echo(f"demo key    {key}   (shown once; `up` again rotates it)")
+    echo(f"demo key    {key}   (kept in {home / DEMO_KEY_FILE}; `up` again prints the same one)")
     body = json.dumps({"model": "all-MiniLM-L6-v2", "input": ["hello world"]})
     echo("try it:")
     echo(f"  curl -s {gateway_url}/v1/embeddings -H 'Authorization: Bearer {key}' \\")

@@ -63,7 +63,7 @@ def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Pa
 
 def _embed_with_the_printed_key(stdout: str) -> None:
     """What a new user does next: call the model with the key `up` printed."""
-    key = next(line.split()[2] for line in stdout.splitlines() if line.startswith("demo key"))
+    key = _printed_key(stdout)
     url = next(
         line.split()[1] for line in stdout.splitlines() if line.startswith("gateway ") and "http" in line
     )
@@ -92,9 +92,14 @@ def _ocr_with_the_printed_command(stdout: str, page: Path) -> None:
     assert json.loads(answer.stdout)["pages"][0]["markdown"] == "Invoice number 4821", answer.stdout
 
 
-def test_up_after_down_restarts_on_the_same_data(scratch: Path) -> None:
+def _printed_key(stdout: str) -> str:
+    return next(line.split()[2] for line in stdout.splitlines() if line.startswith("demo key"))
+
+
+def test_up_after_down_restarts_on_the_same_data_and_the_same_demo_key(scratch: Path) -> None:
     home = scratch / "devstack-again"
-    assert run(home, "up").returncode == 0
+    first = run(home, "up")
+    assert first.returncode == 0
     run(home, "down")
     again = run(home, "up")
     try:
@@ -102,6 +107,8 @@ def test_up_after_down_restarts_on_the_same_data(scratch: Path) -> None:
         state = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
         assert state.postgres is not None
         assert (Path(state.postgres.data_dir) / "PG_VERSION").exists()
-        _embed_with_the_printed_key(again.stdout)  # the same deployment, a rotated demo key
+        _embed_with_the_printed_key(again.stdout)  # the same deployment
+        assert _printed_key(again.stdout) == _printed_key(first.stdout)  # an app keeps working
+        assert (home / "demo-key").stat().st_mode & 0o777 == 0o600
     finally:
         run(home, "down")
