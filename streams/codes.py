@@ -229,6 +229,7 @@ REMOTE_CODE_REQUIRED: Final = spec(
 )
 
 # --- promotion pipeline ------------------------------------------------------------------------------
+CANDIDATE_NOT_FOUND: Final = spec("CANDIDATE_NOT_FOUND", 404, "The candidate does not exist.")
 CANDIDATE_NOT_LAB_READY: Final = spec(
     "CANDIDATE_NOT_LAB_READY", 409, "The candidate is not LAB_READY or is already in production."
 )

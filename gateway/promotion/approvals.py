@@ -14,11 +14,10 @@ import msgspec
 
 from gateway.promotion import commands as cmd
 from gateway.promotion.context import PromotionContext
-from gateway.promotion.decide import decide_approval
+from gateway.promotion.decide import candidate_not_found, decide_approval
 from gateway.promotion.evidence import Evidence, approval_id_for, fingerprint, gather
 from gateway.promotion.gates import GateFacts, compatibility, production_gates
 from gateway.promotion.model import ApprovalState, CandidateState, DeploymentState
-from streams.codes import ServingError
 from streams.contracts import CONTRACTS
 from streams.envelope import new_id
 from streams.subjects import Aggregate
@@ -80,7 +79,7 @@ async def approve_production(
     approved twice give the same approval."""
     facts, candidate = await gate_facts(p, candidate_id, probe_id)
     if candidate is None:
-        raise ServingError("CANDIDATE_NOT_LAB_READY", "unknown candidate", "candidate_id", http_status=409)
+        raise candidate_not_found(candidate_id)
     evidence = _evidence(facts, candidate, record.review)
     approval_id = approval_id_for(fingerprint(evidence))
     # Its own deployment does not make a candidate "already in production" for the approval

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from gateway.promotion.aggregates import Aggregates, checked_id
+from gateway.promotion.decide import candidate_not_found
 from gateway.promotion.model import (
     ApprovalState,
     ArtifactSetState,
@@ -77,9 +78,7 @@ class PromotionContext:
     async def candidate(self, candidate_id: str) -> CandidateState:
         candidate: CandidateState | None = await self.aggregates.get(A.CANDIDATE, candidate_id)
         if candidate is None:
-            raise ServingError(
-                "CANDIDATE_NOT_LAB_READY", "unknown candidate", "candidate_id", http_status=404
-            )
+            raise candidate_not_found(candidate_id)
         return candidate
 
     async def approval(self, approval_id: str) -> ApprovalState:

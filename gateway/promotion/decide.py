@@ -94,14 +94,22 @@ def decide_node(state: NodeState | None, command: NodeCommand, now: datetime) ->
     raise AssertionError(command)  # pragma: no cover
 
 
+def candidate_not_found(candidate_id: str = "") -> ServingError:
+    named = f" {candidate_id!r}" if candidate_id else ""
+    return ServingError(
+        "CANDIDATE_NOT_FOUND",
+        f"no candidate{named} exists: `modelforge candidates list` shows them, "
+        "`modelforge candidates create` makes one",
+        "candidate_id",
+    )
+
+
 def decide_candidate(state: CandidateState | None, command: CandidateCommand, now: datetime) -> list[Event]:
     match command:
         case CreateCandidate():
             return _create_candidate(state, command)
         case _ if state is None:
-            raise ServingError(
-                "CANDIDATE_NOT_LAB_READY", "unknown candidate", "candidate_id", http_status=404
-            )
+            raise candidate_not_found()
         case RequestProbe():
             _check_lab_approval(state, command, now)
             if command.artifact_quarantined:
@@ -181,9 +189,7 @@ def decide_approval(state: ApprovalState | None, command: ApprovalCommand, now: 
     match command:
         case ApproveLabExecution():
             if not command.candidate_known:
-                raise ServingError(
-                    "CANDIDATE_NOT_LAB_READY", "unknown candidate", "candidate_id", http_status=404
-                )
+                raise candidate_not_found(command.candidate_id)
             if command.expires_at <= now:
                 raise ServingError("INVALID_INPUT", "a lab approval must expire in the future", "expires_at")
             if not command.node_ids:

@@ -12,6 +12,8 @@ EMBEDDING_CAPABILITIES = ("rag.embedding@1", "vision.embedding@1")
 
 
 def _int(raw: str, name: str, code: str = "INVALID_INPUT") -> int:
+    if not raw.strip():
+        raise ServingError(code, f"`{name}` is required", name)
     try:
         value = int(raw)
     except ValueError:
@@ -34,6 +36,14 @@ def check_runtime_profile(capability: str, profile: dict[str, str]) -> None:
     normalisation, input semantics); the other capabilities' outputs are fixed by their contracts,
     so their profile may be empty."""
     if capability in EMBEDDING_CAPABILITIES:
+        if not profile:
+            raise ServingError(
+                "PROFILE_SEMANTICS_INVALID",
+                f"a {capability} candidate declares its embedding space in its runtime profile: "
+                "dimension, normalized and input_semantics (the CLI: --profile dimension=384 "
+                "--profile normalized=true --profile input_semantics=symmetric)",
+                "runtime_profile",
+            )
         _int(profile.get("dimension", ""), "dimension", "PROFILE_SEMANTICS_INVALID")
         if profile.get("normalized") not in ("true", "false"):
             raise ServingError(

@@ -96,6 +96,30 @@ def test_an_embedding_candidate_must_declare_its_space() -> None:
     assert refused.value.code == "PROFILE_SEMANTICS_INVALID"
 
 
+def test_an_embedding_candidate_created_without_a_profile_is_told_what_to_declare() -> None:
+    command = CreateCandidate("cand-3", "rag.embedding@1", "as-minilm", {}, {}, "rag.embedding@1")
+    with pytest.raises(ServingError) as refused:
+        decide_candidate(None, command, NOW)
+    assert (refused.value.code, refused.value.param) == ("PROFILE_SEMANTICS_INVALID", "runtime_profile")
+    assert "--profile dimension=384" in refused.value.message
+
+
+def test_a_missing_setting_is_named_as_missing_not_as_an_empty_number() -> None:
+    command = CreateCandidate(
+        "cand-4", "rag.embedding@1", "as-minilm", {"normalized": "true"}, {}, "rag.embedding@1"
+    )
+    with pytest.raises(ServingError) as refused:
+        decide_candidate(None, command, NOW)
+    assert refused.value.message == "`dimension` is required"
+
+
+def test_a_command_for_a_candidate_that_does_not_exist_says_so() -> None:
+    with pytest.raises(ServingError) as refused:
+        decide_candidate(None, MarkLabReady("probe-1"), NOW)
+    assert (refused.value.code, refused.value.http_status) == ("CANDIDATE_NOT_FOUND", 404)
+    assert "candidates list" in refused.value.message
+
+
 def promotion(deployments: tuple[DeploymentState, ...] = (), **changes: object) -> PromotionFacts:
     f = facts()
     assert f.candidate is not None
