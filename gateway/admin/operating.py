@@ -153,8 +153,8 @@ async def _proofs(call: Call) -> dict[tuple[str, str], dict[str, Any]]:
         f"{subjects.EVENTS_PREFIX}.accelerator.*.CoResidencyProven",
     )
     out = {}
-    for rec in records:
-        if isinstance(rec.event, s.CoResidencyProven) and rec.event.state == "PROVEN_SAFE":
+    for rec in records:  # in stream order: a pair's latest proof, SAFE or UNSAFE, is what holds
+        if isinstance(rec.event, s.CoResidencyProven):
             pair = tuple(sorted((rec.event.deployment_a, rec.event.deployment_b)))
             out[(pair[0], pair[1])] = msgspec.to_builtins(rec.event)
     return out

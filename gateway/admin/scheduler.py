@@ -55,8 +55,9 @@ def dry_run(live: LiveState, deployment: DeploymentState, channel: str) -> dict[
 
 
 def co_residency(live: LiveState, proven: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
-    """Pairs of deployments on one accelerator: PROVEN_SAFE where measured together, else what the
-    envelopes lead to expect (EXPECTED_SAFE / NOT_SAFE), UNKNOWN without fresh attribution."""
+    """Pairs of deployments on one accelerator: the latest proof where measured together
+    (PROVEN_SAFE / PROVEN_UNSAFE), else what the envelopes lead to expect (EXPECTED_SAFE /
+    NOT_SAFE), UNKNOWN without fresh attribution."""
     now = time.time()
     deployments = [d for d in live.catalog.deployments.values() if d.active or d.draining]
     out = []
@@ -68,7 +69,7 @@ def co_residency(live: LiveState, proven: dict[tuple[str, str], dict[str, Any]])
             key = (a.deployment_id, b.deployment_id)
             room = budget.total_bytes - budget.external_bytes - budget.safety_reserve_bytes
             if key in proven:
-                status = "PROVEN_SAFE"
+                status = proven[key]["state"]
             elif budget.attribution is not Attribution.KNOWN:
                 status = "UNKNOWN"
             else:
