@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "gateway.admin.cli",
     "gateway.admin.operators_cli",
     "projections.cli",
+    "modelforge.backup_cli",
 )
 
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -19,6 +20,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from eventstore import audit
+from eventstore.backup import BACKED_UP, backup
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.records import RecordedEvent
@@ -182,6 +184,14 @@ async def test_the_provisioner_user_creates_and_updates_every_stream(
     assert (await js.stream_info(subjects.REQUESTS_STREAM)).config.max_age == 7 * configs.DAY_S
     await provision(provisioner.client)
     assert (await js.stream_info(subjects.REQUESTS_STREAM)).config.max_age == 30 * configs.DAY_S
+
+
+async def test_the_provisioner_user_backs_up_the_event_streams(
+    provisioner: Connection, scratch: Path
+) -> None:
+    file = scratch / f"perm-backup-{uuid.uuid4().hex[:6]}.tar"
+    manifest = await backup(provisioner.client, file, lambda _: None)
+    assert [entry.stream for entry in manifest.streams] == list(BACKED_UP)
 
 
 async def test_the_gateway_user_finds_the_provisioned_streams_as_it_needs_them(gateway: Connection) -> None:
