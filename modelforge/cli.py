@@ -33,15 +33,23 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
     home = stack.state_dir()
     print(f"ModelForge embedded stack in {home}")
-    state = stack.up(home, lambda url: asyncio.run(_provision(url)), print)
+    state = stack.up(home, lambda url: asyncio.run(_provision(url)), print, args.nodes)
     gateway_url = state.extra["gateway_url"]
     gateway_log = next(Path(c.log) for c in state.components if c.name == "gateway")
     demo.wait_until_ready(gateway_url, int(state.extra["gateway_port"]), gateway_log)
     print(f"gateway     {gateway_url}")
     nats_url = state.nats.url if state.nats else os.environ["NATS_URL"]
     demo.bootstrap(gateway_url, stack.operator_token(home), home, stack.NODE_ID, nats_url, print)
+    demo.share_models(home, stack.node_count(state), print)
     print("stop it with: ./dev down (or .venv/bin/modelforge down)")
     return 0
+
+
+def _node_count(text: str) -> int:
+    count = int(text)
+    if not 1 <= count <= 8:
+        raise argparse.ArgumentTypeError("between 1 and 8 nodes")
+    return count
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
@@ -116,9 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("up", help="start the embedded stack (NATS, PostgreSQL, services)").set_defaults(
-        handler=_cmd_up
+    up = sub.add_parser("up", help="start the embedded stack (NATS, PostgreSQL, services)")
+    up.add_argument(
+        "--nodes",
+        type=_node_count,
+        help="run this many node agents, each its own node with its own CPU device and model folder "
+        "(default: as many as the last `up`, 1 at first)",
     )
+    up.set_defaults(handler=_cmd_up)
     sub.add_parser("down", help="stop what `up` started").set_defaults(handler=_cmd_down)
     sub.add_parser("status", help="show the embedded stack's state").set_defaults(handler=_cmd_status)
     sub.add_parser(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -124,6 +125,20 @@ def bootstrap(
         echo("       -H 'content-type: application/json' -d @-")
     echo(f"admin API   {gateway_url}/docs (token in {home / 'operator-token'})")
     echo(f"console     {gateway_url}/console (the same token)")
+
+
+def share_models(home: Path, nodes: int, echo: Callable[[str], None]) -> None:
+    """Put the demo's models in every further node's folder (where the gateway's load jobs find
+    them), so a deployment can load on any node: a copy per node, as each would pull its own."""
+    from modelforge.devstack.stack import extra_node_settings
+    from nodeagent.settings import ARTIFACT_ROOT_ENV
+
+    for index in range(2, nodes + 1):
+        root = Path(extra_node_settings(home, index)[ARTIFACT_ROOT_ENV])
+        for folder in (home / "artifacts").iterdir():
+            if folder.is_dir() and not (root / folder.name).exists():
+                shutil.copytree(folder, root / folder.name)
+        echo(f"node        {root.name.removeprefix('artifacts-')} holds the demo models in {root}")
 
 
 def _say_deployment(

@@ -40,19 +40,38 @@ NODE_ID = "local"
 DEFAULT_GATEWAY_PORT = 8080
 
 
-def components(home: Path, state: StackState) -> list[tuple[str, list[str]]]:
-    """The services `up` runs, in start-up order: name -> argv after `modelforge`."""
+def components(home: Path, state: StackState) -> list[tuple[str, list[str], dict[str, str]]]:
+    """The services `up` runs, in start-up order: name, argv after `modelforge`, and what its
+    environment adds. The first agent is the embedded node (`node_settings`); `up --nodes N` adds
+    N - 1 more, each a node of its own with its own CPU device and model folder."""
     port = int(state.extra.get("gateway_port", "0")) or (
         DEFAULT_GATEWAY_PORT if port_is_free(DEFAULT_GATEWAY_PORT) else free_port()
     )
     state.extra["gateway_port"] = str(port)
     state.extra["gateway_url"] = f"http://127.0.0.1:{port}"
-    (home / "artifacts").mkdir(parents=True, exist_ok=True)
+    agents = []
+    for index in range(1, node_count(state) + 1):
+        settings = extra_node_settings(home, index)
+        Path(settings.get(ARTIFACT_ROOT_ENV, home / "artifacts")).mkdir(parents=True, exist_ok=True)
+        agents.append(("agent" if index == 1 else f"agent-{index}", ["agent"], settings))
     return [
-        ("projector", ["projector"]),
-        ("agent", ["agent"]),  # its identity and folder: node_settings, in its environment
-        ("gateway", ["gateway", "--port", str(port), "--gateway-id", "local"]),
+        ("projector", ["projector"], {}),
+        *agents,
+        ("gateway", ["gateway", "--port", str(port), "--gateway-id", "local"], {}),
     ]
+
+
+def node_count(state: StackState) -> int:
+    """How many agents `up` runs: what `--nodes` last asked for (1 by default)."""
+    return int(state.extra.get("nodes", "1"))
+
+
+def extra_node_settings(home: Path, index: int) -> dict[str, str]:
+    """The environment of the `index`-th node's agent beyond the embedded node's (nothing for it)."""
+    if index == 1:
+        return {}
+    node = f"{NODE_ID}-{index}"
+    return {NODE_ID_ENV: node, ARTIFACT_ROOT_ENV: str(home / f"artifacts-{node}")}
 
 
 def operator_token(home: Path) -> str:
@@ -155,8 +174,13 @@ def start_component(home: Path, name: str, argv: list[str], env: dict[str, str])
     return Component(name, process.pid, str(log))
 
 
-def up(home: Path, provision: Callable[[str], None], echo: Callable[[str], None]) -> StackState:
+def up(
+    home: Path, provision: Callable[[str], None], echo: Callable[[str], None], nodes: int | None = None
+) -> StackState:
+    """`nodes`: run that many agents from now on (None: as many as the last `up`)."""
     state = load_state(home)
+    if nodes is not None:
+        state.extra["nodes"] = str(nodes)
     nats_url = ensure_nats(home, state)
     echo(f"nats        {nats_url}")
     database_url = ensure_postgres(home, state)
@@ -173,10 +197,13 @@ def up(home: Path, provision: Callable[[str], None], echo: Callable[[str], None]
     }
     running = {c.name: c for c in state.components if pid_alive(c.pid)}
     state.components = []
-    for name, argv in components(home, state):
-        component = running.get(name) or start_component(home, name, argv, env)
+    for name, argv, own in components(home, state):
+        component = running.pop(name, None) or start_component(home, name, argv, {**env, **own})
         state.components.append(component)
         echo(f"{name:<11} pid {component.pid}, log {component.log}")
+    for extra in running.values():  # agents beyond what --nodes now asks for
+        stop_pid(extra.pid)
+        echo(f"stopped {extra.name} (pid {extra.pid})")
     save_state(home, state)
     return state
 

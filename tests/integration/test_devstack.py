@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +14,13 @@ from pathlib import Path
 import httpx
 import msgspec
 
+from eventstore.connection import connect
 from modelforge.devstack.processes import pid_alive
 from modelforge.devstack.stack import StackState
+from streams import subjects
+from streams.events.requests import RequestCompleted
 from tests.support.images import text_page
+from tests.support.serving import events_until
 
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -61,7 +67,7 @@ def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Pa
     assert not pid_alive(state.postgres.pid)
 
 
-def _embed_with_the_printed_key(stdout: str) -> None:
+def _embed_with_the_printed_key(stdout: str) -> str:
     """What a new user does next: call the model with the key `up` printed."""
     key = _printed_key(stdout)
     url = next(
@@ -75,6 +81,7 @@ def _embed_with_the_printed_key(stdout: str) -> None:
     )
     assert response.status_code == 200, response.text
     assert len(response.json()["data"][0]["embedding"]) == 384
+    return response.headers["x-request-id"]
 
 
 def _ocr_with_the_printed_command(stdout: str, page: Path) -> None:
@@ -112,3 +119,32 @@ def test_up_after_down_restarts_on_the_same_data_and_the_same_demo_key(scratch: 
         assert (home / "demo-key").stat().st_mode & 0o777 == 0o600
     finally:
         run(home, "down")
+
+
+async def test_up_with_two_nodes_serves_from_the_second_once_the_first_is_lost(scratch: Path) -> None:
+    home = scratch / "devstack-nodes"
+    started = await asyncio.to_thread(run, home, "up", "--nodes", "2")
+    try:
+        assert started.returncode == 0, started.stderr
+        state = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
+        agents = {c.name: c.pid for c in state.components if c.name.startswith("agent")}
+        assert set(agents) == {"agent", "agent-2"}
+        await asyncio.to_thread(_embed_with_the_printed_key, started.stdout)
+        assert state.nats is not None
+        connection = await connect(state.nats.url, "devstack-nodes-test")
+        try:
+            lost = await connection.client.subscribe(f"{subjects.EVENTS_PREFIX}.node.local.NodeLost")
+            os.kill(agents["agent"], signal.SIGKILL)  # the first node's agent dies
+            await lost.next_msg(timeout=60)  # declared lost once its telemetry stopped
+            served = await asyncio.to_thread(_embed_with_the_printed_key, started.stdout)
+            completed = await events_until(
+                connection,
+                subjects.REQUESTS_STREAM,
+                lambda e: isinstance(e, RequestCompleted) and e.request_id == served,
+            )
+            assert isinstance(completed[-1], RequestCompleted)
+            assert completed[-1].node_id == "local-2"
+        finally:
+            await connection.close()
+    finally:
+        await asyncio.to_thread(run, home, "down")
