@@ -69,7 +69,12 @@ def _server(url: str) -> tuple[str, int, dict[str, Any]]:
 
 
 class RawNats:
-    """Just enough NATS: CONNECT, SUB, PUB, PING/PONG, and MSG/HMSG delivery to one handler."""
+    """Just enough NATS: CONNECT, SUB, PUB, PING/PONG, and MSG/HMSG delivery to one handler.
+
+    One coroutine at a time: `read_messages` hands whoever calls it every message in the socket (a
+    request drops those not answering it), so two readers would take each other's replies; asyncio
+    refuses the second one (RuntimeError). Every user opens its own: `read`, `last_sequence`,
+    `stored_ns`."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer

@@ -149,27 +149,37 @@ async def test_a_read_whose_first_pulls_find_no_consumer_yet_pulls_again(
     deployment_nats: NatsServer, published: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # On a cluster the consumer's creation is answered before its interest reaches every server:
-    # the first pulls get 503 No Responders. Here its creation is answered before it is made.
-    create = source.RawNats.request
+    # the first pulls get 503 No Responders. Here its creation is answered before it is made, and
+    # it is made once a pull found no one, on a connection of its own (a RawNats is read by one
+    # coroutine at a time, as in production: a second one reading it would take the other's replies).
+    projector = url(deployment_nats, "projector")
+    request, read_messages = source.RawNats.request, source.RawNats.read_messages
+    unmade: list[tuple[str, bytes]] = []
 
     async def answered_early(self: source.RawNats, subject: str, payload: bytes, timeout: float = 5.0) -> Any:
         if not subject.startswith("$JS.API.CONSUMER.CREATE."):
-            return await create(self, subject, payload, timeout)
-
-        async def later() -> None:
-            await asyncio.sleep(0.3)
-            await create(self, subject, payload, timeout)
-
-        pending.append(asyncio.create_task(later()))
+            return await request(self, subject, payload, timeout)
+        unmade.append((subject, payload))
         return {"type": "io.nats.jetstream.api.v1.consumer_create_response"}
 
-    pending: list[asyncio.Task[None]] = []
+    async def made_once_a_pull_found_no_one(self: source.RawNats, timeout: float) -> Any:
+        messages = await read_messages(self, timeout)
+        if unmade and any(not reply and headers[9:12] == b"503" for _s, reply, headers, _d in messages):
+            subject, payload = unmade.pop()
+            other = await source.RawNats.open(projector)
+            try:
+                assert "error" not in await request(other, subject, payload)
+            finally:
+                await other.close()
+        return messages
+
     monkeypatch.setattr(source.RawNats, "request", answered_early)
-    projector = url(deployment_nats, "projector")
+    monkeypatch.setattr(source.RawNats, "read_messages", made_once_a_pull_found_no_one)
     last = published[subjects.EVENTS_STREAM]
     deliveries = [
         d async for chunk in source.read(subjects.EVENTS_STREAM, 1, last, urls=projector) for d in chunk
     ]
+    assert unmade == []  # made after a refused pull, not before any
     assert [d.seq for d in deliveries] == list(range(1, last + 1))
 
 
