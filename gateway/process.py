@@ -40,6 +40,7 @@ class GatewayReplica:
         await self.queues.close()
         await ctx.live.stop()
         await self.edge.directory.close()
+        await self.edge.read_models.close()
         await self.connection.close()
 
 

@@ -13,14 +13,7 @@ from eventstore.store import ExpectedVersion
 from gateway.admin import views
 from gateway.admin.endpoint import ROWS, Call, Endpoint, limit_of
 from gateway.admin.pipeline import Reason, promotion
-from gateway.admin.reads import (
-    METRICS_SQL,
-    PLACEMENTS_SQL,
-    REQUESTS_SQL,
-    read_model,
-    requests_from_log,
-    required_read_model,
-)
+from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, requests_from_log
 from gateway.admin.scheduler import co_residency, dry_run, overview
 from gateway.promotion import commands as cmd
 from gateway.promotion.operations import Operations
@@ -199,7 +192,7 @@ async def prove_co_residency(call: Call) -> object:
 
 async def placements(call: Call) -> object:
     limit = limit_of(call)
-    model = await required_read_model("placement history")
+    model = call.edge.read_models.required("placement history")
     await model.fresh_for(call)
     return await model.query(PLACEMENTS_SQL, (limit,))
 
@@ -213,7 +206,7 @@ async def scheduler_metrics(call: Call) -> object:
         "external_bytes": sum(b.external_bytes for b in budgets),
         "schedulable_bytes": sum(b.schedulable_bytes for b in budgets),
     }
-    model = await read_model()
+    model = call.edge.read_models.get()
     counters: dict[str, Any] = {}
     if model is not None:
         await model.fresh_for(call)
@@ -224,7 +217,7 @@ async def scheduler_metrics(call: Call) -> object:
 async def request_history(call: Call) -> object:
     limit = limit_of(call)
     client_id = call.query.get("client_id")
-    model = await read_model()
+    model = call.edge.read_models.get()
     if model is None:
         return await requests_from_log(call.edge.ctx.client, limit, client_id)
     await model.fresh_for(call)

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from gateway.admin.endpoint import Call, Endpoint
-from gateway.admin.reads import ReadModel, required_read_model
+from gateway.admin.reads import ReadModel
 from streams import subjects
 
 GAPS_SHOWN = 100  # newest first; `gaps_total` counts them all
@@ -37,7 +37,7 @@ async def _rows(model: ReadModel, text: str, params: tuple[object, ...] = ()) ->
 
 
 async def projection_status(call: Call) -> object:
-    model = await required_read_model("the projection status")
+    model = call.edge.read_models.required("the projection status")
     checkpoints = {row["stream"]: row for row in await _rows(model, CHECKPOINTS_SQL)}
     gaps = await _rows(model, GAPS_SQL, (GAPS_SHOWN,))
     js = call.edge.ctx.client.jetstream()

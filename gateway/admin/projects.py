@@ -16,7 +16,7 @@ import msgspec
 from gateway.admin.clients import applied_here
 from gateway.admin.endpoint import ROWS, Call, Endpoint
 from gateway.admin.pipeline import promotion
-from gateway.admin.reads import INTEGRATIONS_SQL, percentile, read_model, requests_from_log
+from gateway.admin.reads import INTEGRATIONS_SQL, percentile, requests_from_log
 from gateway.clients.service import ClientService
 from gateway.promotion.aggregates import Aggregates
 from gateway.promotion.model import ProjectState
@@ -106,7 +106,7 @@ async def record_fit(call: Call) -> object:
 
 async def integrations(call: Call) -> object:
     """Per project and bound client: volume, errors, p50/p95 latency and the VRAM it leased."""
-    model = await read_model()
+    model = call.edge.read_models.get()
     if model is not None:
         await model.fresh_for(call)
         return await model.query(INTEGRATIONS_SQL)

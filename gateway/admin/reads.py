@@ -31,48 +31,56 @@ if TYPE_CHECKING:
 log = logging.getLogger("modelforge.gateway.admin")
 STALE_HEADER = "x-read-model-stale"  # on a read answered before the projector applied the caller's last write
 STALE_REASON_HEADER = "x-read-model-stale-reason"  # why: the projection halted, or is behind
-_models: dict[str, ReadModel] = {}
-_lock = asyncio.Lock()
 
 
-async def read_model() -> ReadModel | None:
-    url = os.environ.get("DATABASE_URL", "")
-    if not url:
-        return None
-    async with _lock:
-        if url not in _models:
-            _models[url] = ReadModel(url)
-        return _models[url]
+class ReadModels:
+    """One gateway's read models, one per DATABASE_URL its reads have seen (read per call: a test
+    may set it late). Each holds a waiting session until `close`, which the gateway's stop calls:
+    a session living past its gateway would outlive the database too (and reconnect to it)."""
 
+    def __init__(self) -> None:
+        self._models: dict[str, ReadModel] = {}
 
-async def required_read_model(what: str) -> ReadModel:
-    """The read model, for a read that has no other source: without DATABASE_URL (a stack without a
-    projector) it is refused AUTH_BACKEND_UNAVAILABLE, naming `what` needs it."""
-    model = await read_model()
-    if model is None:
-        raise ServingError("AUTH_BACKEND_UNAVAILABLE", f"{what} needs the read model (DATABASE_URL)")
-    return model
+    def get(self) -> ReadModel | None:
+        url = os.environ.get("DATABASE_URL", "")
+        if not url:
+            return None
+        if url not in self._models:
+            self._models[url] = ReadModel(url)
+        return self._models[url]
 
+    def required(self, what: str) -> ReadModel:
+        """The read model, for a read that has no other source: without DATABASE_URL (a stack without a
+        projector) it is refused AUTH_BACKEND_UNAVAILABLE, naming `what` needs it."""
+        model = self.get()
+        if model is None:
+            raise ServingError("AUTH_BACKEND_UNAVAILABLE", f"{what} needs the read model (DATABASE_URL)")
+        return model
 
-async def close_read_models() -> None:
-    """Close every read model's waiting session (they live as long as the process otherwise)."""
-    async with _lock:
-        models = list(_models.values())
-        _models.clear()
-    for model in models:
-        if model.waiter is not None:
-            await model.waiter.close()
+    async def close(self) -> None:
+        models = list(self._models.values())
+        self._models.clear()
+        for model in models:
+            await model.close()
 
 
 class ReadModel:
     def __init__(self, database_url: str, schema: str = LIVE_SCHEMA) -> None:
         self.url, self.schema = database_url, schema
         self.waiter: ProjectionWaiter | None = None
+        self._opening = asyncio.Lock()  # concurrent first reads open one waiter, not one each
 
     async def _waiter(self) -> ProjectionWaiter:
-        if self.waiter is None:
-            self.waiter = await ProjectionWaiter.open(self.url, self.schema)
-        return self.waiter
+        async with self._opening:
+            if self.waiter is None:
+                self.waiter = await ProjectionWaiter.open(self.url, self.schema)
+            return self.waiter
+
+    async def close(self) -> None:
+        async with self._opening:
+            if self.waiter is not None:
+                await self.waiter.close()
+                self.waiter = None
 
     async def stale_because(self, events_seq: int, requests_seq: int = 0, timeout: float = 5.0) -> str | None:
         """Why a read now would miss these sequences (logged), or None once the projector applied

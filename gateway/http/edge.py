@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway.admin.operators import OperatorFile
+from gateway.admin.reads import ReadModels
 from gateway.clients.directory import ClientDirectory
 from gateway.clients.limits import RequestLimiter
 from gateway.serving.context import ServingContext
@@ -17,4 +18,5 @@ class Edge:
     limiter: RequestLimiter
     operator_token: str = ""  # the shared admin key (empty: named operators only)
     operators: OperatorFile = field(default_factory=lambda: OperatorFile(None))
+    read_models: ReadModels = field(default_factory=ReadModels)  # closed by the replica's close
     ready: bool = False

@@ -15,7 +15,6 @@ import pytest
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.store import EventStore
-from gateway.admin.reads import close_read_models
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.postgres import PostgresServer
 from modelforge.devstack.processes import stop_pid
@@ -64,7 +63,6 @@ async def admin_api(nats_url: str) -> AsyncIterator[httpx.AsyncClient]:
         ) as client:
             yield client
     finally:
-        await close_read_models()
         await gateway.stop()
 
 

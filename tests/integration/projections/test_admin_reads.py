@@ -6,15 +6,19 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import psycopg
 import pytest
 
 from eventstore.store import EventStore
-from gateway.admin.reads import STALE_HEADER, STALE_REASON_HEADER, read_model
+from gateway.admin.reads import STALE_HEADER, STALE_REASON_HEADER
 from modelforge.devstack.nats_server import NatsServer
+from modelforge.devstack.postgres import PostgresServer
 from projections import projector
 from streams.subjects import EVENTS_STREAM
+from tests.support.serving import InProcessGateway
 
-from .helpers import publish_raw
+from .conftest import TOKEN
+from .helpers import migrated, publish_raw
 
 
 async def test_a_read_the_projector_has_not_caught_up_with_is_marked_stale_and_a_caught_up_one_is_not(
@@ -40,7 +44,29 @@ async def test_a_read_the_projector_has_not_caught_up_with_is_marked_stale_and_a
 
 
 async def test_a_read_while_the_projection_is_halted_is_marked_stale_naming_where_it_halted(
-    admin: httpx.AsyncClient, private_nats: NatsServer, private_store: EventStore, fresh_database: str
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await migrated(fresh_database)
+    monkeypatch.setenv("DATABASE_URL", fresh_database)
+    gateway = InProcessGateway()
+    await gateway.start(private_nats.url)
+    assert gateway.replica is not None
+    gateway.replica.edge.operator_token = TOKEN
+    try:
+        async with httpx.AsyncClient(
+            base_url=f"{gateway.url}/admin/v1", headers={"authorization": f"Bearer {TOKEN}"}, timeout=60
+        ) as admin:
+            await _halted_read_is_marked(admin, gateway, private_nats, private_store, fresh_database)
+    finally:
+        await gateway.stop()
+
+
+async def _halted_read_is_marked(
+    admin: httpx.AsyncClient,
+    gateway: InProcessGateway,
+    private_nats: NatsServer,
+    private_store: EventStore,
+    fresh_database: str,
 ) -> None:
     fresh = await admin.get("/scheduler/placements")  # the gateway listens from here on
     assert STALE_HEADER not in fresh.headers
@@ -50,7 +76,8 @@ async def test_a_read_while_the_projection_is_halted_is_marked_stale_naming_wher
     with pytest.raises(projector.ProjectionHalted):
         async with asyncio.timeout(30):
             await projector.run(fresh_database, private_nats.url, telemetry=False)
-    model = await read_model()
+    assert gateway.replica is not None
+    model = gateway.replica.edge.read_models.get()
     assert model is not None
     assert model.waiter is not None
     async with asyncio.timeout(30), model.waiter.changed:  # the halt's notification reaches it
@@ -61,3 +88,24 @@ async def test_a_read_while_the_projection_is_halted_is_marked_stale_naming_wher
     assert halted.status_code == 200, halted.text
     assert halted.headers.get(STALE_HEADER) == "true"
     assert f"halted at {EVENTS_STREAM} sequence {unknown}" in halted.headers[STALE_REASON_HEADER]
+
+
+async def test_a_stopped_gateway_leaves_no_session_on_its_read_models_database(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str, postgres_server: PostgresServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    await migrated(fresh_database)
+    monkeypatch.setenv("DATABASE_URL", fresh_database)
+    gateway = InProcessGateway()
+    await gateway.start(private_nats.url)
+    assert gateway.replica is not None
+    gateway.replica.edge.operator_token = TOKEN
+    try:
+        async with httpx.AsyncClient(base_url=f"{gateway.url}/admin/v1", timeout=60) as client:
+            read = await client.get("/scheduler/placements", headers={"authorization": f"Bearer {TOKEN}"})
+            assert read.status_code == 200, read.text  # read from the read model, waiting on it first
+    finally:
+        await gateway.stop()
+    # DROP DATABASE without FORCE is refused while any session is connected to it.
+    async with await psycopg.AsyncConnection.connect(postgres_server.admin_url, autocommit=True) as admin:
+        await admin.execute(f'DROP DATABASE "{fresh_database.rsplit("/", 1)[1]}"')

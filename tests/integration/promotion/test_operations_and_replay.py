@@ -21,11 +21,15 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-async def database(postgres_server: PostgresServer) -> AsyncIterator[str]:
+async def database(postgres_server: PostgresServer, stack: Stack) -> AsyncIterator[str]:
+    """A database for the stack's read model. The stack's gateway (set up first, so stopped after
+    this is torn down) closes its read model's waiting session before the database is dropped."""
     name = f"mfpromo_{uuid.uuid4().hex[:10]}"
     async with await psycopg.AsyncConnection.connect(postgres_server.admin_url, autocommit=True) as admin:
         await admin.execute(f'CREATE DATABASE "{name}"')
     yield postgres_server.url.rsplit("/", 1)[0] + f"/{name}"
+    assert stack.gateway.replica is not None
+    await stack.gateway.replica.edge.read_models.close()
     async with await psycopg.AsyncConnection.connect(postgres_server.admin_url, autocommit=True) as admin:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
