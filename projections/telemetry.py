@@ -56,20 +56,25 @@ async def follow_telemetry(
             config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT),
             idle_heartbeat=5.0,
         )
-        async for msg in sub.messages:
-            try:
-                seen = _decoder.decode(msg.data)
-            except msgspec.DecodeError as exc:
-                log.warning("ignoring telemetry on %s: %s", msg.subject, exc)
-                continue
-            observed = datetime.fromtimestamp(seen.observed_at_unix_ms / 1000, UTC)
-            row = (seen.node_id, seen.accelerator_id, seen.total_bytes, seen.used_bytes, observed)
-            written_on = await _write(db, database_url, statement, row, stop)
-            if written_on is None:  # stopped while reconnecting: the lost session is closed
-                break
-            db = written_on
-            if stop.is_set():
-                break
+        try:
+            async for msg in sub.messages:
+                try:
+                    seen = _decoder.decode(msg.data)
+                except msgspec.DecodeError as exc:
+                    log.warning("ignoring telemetry on %s: %s", msg.subject, exc)
+                    continue
+                observed = datetime.fromtimestamp(seen.observed_at_unix_ms / 1000, UTC)
+                row = (seen.node_id, seen.accelerator_id, seen.total_bytes, seen.used_bytes, observed)
+                written_on = await _write(db, database_url, statement, row, stop)
+                if written_on is None:  # stopped while reconnecting: the lost session is closed
+                    break
+                db = written_on
+                if stop.is_set():
+                    break
+        finally:
+            # Ends nats-py's heartbeat task too: closing the connection alone leaves it sleeping
+            # up to two heartbeats (10 s) before it notices.
+            await sub.unsubscribe()
     finally:
         await db.close()
         await nats.close()

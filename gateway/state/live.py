@@ -337,13 +337,16 @@ class LiveState:
             idle_heartbeat=self.telemetry_stale_s / 10,
             config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT),
         )
-        async for msg in sub.messages:
-            self.telemetry_seq = msg.metadata.sequence.stream
-            try:
-                self.apply_telemetry(_telemetry_decoder.decode(msg.data))
-            except msgspec.DecodeError:
-                log.warning("ignoring malformed telemetry on %s", msg.subject)
-            await self.notify()
+        try:
+            async for msg in sub.messages:
+                self.telemetry_seq = msg.metadata.sequence.stream
+                try:
+                    self.apply_telemetry(_telemetry_decoder.decode(msg.data))
+                except msgspec.DecodeError:
+                    log.warning("ignoring malformed telemetry on %s", msg.subject)
+                await self.notify()
+        finally:
+            await sub.unsubscribe()  # and its heartbeat task, which a closed connection ends only later
 
     async def stop(self) -> None:
         for task in self._tasks:
