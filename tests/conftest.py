@@ -17,6 +17,7 @@ from eventstore.store import EventStore
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.postgres import PostgresServer, start_postgres, stop_postgres
 from modelforge.devstack.processes import stop_pid
+from tests.support import tasks_left
 
 
 @pytest.fixture(scope="session")
@@ -62,3 +63,28 @@ async def connection(nats_url: str) -> AsyncIterator[Connection]:
 @pytest.fixture(scope="session")
 async def store(connection: Connection) -> EventStore:
     return EventStore(connection)
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def no_tasks_left_behind_by_the_modules_tests() -> AsyncIterator[None]:
+    """Fails (at the module's end) a test that left asyncio tasks it started pending after its own
+    fixtures and its module's are torn down (autouse: set up first and torn down last of the
+    module's fixtures). See tests.support.tasks_left for which tasks are a test's."""
+    yield
+    left = await tasks_left.settled(set(tasks_left.suspects))
+    blamed = {task: tasks_left.suspects[task] for task in left}
+    tasks_left.suspects.clear()
+    if blamed:
+        await tasks_left.cancelled(left)  # so the next module starts without them
+        lines = sorted(f"{test}: {tasks_left.describe(task)}" for task, test in blamed.items())
+        pytest.fail("tests left tasks running:\n" + "\n".join(lines), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+async def tasks_a_test_leaves(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Notes the tasks a test started that are still pending once its fixtures are torn down
+    (autouse: torn down last of them); its module's end decides whether they leaked."""
+    first = tasks_left.watching()
+    yield
+    for task in await tasks_left.settled(tasks_left.started_since(first), wait_s=0):  # the module's end waits
+        tasks_left.suspects[task] = request.node.nodeid
