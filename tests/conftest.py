@@ -65,19 +65,21 @@ async def store(connection: Connection) -> EventStore:
     return EventStore(connection)
 
 
+@pytest.fixture(scope="session", autouse=True)
+async def no_tasks_left_behind_by_tests() -> AsyncIterator[None]:
+    """Fails (at the session's end) naming each test whose asyncio tasks outlived it and every
+    fixture: see tests.support.tasks_left (autouse: torn down last of the session's fixtures)."""
+    yield
+    await tasks_left.fail_on_leaks(tasks_left.carried)
+
+
 @pytest.fixture(scope="module", autouse=True)
 async def no_tasks_left_behind_by_the_modules_tests() -> AsyncIterator[None]:
-    """Fails (at the module's end) a test that left asyncio tasks it started pending after its own
-    fixtures and its module's are torn down (autouse: set up first and torn down last of the
-    module's fixtures). See tests.support.tasks_left for which tasks are a test's."""
+    """Fails (at the module's end) naming each test whose asyncio tasks outlived it and its
+    module's fixtures, unless a session fixture may own them (autouse: torn down last of the
+    module's fixtures)."""
     yield
-    left = await tasks_left.settled(set(tasks_left.suspects))
-    blamed = {task: tasks_left.suspects[task] for task in left}
-    tasks_left.suspects.clear()
-    if blamed:
-        await tasks_left.cancelled(left)  # so the next module starts without them
-        lines = sorted(f"{test}: {tasks_left.describe(task)}" for task, test in blamed.items())
-        pytest.fail("tests left tasks running:\n" + "\n".join(lines), pytrace=False)
+    await tasks_left.fail_on_leaks(tasks_left.suspects)
 
 
 @pytest.fixture(autouse=True)
@@ -86,5 +88,8 @@ async def tasks_a_test_leaves(request: pytest.FixtureRequest) -> AsyncIterator[N
     (autouse: torn down last of them); its module's end decides whether they leaked."""
     first = tasks_left.watching()
     yield
+    test = request.node.nodeid
     for task in await tasks_left.settled(tasks_left.started_since(first), wait_s=0):  # the module's end waits
-        tasks_left.suspects[task] = request.node.nodeid
+        tasks_left.suspects[task] = test
+    if tasks_left.uses_async_session_fixture(request, besides={"no_tasks_left_behind_by_tests"}):
+        tasks_left.sessions_used.add(test)

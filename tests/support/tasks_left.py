@@ -15,17 +15,22 @@ creates (no current task: a server's connection handler) has no known root and i
 A test's task still pending after the test is only a suspect: a module fixture's object may have
 made it on the test's behalf and own it (a gateway's reply subscription, made on its first
 request; its background writes, which its stop settles). It is a leak if it is still pending
-once the module's fixtures are torn down as well.
+once the module's fixtures are torn down as well, unless the test used a session fixture: that
+one's objects may own it too (the session connection's reply subscription, made on the first
+request of whichever test came first), and the session's end decides.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import weakref
 from collections.abc import Coroutine, Generator
 from contextvars import Context
 from typing import Any
+
+import pytest
 
 SETTLE_ITERATIONS = 20  # a cancelled or finishing task needs a few turns of the loop to end
 SETTLE_S = 2.0  # then a bounded wait on the tasks themselves (one closing a socket awaits the server)
@@ -58,6 +63,8 @@ def watching() -> int:
 
 
 suspects: dict[asyncio.Task[Any], str] = {}  # a test's task pending after the test -> that test's id
+carried: dict[asyncio.Task[Any], str] = {}  # suspects a session fixture may own: checked at its end
+sessions_used: set[str] = set()  # the tests that used a session-scoped fixture
 
 
 def _since(first: int) -> set[asyncio.Task[Any]]:
@@ -84,6 +91,36 @@ async def settled(tasks: set[asyncio.Task[Any]], wait_s: float = SETTLE_S) -> se
     if wait_s > 0:
         await asyncio.wait(tasks, timeout=wait_s)
     return {task for task in tasks if not task.done()}
+
+
+def uses_async_session_fixture(request: pytest.FixtureRequest, besides: set[str]) -> bool:
+    """Whether the test used an async session-scoped fixture (one whose objects can make tasks)."""
+    definitions = request.node._fixtureinfo.name2fixturedefs  # the definitions in effect come last
+    for name in request.fixturenames:
+        if name in besides or not definitions.get(name):
+            continue
+        fixture = definitions[name][-1]
+        if fixture.scope == "session" and (
+            inspect.iscoroutinefunction(fixture.func) or inspect.isasyncgenfunction(fixture.func)
+        ):
+            return True
+    return False
+
+
+async def fail_on_leaks(tasks: dict[asyncio.Task[Any], str]) -> None:
+    """Fail naming the tests whose `tasks` are still pending after a bounded settle, and cancel
+    those tasks; at a module's end, a task of a test that used a session fixture is carried to the
+    session's end instead."""
+    left = await settled(set(tasks))
+    blamed = {task: tasks[task] for task in left}
+    tasks.clear()
+    if tasks is suspects:
+        carried.update({task: test for task, test in blamed.items() if test in sessions_used})
+        blamed = {task: test for task, test in blamed.items() if test not in sessions_used}
+    if blamed:
+        await cancelled(set(blamed))
+        lines = sorted(f"{test}: {describe(task)}" for task, test in blamed.items())
+        pytest.fail("tests left tasks running:\n" + "\n".join(lines), pytrace=False)
 
 
 async def cancelled(tasks: set[asyncio.Task[Any]]) -> None:
