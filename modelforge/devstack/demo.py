@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +91,13 @@ def demo_key(nats_url: str, client_id: str) -> str:
 
 
 def bootstrap(
-    gateway_url: str, token: str, home: Path, node_id: str, nats_url: str, echo: Callable[[str], None]
+    gateway_url: str,
+    token: str,
+    home: Path,
+    node_id: str,
+    nats_url: str,
+    echo: Callable[[str], None],
+    other_roots: Sequence[Path] = (),
 ) -> None:
     from gateway.admin.bootstrap import EMBEDDING, OCR, OCR_MODEL, bootstrap_demo
 
@@ -100,7 +105,9 @@ def bootstrap(
     echo(
         "demo        pulling all-MiniLM-L6-v2 and PP-OCRv4 and running them through the promotion pipeline ..."
     )
-    result = bootstrap_demo(gateway_url, token, home / "artifacts", node_id, residency="always_warm")
+    result = bootstrap_demo(
+        gateway_url, token, home / "artifacts", node_id, residency="always_warm", other_roots=other_roots
+    )
     for step in result.get("steps", []):
         echo(f"            {step}")
     key = result.get("key") or kept_demo_key(home, gateway_url) or demo_key(nats_url, result["client_id"])
@@ -125,20 +132,6 @@ def bootstrap(
         echo("       -H 'content-type: application/json' -d @-")
     echo(f"admin API   {gateway_url}/docs (token in {home / 'operator-token'})")
     echo(f"console     {gateway_url}/console (the same token)")
-
-
-def share_models(home: Path, nodes: int, echo: Callable[[str], None]) -> None:
-    """Put the demo's models in every further node's folder (where the gateway's load jobs find
-    them), so a deployment can load on any node: a copy per node, as each would pull its own."""
-    from modelforge.devstack.stack import extra_node_settings
-    from nodeagent.settings import ARTIFACT_ROOT_ENV
-
-    for index in range(2, nodes + 1):
-        root = Path(extra_node_settings(home, index)[ARTIFACT_ROOT_ENV])
-        for folder in (home / "artifacts").iterdir():
-            if folder.is_dir() and not (root / folder.name).exists():
-                shutil.copytree(folder, root / folder.name)
-        echo(f"node        {root.name.removeprefix('artifacts-')} holds the demo models in {root}")
 
 
 def _say_deployment(
