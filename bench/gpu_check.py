@@ -11,6 +11,7 @@ Skips cleanly (exit 0, "SKIP: ...") without nvidia-ml-py, a driver, a GPU or cud
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -26,10 +27,10 @@ def skip(why: str) -> int:
 
 def settled(gpu: Accelerator, attempts: int = 20) -> MemoryReading:
     # NVML's per-process accounting trails cudaMalloc slightly; read until two readings agree.
-    previous = gpu.read_memory()
+    previous = gpu.read_memory([os.getpid()])
     for _ in range(attempts):
         time.sleep(0.05)  # a measurement script, not product code
-        current = gpu.read_memory()
+        current = gpu.read_memory([os.getpid()])
         if current == previous:
             return current
         previous = current
@@ -42,7 +43,7 @@ def main(mib: int) -> int:
         return skip("no NVIDIA GPU visible through NVML (or nvidia-ml-py/driver missing)")
     failures = 0
     for gpu in gpus:
-        reading = gpu.read_memory()
+        reading = gpu.read_memory([os.getpid()])
         print(f"{gpu.id}: {gpu.spec.name} cc {gpu.spec.compute_capability} uuid {gpu.spec.uuid}")
         print(
             f"  total {reading.total_bytes >> 20} MiB, used {reading.used_bytes >> 20} MiB, "

@@ -1,4 +1,5 @@
-"""What this node has to offer: NVML GPUs where there are any, else one CPU device with a RAM budget.
+"""What this node has to offer: NVML GPUs where there are any, else one CPU device with a RAM budget,
+and how each measures its memory: the node's, and a process's own (a worker's, for its residency).
 
 NVML (`pynvml` from nvidia-ml-py) is imported lazily, so a CPU node never touches a GPU library.
 """
@@ -11,11 +12,11 @@ import json
 import os
 import platform
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodeagent.runtimes.process_memory import process_rss_bytes
+from nodeagent.runtimes.process_memory import peak_rss_of, rss_of
 from streams.events.control import AcceleratorSpec
 
 DEFAULT_CPU_MEMORY_BUDGET = 4 << 30
@@ -25,14 +26,26 @@ DEFAULT_CPU_MEMORY_BUDGET = 4 << 30
 class MemoryReading:
     total_bytes: int
     used_bytes: int
-    process_bytes: int
+    process_bytes: int  # what the agent and its workers hold
+
+
+@dataclass(frozen=True)
+class ProcessMemory:
+    """What one process holds in a device's memory: now, and at the most so far (where the device
+    keeps a high-water mark; else the same)."""
+
+    current_bytes: int
+    peak_bytes: int
 
 
 @dataclass(frozen=True)
 class Accelerator:
     spec: AcceleratorSpec
     device_index: int  # NVML index for a GPU; -1 for the CPU device
-    read_memory: Callable[[], MemoryReading]
+    read_memory: Callable[[Sequence[int]], MemoryReading]  # given the agent's and its workers' pids
+    # A process's own memory on this device; None where the device cannot tell (NVML without
+    # per-process figures, inside some PID namespaces).
+    read_process: Callable[[int], ProcessMemory | None]
 
     @property
     def id(self) -> str:
@@ -71,18 +84,32 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _gpu_reader(nvml: Any, index: int) -> Callable[[], MemoryReading]:
-    def read() -> MemoryReading:
+def _gpu_processes(nvml: Any, index: int) -> dict[int, int]:
+    """Device memory per process on GPU `index` (empty where NVML will not say)."""
+    try:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        info = nvml.nvmlDeviceGetMemoryInfo(handle)
-        mine = 0
-        try:
-            for process in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                if process.pid == os.getpid() and process.usedGpuMemory is not None:
-                    mine = int(process.usedGpuMemory)
-        except Exception:  # unavailable in some PID namespaces; device-wide use still holds
-            mine = 0
-        return MemoryReading(int(info.total), int(info.used), mine)
+        return {
+            int(p.pid): int(p.usedGpuMemory)
+            for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            if p.usedGpuMemory is not None
+        }
+    except Exception:  # unavailable in some PID namespaces; device-wide use still holds
+        return {}
+
+
+def _gpu_reader(nvml: Any, index: int) -> Callable[[Sequence[int]], MemoryReading]:
+    def read(pids: Sequence[int]) -> MemoryReading:
+        info = nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(index))
+        held = _gpu_processes(nvml, index)
+        return MemoryReading(int(info.total), int(info.used), sum(held.get(pid, 0) for pid in pids))
+
+    return read
+
+
+def _gpu_process_reader(nvml: Any, index: int) -> Callable[[int], ProcessMemory | None]:
+    def read(pid: int) -> ProcessMemory | None:
+        held = _gpu_processes(nvml, index).get(pid)
+        return None if held is None else ProcessMemory(held, held)
 
     return read
 
@@ -103,19 +130,23 @@ def nvml_accelerators(node_id: str) -> tuple[Accelerator, ...]:
             compute_capability=f"{major}.{minor}",
             uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
         )
-        found.append(Accelerator(spec, index, _gpu_reader(nvml, index)))
+        found.append(Accelerator(spec, index, _gpu_reader(nvml, index), _gpu_process_reader(nvml, index)))
     return tuple(found)
 
 
+def _cpu_process(pid: int) -> ProcessMemory:
+    return ProcessMemory(rss_of(pid), peak_rss_of(pid))
+
+
 def cpu_accelerator(node_id: str, budget_bytes: int) -> Accelerator:
-    def read() -> MemoryReading:
-        rss = process_rss_bytes()
+    def read(pids: Sequence[int]) -> MemoryReading:
+        rss = sum(rss_of(pid) for pid in pids)
         return MemoryReading(budget_bytes, rss, rss)
 
     spec = AcceleratorSpec(
         accelerator_id=f"{node_id}-cpu0", kind="cpu", name=_cpu_model(), total_bytes=budget_bytes
     )
-    return Accelerator(spec, -1, read)
+    return Accelerator(spec, -1, read, _cpu_process)
 
 
 def _cpu_model() -> str:

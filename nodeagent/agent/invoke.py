@@ -1,7 +1,8 @@
 """Serving invokes: core NATS request-reply on `mf.invoke.<node>.<deployment>`, one queue group per
-deployment so replicas share the load. Results go straight to the request's reply inbox and are
-never stored; payloads are never logged. The gateway owns the deadline and any retry: a request
-already past its deadline is answered REQUEST_TIMEOUT without running.
+deployment so replicas share the load. Each payload goes on to the deployment's worker process and
+its result straight to the request's reply inbox; neither is stored, nor ever logged. The gateway
+owns the deadline and any retry: a request already past its deadline is answered REQUEST_TIMEOUT
+without running.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from nodeagent.agent.residency import Residency
 from streams import codes, subjects
 from streams.codes import ServingError
 from streams.messages import InvokeReply, InvokeRequest
-from streams.redaction import fault_summary
 
 log = logging.getLogger("modelforge.agent.invoke")
 
@@ -48,18 +48,13 @@ async def answer(residency: Residency, request: InvokeRequest) -> bytes:
     if request.capability != residency.capability:
         return failure(codes.CAPABILITY_UNAVAILABLE.code, f"this deployment serves {residency.capability}")
     try:
-        async with asyncio.timeout(remaining_s):
-            body, timings = await residency.server.serve(bytes(request.payload))
+        async with asyncio.timeout(remaining_s):  # the worker keeps the deadline too, and cancels
+            served = await residency.worker.invoke(bytes(request.payload), remaining_s)
     except TimeoutError:
         return failure(codes.REQUEST_TIMEOUT.code, "the worker did not finish before the deadline")
     except ServingError as error:
         return failure(error.code, error.message)
-    except Exception as error:  # an engine fault: report it, never its input
-        log.error(
-            "invoke %s on %s failed: %s", request.request_id, residency.deployment_id, fault_summary(error)
-        )
-        return failure(codes.INFERENCE_FAILED.code, f"inference failed: {type(error).__name__}")
-    reply = InvokeReply(ok=True, result=msgspec.Raw(body), timings=timings)
+    reply = InvokeReply(ok=True, result=msgspec.Raw(served.body), timings=served.timings)
     return _reply_encoder.encode(reply)
 
 
@@ -99,10 +94,14 @@ class InvokeServer:
 
     async def stop(self, residency: Residency) -> None:
         """Take no new invokes for this residency, then wait for its in-flight ones to reply."""
-        subscription = self._subscriptions.pop(residency.deployment_id, None)
+        await self.stop_taking(residency.deployment_id)
+        await residency.idle.wait()
+
+    async def stop_taking(self, deployment_id: str) -> None:
+        """Take no new invokes for this deployment (those delivered are still answered)."""
+        subscription = self._subscriptions.pop(deployment_id, None)
         if subscription is not None:
             await _stop_taking(subscription)
-        await residency.idle.wait()
 
     async def close(self) -> None:
         for subscription in self._subscriptions.values():

@@ -7,22 +7,26 @@ health: ResidencyHealthChecked (process, runtime, model layers)
 drain:  ResidencyDrained (no new invokes; in-flight ones finished)
 probe:  ProbeCompleted | ProbeFailed (candidate aggregate): load → health → test inference → unload
 verify: ArtifactSetVerified | ArtifactSetVerificationFailed (artifact set aggregate): integrity only
+
+Each residency (and each probe) runs in a worker process of its own; a load starts it, an unload
+kills it. A worker that dies on its own is reported as ResidencyUnloadFailed(still_resident=False,
+WORKER_RESTART_RECONCILED), so the gateway takes the copy off its books and loads it again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventstore.store import EventStore, ExpectedVersion
-from nodeagent.agent.capabilities import MeasuredOutput
 from nodeagent.agent.hardware import Accelerator, Hardware
 from nodeagent.agent.invoke import InvokeServer
-from nodeagent.agent.residency import Residency, load_blocking, unload_blocking, verify_integrity
+from nodeagent.agent.residency import LoadRequest, Residency, start_worker, stop_worker, verify_integrity
+from nodeagent.agent.workers import Worker
 from nodeagent.settings import DEFAULT_CPU_THREADS
+from nodeagent.worker.protocol import Tested
 from streams import codes
 from streams.codes import ServingError
 from streams.envelope import Actor
@@ -41,7 +45,6 @@ from streams.subjects import Aggregate
 PROBE_MAX_BATCH = 8
 # A health check's test inference is two short rows: far past this, the runtime is stuck.
 HEALTH_CHECK_S = 30.0
-log = logging.getLogger("modelforge.agent.operations")
 
 
 @dataclass
@@ -55,9 +58,21 @@ class AgentState:
     actor: Actor
     residencies: dict[str, Residency] = field(default_factory=dict)
     cpu_threads: int = DEFAULT_CPU_THREADS
+    probing: dict[str, Worker] = field(default_factory=dict)  # by accelerator: a probe's worker
 
     def residencies_on(self, accelerator_id: str) -> list[str]:
         return sorted(d for d, r in self.residencies.items() if r.accelerator_id == accelerator_id)
+
+    def pids_on(self, accelerator_id: str) -> list[int]:
+        """The agent's and the workers' on the accelerator: whose memory its telemetry counts."""
+        workers = [r.worker for r in self.residencies.values() if r.accelerator_id == accelerator_id]
+        probe = self.probing.get(accelerator_id)
+        return [os.getpid(), *(w.pid for w in workers), *([probe.pid] if probe else [])]
+
+    async def close(self) -> None:
+        """Kill every residency's worker (a shutdown: their invokes were answered first)."""
+        for residency in list(self.residencies.values()):
+            await residency.worker.kill()
 
 
 class Operations:
@@ -141,17 +156,17 @@ class Operations:
                 generation=self.state.generation,
             ),
         )
+        request = LoadRequest(
+            job.deployment_id,
+            job.artifact_root,
+            job.manifest,
+            job.capability,
+            accelerator,
+            job.max_batch_size,
+            self.state.cpu_threads,
+        )
         try:
-            runtime, server, measurement = await asyncio.to_thread(
-                load_blocking,
-                self.state.artifact_root,
-                job.artifact_root,
-                job.manifest,
-                job.capability,
-                accelerator,
-                job.max_batch_size,
-                self.state.cpu_threads,
-            )
+            worker, measurement = await start_worker(self.state.artifact_root, request)
         except ServingError as error:
             await self._record(job, self._load_failed(job, error.code, error.message))
             return
@@ -164,10 +179,10 @@ class Operations:
             accelerator_id=job.accelerator_id,
             capability=job.capability,
             generation=self.state.generation,
-            runtime=runtime,
-            server=server,
+            worker=worker,
             measurement=measurement,
         )
+        worker.on_exit = lambda _: self._lost(residency)
         self.state.residencies[job.deployment_id] = residency
         await self.state.invokes.start(residency)  # serving before anyone reads "loaded"
         await self._record(job, self._loaded(job, residency))
@@ -185,8 +200,9 @@ class Operations:
             return
         await self.state.invokes.stop(residency)
         del self.state.residencies[job.deployment_id]
-        await residency.server.close()
-        reclaimed = await asyncio.to_thread(unload_blocking, residency.runtime)
+        accelerator = self.state.hardware.accelerator(residency.accelerator_id)
+        assert accelerator is not None  # it was loaded there
+        reclaimed = await stop_worker(accelerator, residency.worker, residency.measurement)
         if reclaimed <= 0:  # as the reference: a failed unload; but the model is gone from here
             detail = f"unloaded, but memory did not go down ({reclaimed} bytes)"
             failed = self._unload_failed(
@@ -200,7 +216,8 @@ class Operations:
 
     async def health(self, job: HealthJob) -> None:
         residency = self.state.residencies.get(job.deployment_id)
-        runtime_ok = residency is not None and bool(residency.runtime.input_specs)
+        process_ok = residency is None or residency.worker.alive  # the agent's, else its worker's
+        runtime_ok = residency is not None and residency.worker.alive
         model_ok, detail = False, "not resident in this worker generation"
         if residency is not None:
             model_ok, detail = await _checked(residency)
@@ -211,7 +228,7 @@ class Operations:
                 deployment_id=job.deployment_id,
                 generation=self.state.generation,
                 job_id=job.job_id,
-                process_ok=True,
+                process_ok=process_ok,
                 runtime_ok=runtime_ok,
                 model_ok=model_ok,
                 code="" if runtime_ok and model_ok else codes.HEALTHCHECK_FAILED.code,
@@ -240,35 +257,31 @@ class Operations:
                 job, codes.NODE_OWNERSHIP_MISMATCH.code, f"no accelerator {job.accelerator_id} here"
             )
             return
+        request = LoadRequest(
+            job.candidate_id,
+            job.artifact_root,
+            job.manifest,
+            job.capability,
+            accelerator,
+            PROBE_MAX_BATCH,
+            self.state.cpu_threads,
+        )
         try:
-            runtime, server, measured = await asyncio.to_thread(
-                load_blocking,
-                self.state.artifact_root,
-                job.artifact_root,
-                job.manifest,
-                job.capability,
-                accelerator,
-                PROBE_MAX_BATCH,
-                self.state.cpu_threads,
-            )
+            worker, measured = await start_worker(self.state.artifact_root, request)
         except ServingError as error:
             await self.fail(job, error.code, error.message)
             return
         except Exception as error:
             await self.fail(job, codes.RESIDENCY_LOAD_FAILED.code, f"load failed: {type(error).__name__}")
             return
-        started = time.perf_counter()
-        model_ok, detail, output = True, "", MeasuredOutput()
+        self.state.probing[accelerator.id] = worker
         try:
-            output = await asyncio.to_thread(server.test_inference)
-        except ServingError as error:
-            model_ok, detail = False, f"{error.code}: {error.message}"
-        except Exception as error:  # an engine fault: the probe's finding, and the model is unloaded
-            log.exception("probe inference of %s failed", job.candidate_id)
-            model_ok, detail = False, f"the test inference failed: {type(error).__name__}"
-        inference_ms = (time.perf_counter() - started) * 1000
-        await server.close()
-        reclaimed = await asyncio.to_thread(unload_blocking, runtime)
+            model_ok, detail, output = True, "", await worker.test_inference()
+        except ServingError as error:  # an engine fault: the probe's finding, and the model is unloaded
+            model_ok, detail, output = False, f"{error.code}: {error.message}", Tested(0.0, 0, False)
+        finally:
+            del self.state.probing[accelerator.id]
+            reclaimed = await stop_worker(accelerator, worker, measured)
         completed = ProbeCompleted(
             candidate_id=job.candidate_id,
             probe_id=job.probe_id,
@@ -282,7 +295,7 @@ class Operations:
             loaded_bytes=measured.loaded_bytes,
             peak_bytes=measured.peak_bytes,
             cold_load_ms=measured.cold_load_ms,
-            inference_ms=inference_ms,
+            inference_ms=output.inference_ms,
             unload_reclaimed_bytes=max(0, reclaimed),
             output_dimension=output.dimension,
             output_normalized=output.normalized,
@@ -357,10 +370,29 @@ class Operations:
             still_resident=still_resident,
         )
 
+    async def _lost(self, residency: Residency) -> None:
+        """A worker that died on its own (a crash, the OOM killer): its model is gone from this
+        node. Take it off the books before its in-flight invokes hear why, so a retry loads it anew."""
+        deployment = residency.deployment_id
+        if residency.worker.stopping or self.state.residencies.get(deployment) is not residency:
+            return  # killed on purpose, or already replaced
+        del self.state.residencies[deployment]
+        await self.state.invokes.stop_taking(deployment)
+        gone = s.ResidencyUnloadFailed(
+            accelerator_id=residency.accelerator_id,
+            deployment_id=deployment,
+            code=codes.WORKER_RESTART_RECONCILED.code,
+            detail=f"its worker process died ({residency.worker.how}): the model is no longer loaded",
+            still_resident=False,
+        )
+        await self._append(Aggregate.ACCELERATOR, residency.accelerator_id, gone, None)
+
     async def _record(self, job: AnyJob, event: Event) -> None:
         await self._append(Aggregate.ACCELERATOR, job.accelerator_id, event, job.job_id)
 
-    async def _append(self, aggregate: Aggregate, aggregate_id: str, event: Event, job_id: str) -> None:
+    async def _append(
+        self, aggregate: Aggregate, aggregate_id: str, event: Event, job_id: str | None
+    ) -> None:
         await self.state.store.append(
             aggregate, aggregate_id, [event], ExpectedVersion.ANY, actor=self.state.actor, causation_id=job_id
         )
@@ -372,12 +404,9 @@ async def _checked(residency: Residency) -> tuple[bool, str]:
     job until its delivery limit while it holds up this node's other jobs."""
     try:
         async with asyncio.timeout(HEALTH_CHECK_S):
-            await residency.server.check()
-    except ServingError as error:
+            await residency.worker.check()
+    except ServingError as error:  # an engine fault in the worker comes as one, by its type
         return False, f"{error.code}: {error.message}"
     except TimeoutError:
         return False, f"the test inference did not finish within {HEALTH_CHECK_S:.0f} s"
-    except Exception as error:  # an engine fault (its input is fixed: nothing private to hide)
-        log.exception("health inference of %s failed", residency.deployment_id)
-        return False, f"the test inference failed: {type(error).__name__}"
     return True, ""

@@ -24,7 +24,7 @@ from nodeagent.agent.jobs import JobConsumer
 from nodeagent.agent.operations import AgentState, Operations
 from nodeagent.agent.registration import start_generation
 from nodeagent.agent.telemetry import TelemetryPublisher
-from nodeagent.runtimes.select import tensorrt_installed
+from nodeagent.runtimes.gpu import tensorrt_installed
 from nodeagent.settings import DEFAULT_CPU_THREADS
 from streams import subjects
 from streams.envelope import Actor, ActorKind
@@ -70,7 +70,12 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             cpu_threads=config.cpu_threads,
         )
         telemetry = TelemetryPublisher(
-            connection.client, hardware, generation, state.residencies_on, config.telemetry_interval_s
+            connection.client,
+            hardware,
+            generation,
+            state.residencies_on,
+            state.pids_on,
+            config.telemetry_interval_s,
         )
         consumer = JobConsumer(
             connection.client,
@@ -106,8 +111,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
                     await pending
         await invokes.close()
         if state is not None:
-            for residency in state.residencies.values():
-                await residency.server.close()
+            await state.close()
         await connection.close()
 
 

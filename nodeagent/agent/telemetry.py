@@ -1,4 +1,5 @@
-"""Telemetry: each accelerator's memory and the agent's liveness, every interval, on
+"""Telemetry: each accelerator's memory (the device's; on the CPU device, the agent's and its
+workers' RSS) and the agent's liveness, every interval, on
 `mf.tel.<node>.<accelerator>` (MF_TELEMETRY keeps the last value per subject). The wait between
 observations is a timer on the stop event, never a sleep loop. A clean stop sends `healthy=False`
 so the gateway need not wait for staleness.
@@ -29,10 +30,11 @@ def observe(
     accelerator: Accelerator,
     generation: int,
     residencies: list[str],
+    pids: list[int],
     healthy: bool,
     interval_s: float,
 ) -> AcceleratorTelemetry:
-    reading = accelerator.read_memory()
+    reading = accelerator.read_memory(pids)
     return AcceleratorTelemetry(
         node_id=node_id,
         accelerator_id=accelerator.id,
@@ -54,12 +56,14 @@ class TelemetryPublisher:
         hardware: Hardware,
         generation: int,
         residencies_of: Callable[[str], list[str]],
+        pids_of: Callable[[str], list[int]],
         interval_s: float,
     ) -> None:
         self.js = client.jetstream()
         self.hardware = hardware
         self.generation = generation
         self.residencies_of = residencies_of
+        self.pids_of = pids_of
         self.interval_s = interval_s
 
     async def publish_all(self, healthy: bool = True) -> None:
@@ -69,6 +73,7 @@ class TelemetryPublisher:
                 accelerator,
                 self.generation,
                 self.residencies_of(accelerator.id),
+                self.pids_of(accelerator.id),
                 healthy,
                 self.interval_s,
             )

@@ -1,15 +1,3 @@
-"""Runtimes behind one interface: ONNX Runtime (CPU) and TensorRT (GPU, imported lazily)."""
-
-from nodeagent.runtimes.base import MemoryStats, Runtime, RuntimeOptions, TensorSpec
-from nodeagent.runtimes.select import RuntimeKind, choose_runtime_kind, create_runtime, select_runtime
-
-__all__ = [
-    "MemoryStats",
-    "Runtime",
-    "RuntimeKind",
-    "RuntimeOptions",
-    "TensorSpec",
-    "choose_runtime_kind",
-    "create_runtime",
-    "select_runtime",
-]
+"""Runtimes behind one interface (`base.Runtime`): ONNX Runtime on CPU (`onnx`), TensorRT on GPU
+(`tensorrt`, imported lazily), chosen by `select`. Nothing is imported here, so that the agent,
+which only asks whether TensorRT is installed, never loads a runtime into its own process."""

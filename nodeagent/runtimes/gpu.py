@@ -19,6 +19,11 @@ def module_available(name: str) -> bool:
         return False
 
 
+def tensorrt_installed() -> bool:
+    # find_spec, not import: importing tensorrt initialises CUDA, which a CPU node must not do.
+    return module_available("tensorrt") and module_available("cuda")
+
+
 def import_cudart() -> ModuleType:
     """cuda-python's runtime bindings (new layout first, the pre-12.6 `cuda.cudart` second)."""
     for name in ("cuda.bindings.runtime", "cuda.cudart"):

@@ -1,4 +1,4 @@
-"""Per-process memory measurement for CPU runtimes."""
+"""Per-process memory measurement: this process's (CPU runtimes) and a worker's (the agent)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,27 @@ def process_rss_bytes() -> int:
     except (OSError, IndexError, ValueError):
         # ru_maxrss is a peak, in KiB on Linux; better than nothing where /proc is absent.
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def rss_of(pid: int) -> int:
+    """Resident set size of process `pid` now; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE_BYTES
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def peak_rss_of(pid: int) -> int:
+    """The highest resident set size process `pid` has had (VmHWM); 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
 
 
 def release_freed_heap() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from nodeagent.runtimes.base import Runtime
-from nodeagent.runtimes.gpu import module_available, nvml_gpu_count
+from nodeagent.runtimes.gpu import nvml_gpu_count, tensorrt_installed
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from nodeagent.runtimes.tensorrt import TensorRTRuntime  # imports tensorrt only when it loads
 
@@ -13,11 +13,6 @@ from nodeagent.runtimes.tensorrt import TensorRTRuntime  # imports tensorrt only
 class RuntimeKind(StrEnum):
     TENSORRT = "tensorrt"
     ONNXRUNTIME_CPU = "onnxruntime-cpu"
-
-
-def tensorrt_installed() -> bool:
-    # find_spec, not import: importing tensorrt initialises CUDA, which a CPU node must not do.
-    return module_available("tensorrt") and module_available("cuda")
 
 
 def choose_runtime_kind(*, tensorrt_is_installed: bool, gpu_count: int) -> RuntimeKind:

@@ -257,7 +257,9 @@ async def test_the_agent_user_starts_a_generation_and_publishes_telemetry(
         store, actor = EventStore(agent), Actor(ActorKind.AGENT, hardware.node_id)
         # The second start loads the node after this store's own appends: a leader read too.
         generations = [await start_generation(store, hardware, ("onnx",), actor) for _ in range(2)]
-        await TelemetryPublisher(agent.client, hardware, generations[-1], lambda _: [], 1.0).publish_all()
+        await TelemetryPublisher(
+            agent.client, hardware, generations[-1], lambda _: [], lambda _: [], 1.0
+        ).publish_all()
     finally:
         await agent.close()
     assert generations == [1, 2]

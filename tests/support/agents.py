@@ -110,6 +110,28 @@ async def aggregate_events(connection: Connection, aggregate: Aggregate, aggrega
     return [r.event for r in records if not isinstance(r.event, UnknownEvent)]
 
 
+def worker_pids(parent: int) -> dict[str, int]:
+    """The live worker processes of the agent `parent`, by what each serves (their command lines
+    say: `python -m nodeagent.worker ... --serves NAME`); a reaped or zombie worker is not listed."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"nodeagent.worker" in argv:
+            found[argv[argv.index(b"--serves") + 1].decode()] = int(entry.name)
+    return found
+
+
+def gone(pid: int) -> bool:
+    """No process `pid` any more, not even a zombie: it has exited and been reaped."""
+    return not os.path.exists(f"/proc/{pid}")
+
+
 class AgentProcess:
     """`modelforge agent` as a real subprocess (so it can be SIGKILLed)."""
 
@@ -143,6 +165,19 @@ class AgentProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def workers(self) -> dict[str, int]:
+        """Its worker processes now, by the deployment (or candidate) each serves."""
+        return worker_pids(self.pid)
 
     def kill(self) -> None:
         assert self.process is not None

@@ -18,8 +18,9 @@ from eventstore.store import EventStore
 from nodeagent.agent.hardware import Hardware, cpu_accelerator, fingerprint
 from nodeagent.agent.invoke import InvokeServer
 from nodeagent.agent.operations import AgentState, Operations
-from nodeagent.agent.residency import unload_blocking
+from nodeagent.agent.residency import verify
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
+from nodeagent.worker.loading import load_blocking
 from streams import codes
 from streams.envelope import Actor, ActorKind, new_id
 from streams.events import serving as s
@@ -47,9 +48,7 @@ async def two_device_node(
     )
     yield state
     await invokes.close()
-    for residency in state.residencies.values():
-        await residency.server.close()
-        await asyncio.to_thread(unload_blocking, residency.runtime)
+    await state.close()
 
 
 async def test_a_load_for_a_deployment_held_on_another_device_of_the_node_is_refused_and_it_stays_put(
@@ -77,22 +76,14 @@ async def test_a_load_for_a_deployment_held_on_another_device_of_the_node_is_ref
     assert two_device_node.invokes.serving("dep-twice")
 
 
-async def test_a_cpu_load_runs_on_the_threads_the_agent_was_given(
-    connection: Connection, store: EventStore, artifact_root: Path, minilm_manifest: list[dict[str, object]]
+async def test_a_worker_runs_its_cpu_runtime_on_the_threads_its_load_names(
+    artifact_root: Path, minilm_manifest: list[dict[str, object]]
 ) -> None:
-    node = f"node-{new_id()[:8]}"
-    invokes = InvokeServer(connection.client, node)
-    hardware = Hardware(node, "one-device", (cpu_accelerator(node, 4 << 30),), "fp")
-    state = AgentState(
-        node, artifact_root, hardware, 1, store, invokes, Actor(ActorKind.AGENT, node), cpu_threads=1
-    )
-    await Operations(state).load(load_job(node, "dep-threads", MINILM, minilm_manifest))
+    verified = verify(artifact_root, MINILM, minilm_manifest)
+    warm = await asyncio.to_thread(load_blocking, verified, "rag.embedding@1", None, 8, 1)
     try:
-        runtime = state.residencies["dep-threads"].runtime
-        assert isinstance(runtime, OnnxRuntimeCpu)
-        assert runtime.session_options().intra_op_num_threads == 1
+        assert isinstance(warm.runtime, OnnxRuntimeCpu)
+        assert warm.runtime.session_options().intra_op_num_threads == 1
     finally:
-        await invokes.close()
-        for residency in state.residencies.values():
-            await residency.server.close()
-            await asyncio.to_thread(unload_blocking, residency.runtime)
+        await warm.server.close()
+        warm.runtime.unload()

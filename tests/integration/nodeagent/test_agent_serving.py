@@ -70,6 +70,25 @@ async def invoke(
     return msgspec.json.decode(msg.data, type=InvokeReply)
 
 
+async def unload(
+    connection: Connection, agent: AgentProcess, deployment: str
+) -> s.ResidencyUnloaded | s.ResidencyUnloadFailed:
+    """Send the agent an unload job for `deployment` (on its CPU device); return its outcome."""
+    job = UnloadJob(
+        job_id=new_id(), node_id=agent.node, deployment_id=deployment, accelerator_id=f"{agent.node}-cpu0"
+    )
+    await publish_job(connection, job)
+    outcome: s.ResidencyUnloaded | s.ResidencyUnloadFailed = await next_event(
+        connection,
+        Aggregate.ACCELERATOR,
+        job.accelerator_id,
+        lambda e: (
+            isinstance(e, s.ResidencyUnloaded | s.ResidencyUnloadFailed) and e.deployment_id == deployment
+        ),
+    )
+    return outcome
+
+
 async def drain(connection: Connection, agent: AgentProcess, deployment: str, accelerator: str) -> None:
     """Send the agent a drain job for `deployment`; return once it is recorded drained."""
     job = DrainJob(job_id=new_id(), node_id=agent.node, deployment_id=deployment, accelerator_id=accelerator)
@@ -177,21 +196,7 @@ async def test_drain_stops_invokes_and_unload_shows_memory_reclaimed(
     await drain(connection, serving_agent, "dep-drain", loaded.accelerator_id)
     with pytest.raises(NoRespondersError):
         await invoke(connection, serving_agent.node, "dep-drain", ["no longer served"])
-    unload = UnloadJob(
-        job_id=new_id(),
-        node_id=serving_agent.node,
-        deployment_id="dep-drain",
-        accelerator_id=loaded.accelerator_id,
-    )
-    await publish_job(connection, unload)
-    outcome = await next_event(
-        connection,
-        Aggregate.ACCELERATOR,
-        loaded.accelerator_id,
-        lambda e: (
-            isinstance(e, s.ResidencyUnloaded | s.ResidencyUnloadFailed) and e.deployment_id == "dep-drain"
-        ),
-    )
+    outcome = await unload(connection, serving_agent, "dep-drain")
     assert isinstance(outcome, s.ResidencyUnloaded)
     assert outcome.reclaimed_bytes > 0
 

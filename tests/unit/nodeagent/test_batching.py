@@ -9,8 +9,8 @@ import pytest
 
 from nodeagent.adapters.base import batch_runner, run_rows
 from nodeagent.adapters.embedding import EmbeddingAdapter, EmbeddingResult
-from nodeagent.batching import DynamicBatcher, plan_batch
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
+from nodeagent.worker.batching import DynamicBatcher, plan_batch
 from streams.codes import ServingError
 
 

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +9,7 @@ from nodeagent.runtimes.base import RuntimeOptions, TensorSpec
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from nodeagent.runtimes.select import RuntimeKind, choose_runtime_kind, create_runtime, select_runtime
 from nodeagent.runtimes.tensorrt_plan import ShapeProfile, derive_profiles, engine_cache_key
+from tests.support.imports import imported_along
 
 TEXT_INPUTS = [
     TensorSpec("input_ids", ("batch", "sequence"), np.dtype(np.int64)),
@@ -87,13 +86,8 @@ def test_cache_key_rejects_bad_inputs(field: str, value: str) -> None:
 
 
 def test_importing_the_agent_runtimes_imports_no_tensorrt_or_cuda() -> None:
-    code = (
-        "import sys, nodeagent.runtimes.tensorrt, nodeagent.runtimes.select, nodeagent.runtimes;"
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorrt', 'cuda', 'pycuda')];"
-        "print(bad); raise SystemExit(1 if bad else 0)"
-    )
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
+    modules = ["nodeagent.runtimes.tensorrt", "nodeagent.runtimes.select", "nodeagent.runtimes"]
+    assert imported_along(modules, ["tensorrt", "cuda", "pycuda"]) == []
 
 
 def test_runtime_choice() -> None:

@@ -19,7 +19,9 @@ from PIL import Image
 from nodeagent.adapters.base import run_rows
 from nodeagent.adapters.embedding import validate_embeddings
 from nodeagent.adapters.vision import VisionEmbeddingAdapter, VisionEmbeddingResult
-from nodeagent.agent.capabilities import (
+from nodeagent.runtimes.base import Runtime
+from nodeagent.worker.batching import DynamicBatcher
+from nodeagent.worker.capabilities import (
     BATCH_WAIT_S,
     MeasuredOutput,
     Timed,
@@ -30,8 +32,6 @@ from nodeagent.agent.capabilities import (
     served_vectors,
     timed_runner,
 )
-from nodeagent.batching import DynamicBatcher
-from nodeagent.runtimes.base import Runtime
 from streams import contracts
 from streams.messages import WorkerTimings
 

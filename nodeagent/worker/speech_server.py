@@ -10,7 +10,9 @@ import time
 from nodeagent.adapters.audio import silent_wav
 from nodeagent.adapters.base import run_rows
 from nodeagent.adapters.speech import SpeechTranscriptionAdapter
-from nodeagent.agent.capabilities import (
+from nodeagent.runtimes.base import Runtime
+from nodeagent.worker.batching import DynamicBatcher
+from nodeagent.worker.capabilities import (
     BATCH_WAIT_S,
     MeasuredOutput,
     Timed,
@@ -18,8 +20,6 @@ from nodeagent.agent.capabilities import (
     served_alone,
     timed_runner,
 )
-from nodeagent.batching import DynamicBatcher
-from nodeagent.runtimes.base import Runtime
 from streams import contracts
 from streams.messages import WorkerTimings
 

@@ -15,9 +15,9 @@ import numpy as np
 
 from nodeagent.adapters.base import run_rows
 from nodeagent.adapters.ocr import OcrPipeline, validate_ocr_output
-from nodeagent.agent.capabilities import BATCH_WAIT_S, MeasuredOutput, Timed, decode_input, served_alone
-from nodeagent.batching import DynamicBatcher
 from nodeagent.runtimes.base import Runtime
+from nodeagent.worker.batching import DynamicBatcher
+from nodeagent.worker.capabilities import BATCH_WAIT_S, MeasuredOutput, Timed, decode_input, served_alone
 from streams import contracts
 from streams.messages import WorkerTimings
 

@@ -31,8 +31,8 @@ from nodeagent.adapters.reranking import (
     rank_documents,
     validate_ranking,
 )
-from nodeagent.batching import DynamicBatcher
 from nodeagent.runtimes.base import Runtime
+from nodeagent.worker.batching import DynamicBatcher
 from streams import codes, contracts
 from streams.codes import ServingError
 from streams.messages import WorkerTimings

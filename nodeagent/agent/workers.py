@@ -1,0 +1,177 @@
+"""The agent's side of a worker process: spawn it, call it over its socket, see it die, kill it.
+
+Each call is numbered; its answer resolves the caller's future, so invokes run concurrently and the
+worker batches them. When the worker's socket ends (it exited, crashed or was killed), `on_exit`
+runs first, so that the agent can take the residency off its books, and then every call still
+waiting fails with WORKER_RESTART_RECONCILED: the caller hears at once that the work was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import msgspec
+
+from nodeagent.worker.protocol import (
+    Call,
+    Checked,
+    Failed,
+    FrameWriter,
+    Invoke,
+    Load,
+    Loaded,
+    Reply,
+    Request,
+    Served,
+    Tested,
+    TestInference,
+    answer_decoder,
+    read_frame,
+)
+from nodeagent.worker.protocol import Check as CheckCall
+from streams import codes
+from streams.codes import ServingError
+
+log = logging.getLogger("modelforge.agent.workers")
+ReplyT = TypeVar("ReplyT", Loaded, Served, Tested, Checked)
+
+
+class WorkerDied(ServingError):
+    def __init__(self, name: str, how: str) -> None:
+        message = f"the worker process of {name} died ({how}); the work it had was lost"
+        super().__init__(codes.WORKER_RESTART_RECONCILED.code, message)
+
+
+def _how(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        return f"killed by {signal.Signals(-returncode).name}"
+    return f"exit status {returncode}"
+
+
+class Worker:
+    def __init__(
+        self,
+        name: str,
+        process: asyncio.subprocess.Process,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        self.name = name
+        self.process = process
+        self.pid = process.pid
+        self.on_exit: Callable[[Worker], Awaitable[None]] | None = None
+        self.stopping = False  # killed on purpose: an unload, a probe's end, a shutdown
+        self.ended = asyncio.Event()
+        self.how = ""
+        self._writer = writer
+        self._out = FrameWriter(writer)
+        self._pending: dict[int, asyncio.Future[Reply]] = {}
+        self._numbers = itertools.count()
+        self._reading = asyncio.get_running_loop().create_task(self._read(reader))
+
+    @classmethod
+    async def spawn(cls, name: str) -> Worker:
+        """Start a worker for `name`; it imports its runtime while the caller gets on (verifying)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "nodeagent.worker",
+                "--fd",
+                str(theirs.fileno()),
+                "--parent",
+                str(os.getpid()),
+                "--serves",
+                name,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        reader, writer = await asyncio.open_unix_connection(sock=ours)
+        return cls(name, process, reader, writer)
+
+    @property
+    def alive(self) -> bool:
+        return not self.ended.is_set()
+
+    async def load(self, request: Load) -> Loaded:
+        return _expect(await self.call(request), Loaded)
+
+    async def invoke(self, payload: bytes, timeout_s: float) -> Served:
+        return _expect(await self.call(Invoke(payload, timeout_s)), Served)
+
+    async def check(self) -> None:
+        _expect(await self.call(CheckCall()), Checked)
+
+    async def test_inference(self) -> Tested:
+        return _expect(await self.call(TestInference()), Tested)
+
+    async def call(self, request: Request) -> Reply:
+        if self.ended.is_set():
+            raise WorkerDied(self.name, self.how or "not running")
+        number = next(self._numbers)
+        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self._pending[number] = future
+        try:
+            self._out.send(Call(number, request))
+            return await future
+        finally:
+            del self._pending[number]
+
+    async def kill(self) -> None:
+        """End the worker now (SIGKILL: nothing it holds is worth waiting for) and reap it."""
+        self.stopping = True
+        if self.process.returncode is None:
+            self.process.kill()
+        await self.ended.wait()
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while (frame := await read_frame(reader)) is not None:
+                answer = answer_decoder.decode(frame)
+                waiting = self._pending.get(answer.number)
+                if waiting is not None and not waiting.done():
+                    waiting.set_result(answer.reply)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            log.error("the worker of %s sent a malformed frame (%s): killing it", self.name, error)
+        finally:
+            await self._ended()
+
+    async def _ended(self) -> None:
+        if self.process.returncode is None:
+            self.process.kill()  # its socket is gone or broken: it can serve nobody
+        self.how = _how(await self.process.wait())
+        self._writer.close()
+        if not self.stopping:
+            log.error("the worker of %s died (%s)", self.name, self.how)
+        if self.on_exit is not None:
+            try:
+                await self.on_exit(self)
+            except Exception:
+                log.exception("could not report the end of the worker of %s", self.name)
+        self.ended.set()
+        for waiting in self._pending.values():
+            if not waiting.done():
+                waiting.set_exception(WorkerDied(self.name, self.how))
+
+
+def _expect(reply: Reply, kind: type[ReplyT]) -> ReplyT:
+    if isinstance(reply, Failed):
+        raise ServingError(reply.code, reply.message)
+    if not isinstance(reply, kind):
+        raise ServingError(codes.INVALID_OUTPUT.code, f"the worker answered {type(reply).__name__}")
+    return reply
