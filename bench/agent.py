@@ -3,16 +3,23 @@
 (a) direct: callers on threads call the runtime with one text each (preprocess, run, pool) — the
     raw limit of this machine's ONNX Runtime for single-text requests;
 (b) agent: callers send one-text invokes by core NATS request-reply to a real `modelforge agent`
-    subprocess, which batches concurrent invokes dynamically and replies with contract JSON.
+    subprocess, whose worker process for the deployment batches concurrent invokes dynamically and
+    replies with contract JSON.
+Then the worker hop alone, one caller: (c) the capability server in this process
+(`server.serve(payload)`, as the agent ran it before each model had a worker) vs (d) the same
+payload through a worker process over its socket (`Worker.invoke`), each request both ways in turn;
+the median of (d) − (c) is what the hop adds per request. Twice: one text a request, and an input
+the contract refuses (the hop with no inference behind it).
 Starts its own nats-server (from the wheel) in a temporary folder; prints rates, p50s and ratios.
     .venv/bin/python -m bench.agent [--seconds 4] [--callers 1 8 64]
-Target: (b)/(a) throughput ≥ 0.9 at 64 callers.
+Targets: (b)/(a) throughput ≥ 0.9 at 64 callers; (d) − (c) ≤ 0.2 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import statistics
@@ -21,10 +28,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import msgspec
+import uvloop
 
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
@@ -33,11 +42,17 @@ from modelforge.devstack.nats_server import start_nats
 from modelforge.devstack.processes import stop_pid
 from nodeagent.adapters.base import run_rows
 from nodeagent.adapters.embedding import EmbeddingAdapter
+from nodeagent.agent.residency import verify
+from nodeagent.agent.workers import Worker
 from nodeagent.artifacts import build_manifest
 from nodeagent.models.pull import pull_minilm
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
+from nodeagent.settings import DEFAULT_CPU_THREADS
+from nodeagent.worker.loading import load_blocking
+from nodeagent.worker.protocol import Load
 from streams import subjects
+from streams.codes import ServingError
 from streams.contracts import EmbeddingInput
 from streams.envelope import new_id
 from streams.events import serving as s
@@ -109,6 +124,73 @@ async def through_agent(connection: Connection, callers: int, seconds: float) ->
     return len(latencies), latencies
 
 
+ONE_TEXT = [msgspec.json.encode(EmbeddingInput(texts=[text])) for text in TEXTS]
+REFUSED = [b'{"texts": []}']  # refused by the contract's item check: the hop without inference
+
+
+Call = Callable[[bytes], Awaitable[object]]
+
+
+async def timed(call: Call, payload: bytes) -> float:
+    started = time.perf_counter()
+    with contextlib.suppress(ServingError):
+        await call(payload)
+    return (time.perf_counter() - started) * 1000
+
+
+async def paired(first: Call, second: Call, payloads: list[bytes], seconds: float) -> tuple[Result, Result]:
+    """One caller: each payload through `first`, then through `second`, in turn, so that the
+    machine's drift (other processes, frequency) weighs on both alike."""
+    ones: list[float] = []
+    twos: list[float] = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        payload = payloads[len(ones) % len(payloads)]
+        ones.append(await timed(first, payload))
+        twos.append(await timed(second, payload))
+    return (len(ones), ones), (len(twos), twos)
+
+
+async def worker_hop(root: Path, manifest: list[dict[str, object]], seconds: float) -> None:
+    verified = verify(root, "minilm", manifest)
+    warm = await asyncio.to_thread(load_blocking, verified, "rag.embedding@1", None, 64, DEFAULT_CPU_THREADS)
+    worker = await Worker.spawn("bench-hop")
+    loading = Load(
+        str(verified.root),
+        verified.manifest.to_dict(),
+        verified.bytes_verified,
+        "rag.embedding@1",
+        None,
+        64,
+        DEFAULT_CPU_THREADS,
+    )
+
+    def through_worker(payload: bytes) -> Awaitable[object]:
+        return worker.invoke(payload, 30.0)
+
+    try:
+        await worker.load(loading)
+        for payloads, what in ((ONE_TEXT, "one text a request"), (REFUSED, "no inference: a refused input")):
+            await paired(warm.server.serve, through_worker, payloads, 1.0)  # warm-up
+            in_process, hop = await paired(warm.server.serve, through_worker, payloads, seconds)
+            print(f"the worker hop alone (1 caller, no NATS; each request both ways in turn), {what}:")
+            line("(c) server in this process", in_process, seconds)
+            line("(d) through a worker process", hop, seconds)
+            added = statistics.median(d - c for c, d in zip(in_process[1], hop[1], strict=True))
+            print(f"  worker hop: {added:+.3f} ms per request (median of (d) − (c); target ≤ 0.2 ms)")
+    finally:
+        await worker.kill()
+        await warm.server.close()
+        warm.runtime.unload()
+
+
+def manifest_of(folder: Path) -> list[dict[str, object]]:
+    return [
+        {"path": f.path, "sha256": f.sha256, "size": f.size_bytes, "format": f.format.value}
+        for f in build_manifest(folder).files
+    ]
+
+
 def spawn_agent(url: str, root: Path, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen(
@@ -140,10 +222,6 @@ async def start_agent(connection: Connection, url: str, root: Path, log: Path) -
 
 
 async def load(connection: Connection, root: Path) -> s.ResidencyLoaded:
-    manifest = [
-        {"path": f.path, "sha256": f.sha256, "size": f.size_bytes, "format": f.format.value}
-        for f in build_manifest(root / "minilm").files
-    ]
     job = LoadJob(
         job_id=new_id(),
         node_id=NODE,
@@ -153,7 +231,7 @@ async def load(connection: Connection, root: Path) -> s.ResidencyLoaded:
         artifact_set_id="bench",
         capability="rag.embedding@1",
         artifact_root="minilm",
-        manifest=manifest,
+        manifest=manifest_of(root / "minilm"),
         max_batch_size=64,
     )
     await connection.client.jetstream().publish(
@@ -178,11 +256,7 @@ def line(name: str, result: Result, seconds: float) -> tuple[float, float]:
     return rate, p50
 
 
-async def main(seconds: float, callers_list: list[int]) -> None:
-    home = Path(tempfile.mkdtemp(prefix="mf-bench-agent-"))
-    os.chmod(home, 0o755)
-    root = home / "artifacts"
-    pull_minilm(root / "minilm", install_missing=False)
+async def main(home: Path, root: Path, seconds: float, callers_list: list[int]) -> None:
     server = start_nats(home)
     connection = await connect(server.url, "bench-agent")
     agent: subprocess.Popen[bytes] | None = None
@@ -226,4 +300,10 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--callers", type=int, nargs="+", default=[1, 8, 64])
     args = parser.parse_args()
-    asyncio.run(main(args.seconds, args.callers))
+    home = Path(tempfile.mkdtemp(prefix="mf-bench-agent-"))
+    os.chmod(home, 0o755)
+    root = home / "artifacts"
+    pull_minilm(root / "minilm", install_missing=False)
+    asyncio.run(main(home, root, args.seconds, args.callers))
+    # On the event loop the agent runs (uvloop), with the agent of (b) gone.
+    uvloop.run(worker_hop(root, manifest_of(root / "minilm"), args.seconds))
