@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -354,6 +356,32 @@ async def test_a_request_whose_client_disconnects_while_its_model_runs_keeps_its
     )
     assert isinstance(ended, RequestCompleted)
     assert (await release_of(stack, lease.request_id)).outcome == "completed"
+
+
+async def test_a_deployment_whose_worker_process_died_is_loaded_again_by_the_next_request(
+    stack: Stack,
+) -> None:
+    assert stack.gateway.replica is not None
+    live = stack.gateway.replica.edge.ctx.live
+
+    def resident() -> bool:
+        books = live.accelerators.get(f"{stack.node}-cpu0")
+        return books is not None and any(r.deployment_id == stack.deployment_id for r in books.residents)
+
+    headers = {"authorization": f"Bearer {stack.key.key}"}
+    async with httpx.AsyncClient(timeout=60) as http:
+        warm = await http.post(f"{stack.gateway.url}/v1/embeddings", json={"input": "warm"}, headers=headers)
+        assert warm.status_code == 200
+        crashed = stack.agent.workers()[stack.deployment_id]
+        os.kill(crashed, signal.SIGKILL)  # as a runtime crash or the OOM killer would
+        assert await live.wait_for(lambda: not resident(), 30)  # the agent said so; the books agree
+        again = await http.post(
+            f"{stack.gateway.url}/v1/embeddings", json={"input": "again"}, headers=headers
+        )
+
+    assert again.status_code == 200, again.text
+    assert resident()
+    assert stack.agent.workers()[stack.deployment_id] != crashed
 
 
 # It kills the stack's agent: the tests after it need no model to run.
