@@ -23,10 +23,10 @@ from pathlib import Path
 from eventstore.store import EventStore, ExpectedVersion
 from nodeagent.agent.hardware import Accelerator, Hardware
 from nodeagent.agent.invoke import InvokeServer
+from nodeagent.agent.probing import run_probe
 from nodeagent.agent.residency import LoadRequest, Residency, start_worker, stop_worker, verify_integrity
 from nodeagent.agent.workers import Worker
 from nodeagent.settings import DEFAULT_CPU_THREADS
-from nodeagent.worker.protocol import Tested
 from streams import codes
 from streams.codes import ServingError
 from streams.envelope import Actor
@@ -35,14 +35,11 @@ from streams.events import serving as s
 from streams.events.control import (
     ArtifactSetVerificationFailed,
     ArtifactSetVerified,
-    HealthLayers,
-    ProbeCompleted,
     ProbeFailed,
 )
 from streams.messages import AnyJob, DrainJob, HealthJob, LoadJob, ProbeJob, UnloadJob, VerifyJob
 from streams.subjects import Aggregate
 
-PROBE_MAX_BATCH = 8
 # A health check's test inference is two short rows: far past this, the runtime is stuck.
 HEALTH_CHECK_S = 30.0
 
@@ -257,51 +254,21 @@ class Operations:
                 job, codes.NODE_OWNERSHIP_MISMATCH.code, f"no accelerator {job.accelerator_id} here"
             )
             return
-        request = LoadRequest(
-            job.candidate_id,
-            job.artifact_root,
-            job.manifest,
-            job.capability,
-            accelerator,
-            PROBE_MAX_BATCH,
-            self.state.cpu_threads,
-        )
         try:
-            worker, measured = await start_worker(self.state.artifact_root, request)
+            completed = await run_probe(
+                job,
+                accelerator,
+                self.state.artifact_root,
+                self.state.cpu_threads,
+                self.state.hardware.fingerprint,
+                self.state.probing,
+            )
         except ServingError as error:
             await self.fail(job, error.code, error.message)
             return
         except Exception as error:
             await self.fail(job, codes.RESIDENCY_LOAD_FAILED.code, f"load failed: {type(error).__name__}")
             return
-        self.state.probing[accelerator.id] = worker
-        try:
-            model_ok, detail, output = True, "", await worker.test_inference()
-        except ServingError as error:  # an engine fault: the probe's finding, and the model is unloaded
-            model_ok, detail, output = False, f"{error.code}: {error.message}", Tested(0.0, 0, False)
-        finally:
-            del self.state.probing[accelerator.id]
-            reclaimed = await stop_worker(accelerator, worker, measured)
-        completed = ProbeCompleted(
-            candidate_id=job.candidate_id,
-            probe_id=job.probe_id,
-            node_id=job.node_id,
-            accelerator_id=job.accelerator_id,
-            hardware_fingerprint=self.state.hardware.fingerprint,
-            runtime=measured.runtime,
-            health=HealthLayers(process=True, runtime=True, model=model_ok, detail=detail),
-            output_valid=model_ok,
-            baseline_bytes=measured.baseline_bytes,
-            loaded_bytes=measured.loaded_bytes,
-            peak_bytes=measured.peak_bytes,
-            cold_load_ms=measured.cold_load_ms,
-            inference_ms=output.inference_ms,
-            unload_reclaimed_bytes=max(0, reclaimed),
-            output_dimension=output.dimension,
-            output_normalized=output.normalized,
-            manifest_sha256=job.manifest_sha256,
-            weights_bytes=measured.weights_bytes,
-        )
         await self._append(Aggregate.CANDIDATE, job.candidate_id, completed, job.job_id)
 
     # ---- verify -------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nodeagent.agent.hardware import Accelerator
-from nodeagent.agent.workers import Worker
+from nodeagent.agent.workers import Worker, WorkerDied
 from nodeagent.artifacts import (
     ArtifactManifest,
     VerifiedArtifactSet,
@@ -135,7 +135,11 @@ async def start_worker(node_root: Path, request: LoadRequest) -> tuple[Worker, L
             max_batch=request.max_batch,
             cpu_threads=request.cpu_threads,
         )
-        loaded = await worker.load(call)
+        try:
+            loaded = await worker.load(call)
+        except WorkerDied:  # out of memory, say: the load failed, whatever it would have served
+            detail = f"the worker process died while loading ({worker.how})"
+            raise ServingError(codes.RESIDENCY_LOAD_FAILED.code, detail) from None
         measurement = _measured(accelerator, worker, loaded, (time.perf_counter() - started) * 1000)
         if measurement.measured_bytes <= 0:
             raise ServingError(
