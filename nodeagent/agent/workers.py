@@ -70,8 +70,8 @@ class Worker:
         self.pid = process.pid
         self.on_exit: Callable[[Worker], Awaitable[None]] | None = None
         self.stopping = False  # killed on purpose: an unload, a probe's end, a shutdown
-        self.ended = asyncio.Event()
-        self.how = ""
+        self.ended = asyncio.Event()  # set once it has exited, been reaped and reported
+        self.how = ""  # how it exited, once it has
         self._writer = writer
         self._out = FrameWriter(writer)
         self._pending: dict[int, asyncio.Future[Reply]] = {}
@@ -121,8 +121,8 @@ class Worker:
         return _expect(await self.call(TestInference()), Tested)
 
     async def call(self, request: Request) -> Reply:
-        if self.ended.is_set():
-            raise WorkerDied(self.name, self.how or "not running")
+        if self.how:  # it has exited (its socket is closed or closing)
+            raise WorkerDied(self.name, self.how)
         number = next(self._numbers)
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._pending[number] = future
@@ -147,7 +147,9 @@ class Worker:
                 if waiting is not None and not waiting.done():
                     waiting.set_result(answer.reply)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
-            log.error("the worker of %s sent a malformed frame (%s): killing it", self.name, error)
+            log.error(
+                "the worker of %s sent a malformed frame (%s): killing it", self.name, type(error).__name__
+            )
         finally:
             await self._ended()
 
