@@ -97,3 +97,29 @@ async def test_a_worker_killed_mid_invoke_fails_that_invoke_and_the_agent_serves
     embeddings_of(await invoke(connection, agent.node, "dep-bystander", ["still served"]))
     assert isinstance(await load(connection, agent, "dep-crash", minilm_manifest), s.ResidencyLoaded)
     embeddings_of(await invoke(connection, agent.node, "dep-crash", ["served again"]))
+
+
+async def exited(pid: int) -> None:
+    """Return once process `pid` (not necessarily a child of this one) has exited."""
+    pidfd = os.pidfd_open(pid)
+    done = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().add_reader(pidfd, done.set_result, None)  # readable once it exits
+    try:
+        async with asyncio.timeout(WAIT_S):
+            await done
+    finally:
+        asyncio.get_running_loop().remove_reader(pidfd)
+        os.close(pidfd)
+
+
+async def test_a_killed_agent_takes_its_workers_with_it(
+    connection: Connection, agents: Callable[..., AgentProcess], minilm_manifest: list[dict[str, object]]
+) -> None:
+    agent = agents(f"node-{new_id()[:8]}")
+    await agent.start(connection)
+    assert isinstance(await load(connection, agent, "dep-orphan", minilm_manifest), s.ResidencyLoaded)
+    worker = agent.workers()["dep-orphan"]
+
+    agent.kill()  # SIGKILL: the agent runs no code of its own to stop its workers
+
+    await exited(worker)
