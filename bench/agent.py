@@ -4,7 +4,8 @@
     raw limit of this machine's ONNX Runtime for single-text requests;
 (b) agent: callers send one-text invokes by core NATS request-reply to a real `modelforge agent`
     subprocess, whose worker process for the deployment batches concurrent invokes dynamically and
-    replies with contract JSON.
+    replies with contract JSON; also the p50 of each round trip less the model server's own
+    timings (what NATS, the agent and the worker hop add).
 Then the worker hop alone, one caller: (c) the capability server in this process
 (`server.serve(payload)`, as the agent ran it before each model had a worker) vs (d) the same
 payload through a worker process over its socket (`Worker.invoke`), each request both ways in turn;
@@ -95,7 +96,11 @@ def direct(adapter: EmbeddingAdapter, runtime: OnnxRuntimeCpu, callers: int, sec
     return len(latencies), latencies
 
 
-async def through_agent(connection: Connection, callers: int, seconds: float) -> Result:
+async def through_agent(
+    connection: Connection, callers: int, seconds: float, outside: list[float] | None = None
+) -> Result:
+    """Callers' invokes through the agent; into `outside`, each round trip less the time the model
+    server itself reported (queue, preprocess, inference, serialize): NATS, agent and worker hop."""
     subject = subjects.invoke_subject(NODE, DEPLOYMENT)
     decoder = msgspec.json.Decoder(InvokeReply)
     latencies: list[float] = []
@@ -118,6 +123,9 @@ async def through_agent(connection: Connection, callers: int, seconds: float) ->
             if not reply.ok:
                 raise RuntimeError(f"invoke failed: {reply.code} {reply.message}")
             latencies.append((time.perf_counter() - started) * 1000)
+            if outside is not None:
+                t = reply.timings
+                outside.append(latencies[-1] - t.queue_ms - t.preprocess_ms - t.inference_ms - t.serialize_ms)
             i += callers
 
     await asyncio.gather(*(caller(i) for i in range(callers)))
@@ -280,10 +288,14 @@ async def main(home: Path, root: Path, seconds: float, callers_list: list[int]) 
                 await asyncio.to_thread(direct, adapter, runtime, callers, seconds),
                 seconds,
             )
+            outside: list[float] = []
             b_rate, b_p50 = line(
-                "(b) agent invoke + batching", await through_agent(connection, callers, seconds), seconds
+                "(b) agent invoke + batching",
+                await through_agent(connection, callers, seconds, outside),
+                seconds,
             )
             print(f"  ratio (b)/(a): throughput {b_rate / a_rate:.2f}, p50 {b_p50 / a_p50:.2f}")
+            print(f"  (b) outside the model server: p50 {statistics.median(outside):.3f} ms a request")
         runtime.unload()
     finally:
         if agent is not None:
