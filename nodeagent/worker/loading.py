@@ -15,21 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from nodeagent.adapters.embedding import EmbeddingAdapter, EmbeddingConfig
-from nodeagent.adapters.ocr import OcrConfig, OcrPipeline
-from nodeagent.adapters.ocr_recognition import load_vocabulary
 from nodeagent.adapters.reranking import RerankingAdapter, RerankingConfig
-from nodeagent.adapters.speech import SpeechConfig, SpeechTranscriptionAdapter
-from nodeagent.adapters.speech import load_vocabulary as load_speech_vocabulary
-from nodeagent.adapters.vision import VisionEmbeddingAdapter, VisionEmbeddingConfig
 from nodeagent.artifacts import VerifiedArtifactSet
 from nodeagent.runtimes.base import MemoryStats, Runtime, RuntimeOptions
 from nodeagent.runtimes.gpu import tensorrt_installed
-from nodeagent.runtimes.paired import PairedRuntime
 from nodeagent.runtimes.select import RuntimeKind, create_runtime
 from nodeagent.worker.capabilities import CapabilityServer, EmbeddingServer, RerankServer
-from nodeagent.worker.ocr_server import OcrServer
-from nodeagent.worker.speech_server import TranscriptionServer
-from nodeagent.worker.vision_server import VisionEmbeddingServer
 from streams import codes
 from streams.codes import ServingError
 
@@ -89,7 +80,14 @@ def _servable(
         runtime = new_runtime()
         server = RerankServer(RerankingAdapter(tokenizer, r_config), runtime, max_batch)
         return _one_model(server, runtime, verified, str(data.get("onnx_file", "model.onnx")))
+    # The rarer capabilities import their adapters (imaging, audio) only when loaded: a worker
+    # starts on the cold load's path, and MiniLM's needs none of them.
     if name == "document.ocr":
+        from nodeagent.adapters.ocr import OcrConfig, OcrPipeline
+        from nodeagent.adapters.ocr_recognition import load_vocabulary
+        from nodeagent.runtimes.paired import PairedRuntime
+        from nodeagent.worker.ocr_server import OcrServer
+
         config = OcrConfig.from_file(verified.path_of(SERVING_CONFIG_FILE))
         keys = _verified_file(verified, config.keys_file)
         pipeline = OcrPipeline(load_vocabulary(keys, use_space_char=config.use_space_char), config)
@@ -103,11 +101,18 @@ def _servable(
             detection.stat().st_size + recognition.stat().st_size,
         )
     if name == "vision.embedding":
+        from nodeagent.adapters.vision import VisionEmbeddingAdapter, VisionEmbeddingConfig
+        from nodeagent.worker.vision_server import VisionEmbeddingServer
+
         v_config = VisionEmbeddingConfig.from_dict(data)
         runtime = new_runtime()
         vision = VisionEmbeddingServer(VisionEmbeddingAdapter(v_config), runtime, max_batch)
         return _one_model(vision, runtime, verified, v_config.onnx_file)
     if name == "speech.transcription":
+        from nodeagent.adapters.speech import SpeechConfig, SpeechTranscriptionAdapter
+        from nodeagent.adapters.speech import load_vocabulary as load_speech_vocabulary
+        from nodeagent.worker.speech_server import TranscriptionServer
+
         s_config = SpeechConfig.from_dict(data)
         vocabulary = load_speech_vocabulary(_verified_file(verified, s_config.vocabulary_file))
         runtime = new_runtime()
