@@ -179,10 +179,14 @@ class Operations:
             worker=worker,
             measurement=measurement,
         )
-        worker.on_exit = lambda _: self._lost(residency)
         self.state.residencies[job.deployment_id] = residency
         await self.state.invokes.start(residency)  # serving before anyone reads "loaded"
         await self._record(job, self._loaded(job, residency))
+        # Its death is reported after its load, never before (the books would keep a dead copy);
+        # `how` is set just before the worker looks for this hook: one of the two reports it.
+        worker.on_exit = lambda _: self._lost(residency)
+        if worker.how:
+            await self._lost(residency)
 
     async def unload(self, job: UnloadJob) -> None:
         await self._record(
