@@ -19,6 +19,7 @@ from gateway.http.edge import Edge
 from gateway.serving.context import ServingContext
 from gateway.serving.keeper import run_upkeep
 from gateway.serving.queues import QueueBoard
+from gateway.serving.refusal_log import flush_refusals
 from gateway.state.live import LiveState
 
 
@@ -36,6 +37,7 @@ class GatewayReplica:
         self.stop.set()  # the upkeep loop wakes on it
         ctx.closing.set()
         await self.upkeep
+        flush_refusals(ctx)
         await ctx.settle()
         await self.queues.close()
         await ctx.live.stop()

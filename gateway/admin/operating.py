@@ -17,9 +17,11 @@ from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, reque
 from gateway.admin.scheduler import co_residency, dry_run, overview
 from gateway.promotion import commands as cmd
 from gateway.promotion.operations import Operations
-from gateway.scheduler import Attribution, SchedulerPolicy, account
+from gateway.scheduler import Attribution, SchedulerPolicy, Verdict, account
+from gateway.serving.refusal_log import note_refusal
 from streams import subjects, text
 from streams.codes import ServingError
+from streams.envelope import new_id
 from streams.events import serving as s
 
 
@@ -136,7 +138,10 @@ async def placement_dry_run(call: Call) -> object:
         raise ServingError("CAPABILITY_NOT_FOUND", f"no deployment {b.deployment_id!r}", http_status=404)
     if b.channel not in ("production", "lab"):
         raise ServingError("INVALID_INPUT", "channel is production or lab", "channel")
-    return dry_run(call.edge.ctx.live, deployment, b.channel)
+    decision = dry_run(call.edge.ctx.live, deployment, b.channel)
+    if decision.verdict.rejects or decision.verdict is Verdict.QUEUE:  # on the record, as a request's
+        note_refusal(call.edge.ctx, decision, b.deployment_id, new_id(), dry_run=True)
+    return msgspec.to_builtins(decision)
 
 
 async def _proofs(call: Call) -> dict[tuple[str, str], dict[str, Any]]:

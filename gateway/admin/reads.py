@@ -144,14 +144,18 @@ ORDER BY p.project_id, c.client_id
 
 PLACEMENTS_SQL = """
 SELECT seq, accelerator_id, request_id, deployment_id, verdict, reason_codes, decision_fingerprint,
-       lease_id, eviction_id, required_bytes, decided_at
+       lease_id, eviction_id, required_bytes, schedulable_bytes, decisions, first_at, window_s, dry_run,
+       decided_at
 FROM placements ORDER BY seq DESC LIMIT %s
 """
 
 METRICS_SQL = """
 SELECT
   (SELECT count(*) FROM placements WHERE verdict LIKE 'ADMIT%%') AS admissions,
-  (SELECT count(*) FROM placements WHERE verdict LIKE 'REJECT%%') AS rejections,
+  (SELECT coalesce(sum(decisions), 0)::bigint FROM placements WHERE verdict LIKE 'REJECT%%' AND NOT dry_run)
+    AS rejections,
+  (SELECT coalesce(sum(decisions), 0)::bigint FROM placements WHERE verdict = 'QUEUE' AND NOT dry_run)
+    AS queued,
   (SELECT count(*) FROM evictions) AS evictions,
   (SELECT coalesce(sum(load_count), 0) FROM residencies) AS cold_loads,
   (SELECT count(*) FROM requests WHERE status = 'completed' AND NOT cold) AS warm_hits,

@@ -13,6 +13,7 @@ from gateway.promotion.model import DeploymentState
 from gateway.scheduler import (
     Attribution,
     Channel,
+    PlacementDecision,
     PlacementRequest,
     account,
     plan_placement,
@@ -41,17 +42,16 @@ def overview(live: LiveState, now: float | None = None) -> dict[str, Any]:
     return {"policy": msgspec.to_builtins(live.policy), "accelerators": accelerators}
 
 
-def dry_run(live: LiveState, deployment: DeploymentState, channel: str) -> dict[str, Any]:
+def dry_run(live: LiveState, deployment: DeploymentState, channel: str) -> PlacementDecision:
     now = time.time()
     request = PlacementRequest(channel=Channel(channel))
-    decision = plan_placement(
+    return plan_placement(
         live.schedulable_accelerators(now),
         live_envelope(live, deployment)[0],
         request,
         live.policy,
         now,
     )
-    return msgspec.to_builtins(decision)  # type: ignore[no-any-return]
 
 
 def co_residency(live: LiveState, proven: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:

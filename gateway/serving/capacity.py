@@ -32,6 +32,7 @@ from gateway.serving.errors import rejection
 from gateway.serving.jobs import publish_unload
 from gateway.serving.line import Place, note_blocked, waits_behind, yields
 from gateway.serving.loading import await_evicted, await_loaded, record_failure, send_load
+from gateway.serving.refusal_log import note_refusal
 from gateway.state.live import LiveState
 from gateway.state.loads import failed_recently
 from streams.codes import ServingError
@@ -169,6 +170,7 @@ async def _acquire(
 ) -> Grant:
     envelope, stale = live_envelope(ctx.live, deployment)
     spent = {"scheduling": 0.0, "load": 0.0, "queue": 0.0}
+    queue_noted = False  # a request that waits is on the record once, at its first QUEUE verdict
     while True:
         now = time.time()
         if now >= deadline:
@@ -191,6 +193,9 @@ async def _acquire(
                 ctx.live.co_residency,
             )
             ctx.metrics.decided(decision)
+            if decision.verdict.rejects or (decision.verdict is Verdict.QUEUE and not queue_noted):
+                note_refusal(ctx, decision, deployment.deployment_id, request_id)
+                queue_noted = True
             behind = decision.verdict.admits and _behind(ctx, place, decision, now)
             step = None if behind else _stage(ctx, decision, deployment, request_id, client_id, stale)
         if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)

@@ -17,6 +17,7 @@ from gateway.serving.gauges import LiveGauges
 from gateway.serving.line import Place, wake_order
 from gateway.serving.metrics import ServingMetrics
 from gateway.serving.queues import QueueBoard
+from gateway.serving.refusals import RefusalTally
 from gateway.serving.upkeep import PressureTrack
 from gateway.state.live import LiveState
 from streams.envelope import Actor, ActorKind
@@ -43,6 +44,10 @@ class ServingContext:
     # the global queue (gateway.serving.queues): tells the other replicas how long this replica's
     # line is and hears theirs; without one (a context in a unit test) no other replica counts
     board: QueueBoard | None = None
+    # placement refusals counted until their window closes, and the timer that writes them
+    # (gateway.serving.refusal_log)
+    refusals: RefusalTally = field(default_factory=RefusalTally)
+    refusal_timer: asyncio.TimerHandle | None = None
     # set when the gateway closes: background writes stop retrying (a lease then ends by its TTL)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     metrics: ServingMetrics = field(init=False)  # this replica's /metrics, its live gauges included

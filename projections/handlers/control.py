@@ -23,6 +23,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     output_schema=event.output_schema,
                     upgrade_class=event.upgrade_class,
                     limits=event.limits,
+                    definition_sha256=event.definition_sha256,
                     registered_at=at,
                 )
             ]

@@ -245,6 +245,12 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     verdict=event.verdict,
                     reason_codes=event.reason_codes,
                     decision_fingerprint=event.decision_fingerprint,
+                    decisions=event.count,
+                    window_s=event.window_s,
+                    first_at=event.first_at,
+                    dry_run=event.dry_run,
+                    required_bytes=event.required_bytes,
+                    schedulable_bytes=event.schedulable_bytes,
                     decided_at=at,
                 )
             ]

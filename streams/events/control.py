@@ -21,6 +21,7 @@ class CapabilityContractRegistered(Event, frozen=True):
     output_schema: dict[str, object]
     upgrade_class: str  # "compatible" | "reindex" | "breaking"
     limits: dict[str, int]
+    definition_sha256: str = ""  # of the fields above, canonical JSON (gateway.contracts)
 
 
 # ---- artifact set --------------------------------------------------------------------------

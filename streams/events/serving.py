@@ -227,12 +227,22 @@ class PressureChanged(Event, frozen=True):
 
 
 class PlacementRejected(Event, frozen=True):
+    """A placement refused or queued, on the chosen (or closest) accelerator. Identical ones (same
+    deployment, verdict and first reason) within `window_s` of `first_at` are one event with their
+    `count`; `request_id` and `decision_fingerprint` are the first's (gateway.serving.refusals)."""
+
     accelerator_id: str
     request_id: str
     deployment_id: str
     verdict: str
     reason_codes: tuple[str, ...]
     decision_fingerprint: str
+    count: int = 1
+    first_at: datetime | None = None
+    window_s: float = 0.0
+    dry_run: bool = False  # planned by POST /admin/v1/scheduler/dry-run: nothing was asked to run
+    required_bytes: int = 0
+    schedulable_bytes: int | None = None  # the accelerator's headroom before the decision
 
 
 class CoResidencyProven(Event, frozen=True):

@@ -22,6 +22,7 @@ from eventstore.subscription import subscribe
 from gateway.http.server import server_config
 from gateway.process import GatewayReplica, start_replica
 from gateway.promotion.envelope import envelope_from_probe
+from gateway.serving.refusal_log import flush_refusals
 from modelforge.devstack.processes import free_port, wait_for_port
 from nodeagent.artifacts import build_manifest
 from nodeagent.artifacts.registration import content_id, registration
@@ -156,8 +157,10 @@ class InProcessGateway:
         return self.url
 
     async def settled(self) -> None:
-        """Every event a served request writes after its response (lease release, outcome) is in."""
+        """Every event a served request writes after its response (lease release, outcome, the
+        placement refusals still counted in their window) is in."""
         assert self.replica is not None
+        flush_refusals(self.replica.edge.ctx)
         await self.replica.edge.ctx.settle()
 
     async def stop(self) -> None:

@@ -53,7 +53,7 @@ async def test_a_grant_that_lands_after_its_request_timed_out_is_given_back_and_
     late = live.catalog.deployments[deployment]
     # Its cold load fits now (fresh telemetry, nothing pending): the search goes straight to the append.
     assert await live.wait_for(
-        lambda: dry_run(live, late, capacity.envelope_of(late).channel)["verdict"] == "ADMIT", 30
+        lambda: dry_run(live, late, capacity.envelope_of(late).channel).verdict == "ADMIT", 30
     )
 
     async def nats_stopped_once_admitted() -> None:
