@@ -14,6 +14,7 @@ from eventstore.store import EventStore
 from gateway.admin.operators import operator_file_from_env
 from gateway.clients.directory import ClientDirectory
 from gateway.clients.limits import RequestLimiter, provision_limits
+from gateway.contracts import ContractChanged, register_contracts
 from gateway.http.app import create_app
 from gateway.http.edge import Edge
 from gateway.serving.context import ServingContext
@@ -51,13 +52,19 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     connection = await connect(nats_url, f"gateway-{gateway_id}")
     await provision(connection.client)
     await provision_limits(connection.client)
+    store = EventStore(connection)
+    try:
+        await register_contracts(store)  # a contract changed under its version stops the start here
+    except ContractChanged:
+        await connection.close()
+        raise
     live = LiveState()
     await live.start(connection.client)
     directory = ClientDirectory(connection.client)
     await directory.start()
     await directory.wait_ready(120)
     queues = QueueBoard(connection.client, gateway_id)
-    ctx = ServingContext(EventStore(connection), live, connection.client, gateway_id, board=queues)
+    ctx = ServingContext(store, live, connection.client, gateway_id, board=queues)
     live.listeners.append(ctx.wake_waiting)
     await queues.start()
     token = os.environ.get("MODELFORGE_OPERATOR_TOKEN", "")

@@ -76,12 +76,16 @@ def _cmd_status(args: argparse.Namespace) -> int:
 async def _provision(url: str | None = None) -> None:
     from eventstore.connection import CLI_CONNECT_S, connect
     from eventstore.provision import provision
+    from eventstore.store import EventStore
     from gateway.clients.limits import provision_limits
+    from gateway.contracts import register_contracts
 
     connection = await connect(url, "modelforge-provision", first_connect_s=CLI_CONNECT_S)
     try:
         names = await provision(connection.client) + await provision_limits(connection.client)
         print("streams     " + ", ".join(names))
+        registered = await register_contracts(EventStore(connection))
+        print("contracts   " + (", ".join(registered) or "all registered before"))
     finally:
         await connection.close()
 

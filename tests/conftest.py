@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from eventstore.connection import Connection, connect
@@ -93,3 +95,30 @@ async def tasks_a_test_leaves(request: pytest.FixtureRequest) -> AsyncIterator[N
         tasks_left.suspects[task] = test
     if tasks_left.uses_async_session_fixture(request, besides={"no_tasks_left_behind_by_tests"}):
         tasks_left.sessions_used.add(test)
+
+
+@pytest.fixture
+def private_nats(scratch: Path) -> Iterator[NatsServer]:
+    """A nats-server of the test's own: what it publishes reaches no other test."""
+    server = start_nats(scratch / f"nats-{uuid.uuid4().hex[:8]}", detach=False)
+    yield server
+    stop_pid(server.pid)
+
+
+@pytest.fixture
+async def private_store(private_nats: NatsServer) -> AsyncIterator[EventStore]:
+    conn = await connect(private_nats.url, "private-tests")
+    await provision(conn.client)
+    yield EventStore(conn)
+    await conn.close()
+
+
+@pytest.fixture
+async def fresh_database(postgres_server: PostgresServer) -> AsyncIterator[str]:
+    """A database of the test's own on the session PostgreSQL, dropped after it."""
+    name = f"mfp_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(postgres_server.admin_url, autocommit=True) as admin:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    yield postgres_server.url.rsplit("/", 1)[0] + f"/{name}"
+    async with await psycopg.AsyncConnection.connect(postgres_server.admin_url, autocommit=True) as admin:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -12,13 +12,13 @@ import msgspec
 
 from gateway.admin import views
 from gateway.admin.endpoint import ROWS, Call, Endpoint
+from gateway.contracts import registered_contracts
 from gateway.promotion import approvals, artifacts, candidates, rollout
 from gateway.promotion.context import PromotionContext
 from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, DeploymentState
 from nodeagent.settings import ARTIFACT_ROOT_ENV
 from streams import text
 from streams.codes import ServingError
-from streams.contracts import CONTRACTS
 from streams.subjects import Aggregate
 
 
@@ -93,26 +93,17 @@ class CreateExperiment(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def list_contracts(call: Call) -> object:
-    return [_contract(c) for c in sorted(CONTRACTS)]
+    """The contracts as registered (`gateway.contracts`), by capability@version."""
+    registered = await registered_contracts(call.edge.ctx.client)
+    return [registered[capability] for capability in sorted(registered)]
 
 
 async def show_contract(call: Call) -> object:
     capability = call.path["capability"]
-    if capability not in CONTRACTS:
+    registered = await registered_contracts(call.edge.ctx.client)
+    if capability not in registered:
         raise ServingError("CAPABILITY_NOT_FOUND", f"no contract {capability!r}", "capability")
-    return _contract(capability)
-
-
-def _contract(capability: str) -> dict[str, object]:
-    contract = CONTRACTS[capability]
-    (schema,), components = msgspec.json.schema_components([contract.input_type])
-    (out_schema,), out_components = msgspec.json.schema_components([contract.output_type])
-    return {
-        "capability": capability,
-        "limits": msgspec.to_builtins(contract.limits),
-        "input_schema": {**schema, "$defs": components},
-        "output_schema": {**out_schema, "$defs": out_components},
-    }
+    return registered[capability]
 
 
 async def import_artifacts(call: Call) -> object:

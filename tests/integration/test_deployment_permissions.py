@@ -29,6 +29,7 @@ from eventstore.subscription import subscribe
 from gateway.admin.reads import requests_from_log
 from gateway.clients.limits import RequestLimiter, provision_limits
 from gateway.clients.model import ClientPrincipal
+from gateway.contracts import register_contracts
 from modelforge.devstack.nats_server import NatsServer
 from nodeagent.agent.hardware import detect
 from nodeagent.agent.jobs import JobConsumer
@@ -39,6 +40,7 @@ from projections import source
 from projections.scenario import control_plane, traffic
 from streams import configs, subjects
 from streams.codes import ServingError
+from streams.contracts import CONTRACTS
 from streams.envelope import Actor, ActorKind
 from streams.events.control import ProjectRegistered
 from streams.subjects import Aggregate
@@ -194,6 +196,13 @@ async def test_the_provisioner_user_creates_and_updates_every_stream(
     assert (await js.stream_info(subjects.REQUESTS_STREAM)).config.max_age == 7 * configs.DAY_S
     await provision(provisioner.client)
     assert (await js.stream_info(subjects.REQUESTS_STREAM)).config.max_age == 30 * configs.DAY_S
+
+
+async def test_the_provisioner_user_registers_the_contracts_and_a_gateway_finds_them_registered(
+    provisioner: Connection, gateway: Connection
+) -> None:
+    assert sorted(await register_contracts(EventStore(provisioner))) == sorted(CONTRACTS)
+    assert await register_contracts(EventStore(gateway)) == []
 
 
 async def test_the_provisioner_user_backs_up_the_event_streams(

@@ -5,19 +5,16 @@ scheduler's metrics; a dry run's refusal is recorded marked as one."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 
 import httpx
 import msgspec
-import psycopg
 import pytest
 
 from eventstore import reading
 from eventstore.store import ExpectedVersion
 from gateway.admin.reads import close_read_models
 from gateway.admin.scheduler import dry_run
-from modelforge.devstack.postgres import PostgresServer
 from projections import projector
 from streams import subjects
 from streams.codes import ServingError
@@ -125,20 +122,12 @@ async def test_a_refused_dry_run_is_recorded_as_a_dry_run(stack: Stack) -> None:
 
 
 @pytest.fixture
-async def read_model_database(
-    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[str]:
+async def read_model_database(fresh_database: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
     """A fresh, migrated read model the stack's gateway reads (DATABASE_URL) while the test runs."""
-    name = f"mfr_{uuid.uuid4().hex[:12]}"
-    async with await psycopg.AsyncConnection.connect(postgres_server.admin_url, autocommit=True) as admin:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    url = postgres_server.url.rsplit("/", 1)[0] + f"/{name}"
-    await migrated(url)
-    monkeypatch.setenv("DATABASE_URL", url)
-    yield url
+    await migrated(fresh_database)
+    monkeypatch.setenv("DATABASE_URL", fresh_database)
+    yield fresh_database
     await close_read_models()
-    async with await psycopg.AsyncConnection.connect(postgres_server.admin_url, autocommit=True) as admin:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def test_the_placement_history_shows_counted_refusals_and_the_metrics_sum_them(

@@ -11,6 +11,7 @@ import pytest
 
 from eventstore.store import EventStore
 from gateway.admin.reads import STALE_HEADER, STALE_REASON_HEADER
+from gateway.contracts import register_contracts
 from modelforge.devstack.nats_server import NatsServer
 from modelforge.devstack.postgres import PostgresServer
 from projections import projector
@@ -46,6 +47,7 @@ async def test_a_read_the_projector_has_not_caught_up_with_is_marked_stale_and_a
 async def test_a_read_while_the_projection_is_halted_is_marked_stale_naming_where_it_halted(
     private_nats: NatsServer, private_store: EventStore, fresh_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    await register_contracts(private_store)  # as provision does: the gateway's start writes nothing
     await migrated(fresh_database)
     monkeypatch.setenv("DATABASE_URL", fresh_database)
     gateway = InProcessGateway()
