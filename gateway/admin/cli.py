@@ -1,6 +1,6 @@
 """`modelforge artifacts|candidates|approvals|deployments|projects|scheduler|projection …`: thin
 clients of the admin API (MODELFORGE_GATEWAY_URL, MODELFORGE_OPERATOR_TOKEN). Output is the API's
-JSON, or text for a verb with a `render` (its `--json` prints the JSON instead)."""
+JSON, or text for a verb with a `render` (a table for a `list`; its `--json` prints the JSON)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,17 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gateway.admin import projection_text
+from gateway.admin import projection_text, tables
 from gateway.admin.client import AdminClient, AdminError
 
 OPERATOR_ENV = "MODELFORGE_OPERATOR"  # the approver `approvals production` records by default
 Build = Callable[[argparse.Namespace], tuple[str, str, object]]  # method, path, body
 Render = Callable[[Any], str]
+CALL_S = 300.0  # how long a call may take, beyond a wait it asks the gateway for
 
 
 def _pairs(items: list[str] | None) -> dict[str, str]:
@@ -40,21 +42,30 @@ def _setting(key: str, value: str) -> float | bool:
         raise SystemExit(f"{key}: expected a number or true/false, got {value!r}") from None
 
 
-def _verb(
-    parser: Any, name: str, help_: str, build: Build, render: Render | None = None
+def verb(
+    parser: Any,
+    name: str,
+    help_: str,
+    build: Build,
+    render: Render | None = None,
+    exit_status: Callable[[Any], int] | None = None,
 ) -> argparse.ArgumentParser:
+    """A verb calling the admin API; `exit_status` judges its answer (0 when none is given)."""
     sub: argparse.ArgumentParser = parser.add_parser(name, help=help_)
-    sub.set_defaults(handler=_run(build, render), operator="cli")  # a verb may take --approved-by
+    # a verb may take --approved-by (the operator) and --wait-s (how much longer the call may take)
+    sub.set_defaults(handler=run(build, render, exit_status), operator="cli", wait_s=0.0)
     if render is not None:
         sub.add_argument("--json", action="store_true", help="print the API's JSON")
     return sub
 
 
-def _run(build: Build, render: Render | None = None) -> Callable[[argparse.Namespace], int]:
+def run(
+    build: Build, render: Render | None = None, exit_status: Callable[[Any], int] | None = None
+) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         method, path, body = build(args)
         try:
-            result = AdminClient(operator=args.operator).call(method, path, body)
+            result = AdminClient(operator=args.operator).call(method, path, body, CALL_S + args.wait_s)
         except AdminError as exc:
             print(f"error {exc.code} ({exc.status}): {exc.message}", file=sys.stderr)
             if exc.details:
@@ -64,9 +75,14 @@ def _run(build: Build, render: Render | None = None) -> Callable[[argparse.Names
             print(render(result))
         else:
             print(json.dumps(result, indent=2, sort_keys=True))
-        return 0
+        return exit_status(result) if exit_status is not None else 0
 
     return handler
+
+
+def listing(verbs: Any, what: str, path: str, columns: Callable[[], list[tables.Column]]) -> None:
+    """The `list` verb of `what`: a table of the rows at `path` (their JSON with `--json`)."""
+    verb(verbs, "list", what, lambda a: ("GET", path, None), lambda rows: tables.table(rows, columns()))
 
 
 def register(subparsers: Any) -> None:
@@ -99,7 +115,7 @@ def register(subparsers: Any) -> None:
         )
     )
     projection = subparsers.add_parser("projection", help="the read model's projection")
-    _verb(
+    verb(
         projection.add_subparsers(dest="verb", required=True),
         "status",
         "checkpoints and lag per stream, recorded gaps",
@@ -109,7 +125,7 @@ def register(subparsers: Any) -> None:
 
 
 def _artifacts(verbs: Any) -> None:
-    imp = _verb(
+    imp = verb(
         verbs,
         "import",
         "copy a model folder onto a node, register and verify it",
@@ -132,8 +148,8 @@ def _artifacts(verbs: Any) -> None:
     imp.add_argument("--capability", default="rag.embedding@1")
     imp.add_argument("--artifact-root", help="the node's artifact root (default: the gateway's)")
     imp.add_argument("--no-verify", action="store_true")
-    _verb(verbs, "list", "artifact sets", lambda a: ("GET", "/artifact-sets", None))
-    q = _verb(
+    listing(verbs, "artifact sets", "/artifact-sets", lambda: tables.ARTIFACT_SETS)
+    q = verb(
         verbs,
         "quarantine",
         "quarantine a set",
@@ -141,7 +157,7 @@ def _artifacts(verbs: Any) -> None:
     )
     q.add_argument("id")
     q.add_argument("--reason", default="")
-    v = _verb(
+    v = verb(
         verbs,
         "verify",
         "have the node's agent verify a set",
@@ -151,7 +167,7 @@ def _artifacts(verbs: Any) -> None:
 
 
 def _candidates(verbs: Any) -> None:
-    c = _verb(
+    c = verb(
         verbs,
         "create",
         "register a candidate",
@@ -174,7 +190,7 @@ def _candidates(verbs: Any) -> None:
     )
     c.add_argument("--profile", action="append", help="key=value (dimension, normalized, input_semantics …)")
     c.add_argument("--config", action="append", help="key=value (residency, model_name, max_batch_size …)")
-    p = _verb(
+    p = verb(
         verbs,
         "probe",
         "run a runtime probe (waits)",
@@ -187,11 +203,11 @@ def _candidates(verbs: Any) -> None:
     p.add_argument("id")
     p.add_argument("--lab-approval", required=True)
     p.add_argument("--node")
-    _verb(verbs, "list", "candidates", lambda a: ("GET", "/candidates", None))
+    listing(verbs, "candidates", "/candidates", lambda: tables.CANDIDATES)
 
 
 def _approvals(verbs: Any) -> None:
-    lab = _verb(
+    lab = verb(
         verbs,
         "lab",
         "approve lab execution",
@@ -204,7 +220,7 @@ def _approvals(verbs: Any) -> None:
     lab.add_argument("--candidate", required=True)
     lab.add_argument("--node", action="append", required=True)
     lab.add_argument("--expires-in-s", type=float, default=86_400.0, help="more than 0, at most a year")
-    prod = _verb(
+    prod = verb(
         verbs,
         "production",
         "approve production (gated; records the review, the approver and the reason)",
@@ -234,7 +250,7 @@ def _approvals(verbs: Any) -> None:
         required=not approver,
         help=f"who approves, recorded with the approval (default: ${OPERATOR_ENV})",
     )
-    rev = _verb(
+    rev = verb(
         verbs,
         "revoke",
         "revoke an approval",
@@ -242,11 +258,11 @@ def _approvals(verbs: Any) -> None:
     )
     rev.add_argument("id")
     rev.add_argument("--reason", default="")
-    _verb(verbs, "list", "approvals", lambda a: ("GET", "/approvals", None))
+    listing(verbs, "approvals", "/approvals", lambda: tables.approvals(datetime.now(UTC)))
 
 
 def _deployments(verbs: Any) -> None:
-    pr = _verb(
+    pr = verb(
         verbs,
         "promote",
         "promote to stable",
@@ -254,10 +270,10 @@ def _deployments(verbs: Any) -> None:
     )
     pr.add_argument("--candidate", required=True)
     pr.add_argument("--approval", required=True)
-    for verb, help_ in (("drain", "stop routing and unload"), ("unload", "unload a resident deployment")):
-        sub = _verb(verbs, verb, help_, _deployment_op(verb))
+    for name, help_ in (("drain", "stop routing and unload"), ("unload", "unload a resident deployment")):
+        sub = verb(verbs, name, help_, _deployment_op(name))
         sub.add_argument("id")
-    pol = _verb(
+    pol = verb(
         verbs,
         "policy",
         "change the residency policy",
@@ -266,7 +282,7 @@ def _deployments(verbs: Any) -> None:
     pol.add_argument("id")
     pol.add_argument("kind", choices=["on_demand", "keep_warm", "always_warm"])
     pol.add_argument("--ttl", type=float, default=0.0)
-    _verb(verbs, "list", "deployments", lambda a: ("GET", "/deployments", None))
+    listing(verbs, "deployments", "/deployments", lambda: tables.DEPLOYMENTS)
 
 
 def _deployment_op(verb: str) -> Build:
@@ -274,7 +290,7 @@ def _deployment_op(verb: str) -> Build:
 
 
 def _projects(verbs: Any) -> None:
-    reg = _verb(
+    reg = verb(
         verbs,
         "register",
         "register a project",
@@ -282,7 +298,7 @@ def _projects(verbs: Any) -> None:
     )
     reg.add_argument("name")
     reg.add_argument("--owner", default="")
-    bind = _verb(
+    bind = verb(
         verbs,
         "bind",
         "bind to a capability channel",
@@ -291,7 +307,7 @@ def _projects(verbs: Any) -> None:
     bind.add_argument("id")
     bind.add_argument("capability")
     bind.add_argument("--channel", default="stable")
-    client = _verb(
+    client = verb(
         verbs,
         "bind-client",
         "bind a client",
@@ -299,12 +315,12 @@ def _projects(verbs: Any) -> None:
     )
     client.add_argument("id")
     client.add_argument("client")
-    _verb(verbs, "list", "projects", lambda a: ("GET", "/projects", None))
-    _verb(verbs, "integrations", "integrations with usage", lambda a: ("GET", "/integrations", None))
+    listing(verbs, "projects", "/projects", lambda: tables.PROJECTS)
+    verb(verbs, "integrations", "integrations with usage", lambda a: ("GET", "/integrations", None))
 
 
 def _scheduler(verbs: Any) -> None:
-    pol = _verb(
+    pol = verb(
         verbs,
         "policy",
         "revise the scheduler policy",
@@ -315,8 +331,8 @@ def _scheduler(verbs: Any) -> None:
         ),
     )
     pol.add_argument("--set", action="append", help="field=value; none: show the policy")
-    _verb(verbs, "overview", "budgets per accelerator", lambda a: ("GET", "/scheduler/overview", None))
-    dry = _verb(
+    verb(verbs, "overview", "budgets per accelerator", lambda a: ("GET", "/scheduler/overview", None))
+    dry = verb(
         verbs,
         "dry-run",
         "plan a placement without acting",
@@ -324,7 +340,5 @@ def _scheduler(verbs: Any) -> None:
     )
     dry.add_argument("deployment")
     dry.add_argument("--channel", default="production", choices=["production", "lab"])
-    _verb(
-        verbs, "co-residency", "the co-residency matrix", lambda a: ("GET", "/scheduler/co-residency", None)
-    )
-    _verb(verbs, "metrics", "scheduler metrics", lambda a: ("GET", "/scheduler/metrics", None))
+    verb(verbs, "co-residency", "the co-residency matrix", lambda a: ("GET", "/scheduler/co-residency", None))
+    verb(verbs, "metrics", "scheduler metrics", lambda a: ("GET", "/scheduler/metrics", None))

@@ -66,7 +66,7 @@ def _key(issued: IssuedKey, applied: bool) -> dict[str, Any]:
     }
 
 
-def _view(state: ClientState) -> dict[str, Any]:
+def client_view(state: ClientState) -> dict[str, Any]:
     return {
         "client_id": state.client_id,
         "name": state.name,
@@ -108,7 +108,7 @@ async def _state_after(call: Call, sequence: int) -> object:
         state = await ClientService(call.edge.ctx.store).get(client_id)
     if state is None:  # (the command would have been refused CLIENT_NOT_FOUND)
         raise ServingError("CLIENT_NOT_FOUND", f"no service client {client_id!r}", "client_id")
-    return {**_view(state), "applied": applied}
+    return {**client_view(state), "applied": applied}
 
 
 async def create_client(call: Call) -> object:
@@ -166,7 +166,7 @@ async def change_limits(call: Call) -> object:
 
 
 async def list_clients(call: Call) -> object:
-    return [_view(s) for s in await ClientService(call.edge.ctx.store).all_clients()]
+    return [client_view(s) for s in await ClientService(call.edge.ctx.store).all_clients()]
 
 
 ENDPOINTS = [

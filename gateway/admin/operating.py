@@ -1,5 +1,5 @@
-"""Admin endpoints for operations: drain, unload, residency and scheduler policy, nodes, the
-scheduler's views (overview, dry-run, co-residency, placements, metrics) and request history."""
+"""Admin endpoints for operations: drain, unload, residency and scheduler policy, nodes and their
+drain, the scheduler's views (overview, dry-run, co-residency, placements, metrics) and request history."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from gateway.admin.pipeline import Reason, promotion
 from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, requests_from_log
 from gateway.admin.scheduler import co_residency, dry_run, overview
 from gateway.promotion import commands as cmd
+from gateway.promotion import node_drain
 from gateway.promotion.operations import Operations
 from gateway.scheduler import Attribution, SchedulerPolicy, Verdict, account
 from gateway.serving.refusal_log import note_refusal
@@ -23,6 +24,8 @@ from streams import subjects, text
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
+
+MAX_DRAIN_WAIT_S = 3600.0
 
 
 class Residency(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,6 +42,11 @@ class NodeChange(msgspec.Struct, frozen=True, kw_only=True):
     production_eligible: bool | None = None
     decommission: bool = False
     reason: Annotated[str, text.REASON] = ""
+
+
+class DrainRequest(msgspec.Struct, frozen=True, kw_only=True):
+    reason: Annotated[str, text.REASON] = ""
+    wait_s: Annotated[float, msgspec.Meta(ge=0, le=MAX_DRAIN_WAIT_S)] = 0.0  # for leases to end, in all
 
 
 class DryRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,6 +133,11 @@ async def list_nodes(call: Call) -> object:
     return [
         {**msgspec.to_builtins(n), "online": live.node_live(n.node_id)} for n in live.catalog.nodes.values()
     ]
+
+
+async def drain_node(call: Call) -> object:
+    b: DrainRequest = call.body
+    return await node_drain.drain_node(ops(call), call.path["node_id"], b.reason, b.wait_s)
 
 
 async def scheduler_overview(call: Call) -> object:
@@ -244,6 +257,10 @@ ENDPOINTS = [
     Endpoint("GET", "/nodes", "Nodes and their liveness", list_nodes, tag="operations", response=ROWS),
     Endpoint("GET", "/nodes/{node_id}", "One node", show_node, tag="operations"),
     Endpoint("POST", "/nodes/{node_id}", "Enable, disable, set eligibility, decommission", change_node, NodeChange, "operations"),
+    Endpoint(
+        "POST", "/nodes/{node_id}/drain", "Cordon a node and unload its resident copies", drain_node,
+        DrainRequest, "operations", response=node_drain.NodeDrain,
+    ),
     Endpoint("GET", "/scheduler/policy", "The scheduler policy in force", show_policy, tag="scheduler", response=SchedulerPolicy),
     Endpoint("POST", "/scheduler/policy", "Revise the scheduler policy", revise_policy, PolicyRevision, "scheduler"),
     Endpoint("GET", "/scheduler/overview", "Budgets per accelerator", scheduler_overview, tag="scheduler"),

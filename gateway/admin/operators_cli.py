@@ -5,11 +5,13 @@ The file holds only digests: a key is printed once, when it is made."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 from gateway.admin.operators import OPERATORS_FILE_ENV, add_operator, parse_operators, remove_operator
+from gateway.admin.tables import table
 
 
 def _file(args: argparse.Namespace) -> Path:
@@ -36,8 +38,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
         names = sorted(parse_operators(path.read_text())) if path.exists() else []
     except ValueError as error:
         raise SystemExit(f"modelforge operators list: {path}: {error}") from None
-    for name in names:
-        print(name)
+    if args.json:
+        print(json.dumps(names))
+    else:
+        print(table([{"name": name} for name in names], [("OPERATOR", lambda row: row["name"])]))
     return 0
 
 
@@ -62,5 +66,7 @@ def register(subparsers: Any) -> None:
         command = operators.add_parser(verb, help=summary)
         if verb != "list":
             command.add_argument("name")
+        else:
+            command.add_argument("--json", action="store_true", help="the names as a JSON list")
         command.add_argument("--file", help=f"the operators file (default: {OPERATORS_FILE_ENV})")
         command.set_defaults(handler=handler)

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import msgspec
 
 from gateway.clients.model import ClientState
 from gateway.clients.service import ClientService, IssuedKey
@@ -73,9 +76,9 @@ def register(subparsers: Any) -> None:
     limits.add_argument("--priority", type=int, help="workload priority")
     limits.set_defaults(handler=_run(_limits))
 
-    verbs.add_parser("list", help="clients, limits and credentials (never keys)").set_defaults(
-        handler=_run(_list)
-    )
+    listing = verbs.add_parser("list", help="clients, limits and credentials (never keys)")
+    listing.add_argument("--json", action="store_true", help="the admin API's JSON of the clients")
+    listing.set_defaults(handler=_run(_list))
 
 
 Verb = Callable[[ClientService, argparse.Namespace], Awaitable[None]]
@@ -192,8 +195,14 @@ async def _limits(service: ClientService, args: argparse.Namespace) -> None:
 
 
 async def _list(service: ClientService, args: argparse.Namespace) -> None:
-    for state in await service.all_clients():
-        print(format_client(state))
+    from gateway.admin.clients import client_view
+    from gateway.admin.tables import clients, table
+
+    rows = msgspec.to_builtins([client_view(state) for state in await service.all_clients()])
+    if args.json:
+        print(json.dumps(rows, indent=2, sort_keys=True))
+    else:
+        print(table(rows, clients(datetime.now(UTC))))
 
 
 def format_client(state: ClientState) -> str:

@@ -76,10 +76,15 @@ class Operations:
                 f"{deployment_id} is always-warm and would be loaded again at once: change its "
                 "residency policy (on_demand or keep_warm) or drain it first",
             )
-        planned = await plan_unload(self.ctx, deployment_id, "operator", 0.0)
-        if planned is None:
-            return False, 0
-        return True, await self._unload(*planned)
+        reclaimed = await self.unload_copy(deployment_id)
+        return reclaimed is not None, reclaimed or 0
+
+    async def unload_copy(self, deployment_id: str, on: str | None = None, wait_s: float = 0.0) -> int | None:
+        """Reclaimed bytes of the deployment's copy on accelerator `on` (wherever it is, when
+        None), or None when not resident there. Waits up to `wait_s` for its leases to end, then
+        DEPLOYMENT_BUSY."""
+        planned = await plan_unload(self.ctx, deployment_id, "operator", wait_s, on)
+        return None if planned is None else await self._unload(*planned)
 
     async def _unload(self, node_id: str, eviction: s.EvictionPlanned, version: int) -> int:
         """Send the planned eviction's unload job and await its outcome after `version`."""

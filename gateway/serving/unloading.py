@@ -35,9 +35,10 @@ def leases_of(state: AcceleratorState | None, deployment_id: str) -> int:
     return sum(1 for lease in state.leases if lease.deployment_id == deployment_id) if state else 0
 
 
-def residence(ctx: ServingContext, deployment_id: str) -> tuple[str, str] | None:
-    """(node, accelerator) holding the deployment in the view decisions see, if any."""
-    for accelerator_id in ctx.live.accelerators:
+def residence(ctx: ServingContext, deployment_id: str, on: str | None = None) -> tuple[str, str] | None:
+    """(node, accelerator) holding the deployment in the view decisions see, if any (on the
+    accelerator `on` alone, when given)."""
+    for accelerator_id in ctx.live.accelerators if on is None else (on,):
         state = ctx.live.view(accelerator_id)
         if state is not None and any(r.deployment_id == deployment_id for r in state.residents):
             return state.node_id, accelerator_id
@@ -66,15 +67,15 @@ def busy(active: int) -> ServingError:
 
 
 async def plan_unload(
-    ctx: ServingContext, deployment_id: str, reason: str, wait_s: float
+    ctx: ServingContext, deployment_id: str, reason: str, wait_s: float, on: str | None = None
 ) -> tuple[str, s.EvictionPlanned, int] | None:
-    """Put the deployment's unload on the books of the accelerator holding it: (node, the
-    eviction, the version it left), or None when it is not resident. While leases of it are held,
-    waits up to `wait_s` for them to end (0: not at all), then refuses DEPLOYMENT_BUSY."""
+    """Put the deployment's unload on the books of the accelerator holding it (`on`, when given):
+    (node, the eviction, the version it left), or None when it is not resident. While leases of
+    it are held, waits up to `wait_s` for them to end (0: not at all), then refuses DEPLOYMENT_BUSY."""
     give_up = time.monotonic() + wait_s
     while True:
         async with ctx.live.decision_lock:
-            held = residence(ctx, deployment_id)
+            held = residence(ctx, deployment_id, on)
             if held is None:
                 return None
             node_id, accelerator_id = held

@@ -75,6 +75,8 @@ def test_the_cli_adds_lists_and_removes_operators(tmp_path: Path, capsys: pytest
     key = capsys.readouterr().out.split("key ")[1].split()[0]
     assert identify(parse_operators(Path(path).read_text()), key) == "alice"
     assert cli.main(["operators", "list", "--file", path]) == 0
-    assert capsys.readouterr().out.split() == ["alice"]
+    assert capsys.readouterr().out.split() == ["OPERATOR", "----------", "alice"]
+    assert cli.main(["operators", "list", "--file", path, "--json"]) == 0
+    assert capsys.readouterr().out.strip() == '["alice"]'
     assert cli.main(["operators", "remove", "alice", "--file", path]) == 0
     assert parse_operators(Path(path).read_text()) == {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -50,8 +51,13 @@ def test_create_list_rotate_revoke_disable(nats_url: str) -> None:
     disabled = clients(nats_url, "disable", name)
     assert disabled.returncode == 0, disabled.stderr
     listed = clients(nats_url, "list")
-    assert "[disabled]" in listed.stdout
-    assert "revoked" in listed.stdout
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith(name)]
+    assert row.split()[2] == "disabled"  # NAME CLIENT STATE …
+    assert "revoked" in row
+    as_json = clients(nats_url, "list", "--json")
+    (mine,) = [c for c in json.loads(as_json.stdout) if c["name"] == name]
+    assert mine["enabled"] is False
+    assert [c["revoked"] for c in mine["credentials"]] == [True, False]
 
 
 def test_limits_change_what_is_given_and_keep_the_rest(nats_url: str) -> None:

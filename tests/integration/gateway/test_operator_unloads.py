@@ -5,58 +5,24 @@ and nothing is unloaded while the lease's request runs."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from datetime import UTC, datetime
 
 import pytest
 
 from eventstore.store import ExpectedVersion
 from gateway.promotion.context import PromotionContext
 from gateway.promotion.operations import Operations
-from gateway.serving.context import ServingContext
 from gateway.serving.keeper import upkeep_once
 from streams.codes import ServingError
-from streams.envelope import Actor, ActorKind, new_id
+from streams.envelope import Actor, ActorKind
 from streams.events import serving as s
 from streams.events.base import Event
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack, serve_directly
+from tests.integration.gateway.conftest import Stack
+from tests.integration.gateway.residents import lease_elsewhere, make_resident, release_lease, serving_ctx
 from tests.support.agents import next_event
-from tests.support.events import lease_granted
 
 OPERATOR = Actor(ActorKind.OPERATOR, "tests")
-
-
-def _serving(stack: Stack) -> ServingContext:
-    assert stack.gateway.replica is not None
-    return stack.gateway.replica.edge.ctx
-
-
-async def _resident(stack: Stack) -> str:
-    """The stack's deployment loaded (a request served), every append of the gateway folded in:
-    its accelerator."""
-    await serve_directly(stack, f"warm-{new_id()[:6]}", ["x"])
-    await stack.gateway.settled()
-    accelerator = f"{stack.node}-cpu0"
-    state = _serving(stack).live.accelerators[accelerator]
-    assert any(r.deployment_id == stack.deployment_id for r in state.residents)
-    return accelerator
-
-
-def _granted_elsewhere(
-    stack: Stack, accelerator: str, expires_in_s: float = 300
-) -> tuple[s.LeaseGranted, asyncio.Future[int]]:
-    """A lease of the deployment appended as another replica grants one: at the version this
-    gateway's view holds (the one the operation reads), sent on the gateway's own connection as
-    the operation begins, so the server stores it before anything the operation appends."""
-    ctx = _serving(stack)
-    expires = datetime.fromtimestamp(time.time() + expires_in_s, UTC)
-    lease = lease_granted(f"other-{new_id()[:6]}", accelerator, expires, deployment_id=stack.deployment_id)
-    version = ctx.live.versions[accelerator]
-    return lease, asyncio.ensure_future(
-        ctx.store.append(Aggregate.ACCELERATOR, accelerator, [lease], version)
-    )
 
 
 async def _after(stack: Stack, accelerator: str, version: int) -> list[Event]:
@@ -71,17 +37,6 @@ def _unloads(events: list[Event], deployment_id: str) -> list[Event]:
         if (isinstance(e, s.EvictionPlanned) and deployment_id in e.victims)
         or (isinstance(e, s.ResidencyUnloading | s.ResidencyUnloaded) and e.deployment_id == deployment_id)
     ]
-
-
-async def _released(stack: Stack, lease: s.LeaseGranted) -> None:
-    """The other replica's request ends: its lease goes back (and this gateway has seen it)."""
-    released = s.LeaseReleased(
-        lease_id=lease.lease_id, accelerator_id=lease.accelerator_id, outcome="completed"
-    )
-    version = await stack.store.append(
-        Aggregate.ACCELERATOR, lease.accelerator_id, [released], ExpectedVersion.ANY
-    )
-    assert await _serving(stack).live.wait_applied(version)
 
 
 async def _first_unload(
@@ -102,41 +57,41 @@ async def _first_unload(
 async def test_an_unload_as_another_replica_grants_a_lease_is_refused_busy_and_unloads_nothing(
     stack: Stack,
 ) -> None:
-    accelerator = await _resident(stack)
-    operations = Operations(PromotionContext(_serving(stack), OPERATOR))
-    lease, granting = _granted_elsewhere(stack, accelerator)
+    accelerator = await make_resident(stack)
+    operations = Operations(PromotionContext(serving_ctx(stack), OPERATOR))
+    lease, granting = lease_elsewhere(stack, accelerator)
     with pytest.raises(ServingError) as refused:
         await operations.unload(stack.deployment_id)
     granted = await granting
     assert refused.value.code == "DEPLOYMENT_BUSY"
     assert refused.value.details == {"active_requests": 1}
     assert _unloads(await _after(stack, accelerator, granted), stack.deployment_id) == []
-    await _released(stack, lease)
+    await release_lease(stack, lease)
 
 
 async def _residency(stack: Stack, policy: s.ResidencyPolicy) -> None:
     """The deployment's residency policy set, and folded into this gateway's view."""
     changed = s.ResidencyPolicyChanged(deployment_id=stack.deployment_id, residency=policy)
     await stack.store.append(Aggregate.DEPLOYMENT, stack.deployment_id, [changed], ExpectedVersion.ANY)
-    live = _serving(stack).live
+    live = serving_ctx(stack).live
     assert await live.wait_for(lambda: live.catalog.deployments[stack.deployment_id].residency == policy, 5.0)
 
 
 async def test_a_ttl_unload_as_another_replica_grants_a_lease_waits_until_the_copy_is_idle_again(
     stack: Stack,
 ) -> None:
-    accelerator = await _resident(stack)
-    ctx = _serving(stack)
+    accelerator = await make_resident(stack)
+    ctx = serving_ctx(stack)
     # Idle past an hour's TTL only in the rounds this test runs, as of two hours on (the lease
     # outlasts that): the gateway's own upkeep, on the clock, leaves the copy alone meanwhile.
     await _residency(stack, s.ResidencyPolicy(kind="keep_warm", keep_warm_ttl_s=3600))
     later = time.time() + 7200
     try:
-        lease, granting = _granted_elsewhere(stack, accelerator, expires_in_s=86400)
+        lease, granting = lease_elsewhere(stack, accelerator, expires_in_s=86400)
         await upkeep_once(ctx, later)
         granted = await granting
         await upkeep_once(ctx, later)  # decided on a view that holds the lease: not idle
-        await _released(stack, lease)
+        await release_lease(stack, lease)
         await upkeep_once(ctx, later)
         await next_event(
             stack.connection,
@@ -157,8 +112,8 @@ async def test_a_ttl_unload_as_another_replica_grants_a_lease_waits_until_the_co
 async def test_an_unload_of_an_always_warm_deployment_is_refused_naming_the_policy_and_unloads_nothing(
     stack: Stack,
 ) -> None:
-    accelerator = await _resident(stack)
-    ctx = _serving(stack)
+    accelerator = await make_resident(stack)
+    ctx = serving_ctx(stack)
     version = ctx.live.versions[accelerator]
     await _residency(stack, s.ResidencyPolicy(kind="always_warm"))
     try:
@@ -175,9 +130,9 @@ async def test_an_unload_of_an_always_warm_deployment_is_refused_naming_the_poli
 async def test_a_drain_as_another_replica_grants_a_lease_unloads_only_once_the_lease_has_ended(
     stack: Stack,
 ) -> None:
-    accelerator = await _resident(stack)
-    ctx = _serving(stack)
-    lease, granting = _granted_elsewhere(stack, accelerator)
+    accelerator = await make_resident(stack)
+    ctx = serving_ctx(stack)
+    lease, granting = lease_elsewhere(stack, accelerator)
     # The drain waits for the lease to end, bounded by its job timeout; this one is never released
     # while it waits, so the drain is refused and unloads nothing.
     with pytest.raises(ServingError) as refused:
@@ -187,7 +142,7 @@ async def test_a_drain_as_another_replica_grants_a_lease_unloads_only_once_the_l
     assert _unloads(await _after(stack, accelerator, granted), stack.deployment_id) == []
     assert any(r.deployment_id == stack.deployment_id for r in ctx.live.accelerators[accelerator].residents)
     # Once its request has ended, draining again unloads the deployment, after the lease's release.
-    await _released(stack, lease)
+    await release_lease(stack, lease)
     deployment, reclaimed = await Operations(PromotionContext(ctx, OPERATOR)).drain(stack.deployment_id)
     assert deployment.drained
     assert reclaimed > 0
