@@ -65,13 +65,12 @@ def _cmd_down(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    import msgspec
+    from modelforge.devstack import health, stack
 
-    from modelforge.devstack import stack
-
-    state = stack.load_state(stack.state_dir())
-    print(msgspec.json.format(msgspec.json.encode(state)).decode())
-    return 0
+    home = stack.state_dir()
+    checks = health.judge(health.observe(home))
+    print(health.as_json(home, checks) if args.json else health.render(checks))
+    return 0 if all(check.ok for check in checks) else 1
 
 
 async def _provision(url: str | None = None) -> None:
@@ -142,7 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.set_defaults(handler=_cmd_up)
     sub.add_parser("down", help="stop what `up` started").set_defaults(handler=_cmd_down)
-    sub.add_parser("status", help="show the embedded stack's state").set_defaults(handler=_cmd_status)
+    status = sub.add_parser(
+        "status", help="check the embedded stack: its processes, the gateway, the projection (1: not all ok)"
+    )
+    status.add_argument("--json", action="store_true", help="stack.json's fields and the checks")
+    status.set_defaults(handler=_cmd_status)
     sub.add_parser(
         "provision", help="create or update the JetStream streams (and the limit streams)"
     ).set_defaults(handler=_cmd_provision)

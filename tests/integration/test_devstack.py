@@ -15,7 +15,7 @@ import httpx
 import msgspec
 
 from eventstore.connection import connect
-from modelforge.devstack.processes import pid_alive
+from modelforge.devstack.processes import pid_alive, stop_pid
 from modelforge.devstack.stack import StackState
 from streams import subjects
 from streams.events.requests import RequestCompleted
@@ -53,7 +53,8 @@ def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Pa
         assert "demo" in listed.stdout
         verified = run(home, "replay", "--verify")
         assert verified.returncode == 0, verified.stderr
-        second = run(home, "up")
+        _status_fails_while_a_component_is_stopped(home, state)
+        second = run(home, "up")  # starts the stopped component again
         assert second.returncode == 0, second.stderr
         assert "imported" not in second.stdout  # nothing new: the same deployments and demo client
         assert "promoted" not in second.stdout
@@ -65,6 +66,26 @@ def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Pa
     assert down.returncode == 0, down.stderr
     assert not pid_alive(state.nats.pid)
     assert not pid_alive(state.postgres.pid)
+
+
+def _status_fails_while_a_component_is_stopped(home: Path, state: StackState) -> None:
+    """`status`: every part up, the gateway ready, the projection running; then, the projector
+    stopped, a line saying so and exit status 1."""
+    healthy = run(home, "status")
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    lines = {line.split()[0]: line.split()[1] for line in healthy.stdout.splitlines()}
+    assert lines == dict.fromkeys(
+        ("nats", "postgres", "projector", "agent", "gateway", "readyz", "projection"), "ok"
+    )
+    running = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
+    (projector,) = [c for c in running.components if c.name == "projector"]
+    stop_pid(projector.pid)
+    stopped = run(home, "status")
+    assert stopped.returncode == 1
+    assert f"projector   DOWN  down (pid {projector.pid} is gone)" in stopped.stdout
+    as_json = json.loads(run(home, "status", "--json").stdout)
+    assert as_json["nats"] == msgspec.to_builtins(state.nats)  # stack.json's fields, as before
+    assert [c["component"] for c in as_json["checks"] if not c["ok"]] == ["projector"]
 
 
 def _embed_with_the_printed_key(stdout: str) -> str:
