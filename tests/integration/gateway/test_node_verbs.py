@@ -1,6 +1,7 @@
 """`modelforge nodes …` against a real gateway and agent, run as a process as an operator runs it:
 list and show the node, cordon and uncordon it, and drain it: an idle resident copy is unloaded,
-one whose request still runs is reported busy (exit 3) and unloaded by the next drain."""
+one whose request still runs is reported busy (exit 3) and unloaded by the next drain. And the
+admin `list` verbs print the gateway's real rows as tables."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gateway.promotion.node_drain import NodeDrain
 from tests.integration.gateway.conftest import Stack
 from tests.integration.gateway.residents import lease_elsewhere, make_resident, release_lease, serving_ctx
+from tests.support.answers import conforms
 
 pytestmark = pytest.mark.timeout(300)
 TOKEN = "operator-token-for-node-verbs"
@@ -41,8 +44,8 @@ async def operated(stack: Stack) -> AsyncIterator[Stack]:
     assert response.status_code == 200, response.text
 
 
-async def nodes(stack: Stack, scratch: Path, *args: str) -> Run:
-    """`modelforge nodes ARGS` as its own process (the in-process gateway answers it meanwhile)."""
+async def modelforge(stack: Stack, scratch: Path, *args: str) -> Run:
+    """`modelforge ARGS` as its own process (the in-process gateway answers it meanwhile)."""
     env = {
         **os.environ,
         "MODELFORGE_GATEWAY_URL": stack.gateway.url,
@@ -50,12 +53,16 @@ async def nodes(stack: Stack, scratch: Path, *args: str) -> Run:
         "MODELFORGE_HOME": str(scratch / "no-embedded-stack"),
     }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "modelforge.cli", "nodes", *args,
+        sys.executable, "-m", "modelforge.cli", *args,
         env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await process.communicate()
     assert process.returncode is not None
     return Run(process.returncode, out.decode(), err.decode())
+
+
+async def nodes(stack: Stack, scratch: Path, *args: str) -> Run:
+    return await modelforge(stack, scratch, "nodes", *args)
 
 
 async def test_nodes_list_is_a_table_of_the_nodes_and_json_on_request(operated: Stack, scratch: Path) -> None:
@@ -115,6 +122,7 @@ async def test_a_drain_reports_a_copy_whose_request_runs_busy_and_the_next_drain
     busy = await nodes(operated, scratch, "drain", operated.node, "--json")
     assert busy.status == 3, busy.stderr
     report = json.loads(busy.stdout)
+    conforms(report, NodeDrain)  # what the OpenAPI document says the drain answers
     assert report["unloaded"] == []
     assert [(c["deployment_id"], c["code"], c["active_requests"]) for c in report["busy"]] == [
         (operated.deployment_id, "DEPLOYMENT_BUSY", 1)
@@ -132,3 +140,20 @@ async def test_a_drain_with_a_wait_out_of_range_is_refused_and_leaves_the_node_e
     assert refused.status == 1
     assert "INVALID_INPUT (422)" in refused.stderr
     assert serving_ctx(operated).live.catalog.nodes[operated.node].enabled is True
+
+
+@pytest.mark.parametrize(
+    ("resource", "heading", "cell"),
+    [
+        ("deployments", "MODEL", "stable"),
+        ("artifacts", "NAME", "MiB"),  # this stack registers its set without candidates or approvals
+        ("projects", "", "(none)"),
+    ],
+)
+async def test_a_list_verb_prints_the_gateways_rows_as_a_table(
+    operated: Stack, scratch: Path, resource: str, heading: str, cell: str
+) -> None:
+    listed = await modelforge(operated, scratch, resource, "list")
+    assert listed.status == 0, listed.stderr
+    assert listed.stdout.startswith(heading)
+    assert cell in listed.stdout

@@ -123,6 +123,48 @@ def test_a_clients_table_shows_key_prefixes_and_their_state_never_more() -> None
     assert "mf_abc… revoked; mf_def… active, expires in 1h" in line
 
 
+def test_candidates_artifact_sets_and_projects_tables_count_what_they_hold() -> None:
+    candidate = {
+        "candidate_id": "cand-a",
+        "capability": "rag.embedding@1",
+        "artifact_set_id": "minilm-1",
+        "status": "lab_ready",
+        "probes": [{}, {}],
+    }
+    assert tables.table([candidate], tables.CANDIDATES).splitlines()[2].split() == [
+        "cand-a",
+        "rag.embedding@1",
+        "minilm-1",
+        "lab_ready",
+        "2",
+    ]
+    artifact_set = {
+        "name": "minilm",
+        "artifact_set_id": "minilm-1",
+        "capability": "rag.embedding@1",
+        "node_id": "n1",
+        "status": "verified",
+        "total_bytes": 22 * 2**20,
+        "files": [{}, {}, {}],
+    }
+    line = tables.table([artifact_set], tables.ARTIFACT_SETS).splitlines()[2]
+    assert line.split() == ["minilm", "minilm-1", "rag.embedding@1", "n1", "verified", "22.0", "MiB", "3"]
+    project = {
+        "name": "search",
+        "project_id": "prj_1",
+        "owner": "",
+        "channels": {"rag.embedding@1": "stable"},
+        "clients": ["cl_1"],
+    }
+    assert tables.table([project], tables.PROJECTS).splitlines()[2].split() == [
+        "search",
+        "prj_1",
+        "-",
+        "rag.embedding@1=stable",
+        "1",
+    ]
+
+
 def test_no_rows_read_as_none() -> None:
     assert tables.table([], tables.PROJECTS) == "(none)"
 
