@@ -13,7 +13,6 @@ import pytest
 
 from eventstore import reading
 from eventstore.store import ExpectedVersion
-from gateway.admin.reads import close_read_models
 from gateway.admin.scheduler import dry_run
 from projections import projector
 from streams import subjects
@@ -122,12 +121,16 @@ async def test_a_refused_dry_run_is_recorded_as_a_dry_run(stack: Stack) -> None:
 
 
 @pytest.fixture
-async def read_model_database(fresh_database: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
-    """A fresh, migrated read model the stack's gateway reads (DATABASE_URL) while the test runs."""
+async def read_model_database(
+    stack: Stack, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[str]:
+    """A fresh, migrated read model the stack's gateway reads (DATABASE_URL) while the test runs;
+    the gateway's session on it is closed before the database is dropped."""
     await migrated(fresh_database)
     monkeypatch.setenv("DATABASE_URL", fresh_database)
     yield fresh_database
-    await close_read_models()
+    assert stack.gateway.replica is not None
+    await stack.gateway.replica.edge.read_models.close()
 
 
 async def test_the_placement_history_shows_counted_refusals_and_the_metrics_sum_them(
