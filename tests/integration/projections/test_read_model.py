@@ -356,6 +356,7 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
             (10, "probe_weights"),
             (11, "projection_halts"),
             (12, "node_lost"),
+            (13, "placement_refusals"),
         ]
-    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     assert again == []
