@@ -171,6 +171,18 @@ async def policy_while(stack: Stack, settings: dict[str, object]) -> AsyncIterat
         )
 
 
+@contextlib.asynccontextmanager
+async def stack_admin(stack: Stack, token: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The stack gateway's admin API, as an operator holding `token` (made its shared token)."""
+    assert stack.gateway.replica is not None
+    stack.gateway.replica.edge.operator_token = token
+    headers = {"authorization": f"Bearer {token}", "x-mf-operator": "tests"}
+    async with httpx.AsyncClient(
+        base_url=f"{stack.gateway.url}/admin/v1", headers=headers, timeout=60
+    ) as http:
+        yield http
+
+
 async def first_event(stack: Stack, stream: str, wanted: Callable[[object], bool]) -> object:
     return (await events_until(stack.connection, stream, wanted))[-1]
 

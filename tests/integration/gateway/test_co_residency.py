@@ -10,19 +10,14 @@ import pytest
 from eventstore.store import ExpectedVersion
 from streams.events import serving as s
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack, another_deployment
+from tests.integration.gateway.conftest import Stack, another_deployment, stack_admin
 
 TOKEN = "operator-token-for-co-residency-tests"
 
 
 @pytest.fixture
 async def admin(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    assert stack.gateway.replica is not None
-    stack.gateway.replica.edge.operator_token = TOKEN
-    headers = {"authorization": f"Bearer {TOKEN}", "x-mf-operator": "tests"}
-    async with httpx.AsyncClient(
-        base_url=f"{stack.gateway.url}/admin/v1", headers=headers, timeout=60
-    ) as http:
+    async with stack_admin(stack, TOKEN) as http:
         yield http
 
 

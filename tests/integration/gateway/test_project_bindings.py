@@ -15,7 +15,7 @@ import pytest
 from gateway.clients.service import ClientService
 from streams.envelope import new_id
 from tests.integration.clients.test_clients_cli import clients
-from tests.integration.gateway.conftest import Stack, refused_leaving_no_trace
+from tests.integration.gateway.conftest import Stack, refused_leaving_no_trace, stack_admin
 
 EMBEDDING, RERANKING = "rag.embedding@1", "rag.reranking@1"
 TOKEN = "operator-token-for-project-tests"
@@ -23,12 +23,7 @@ TOKEN = "operator-token-for-project-tests"
 
 @pytest.fixture(scope="module")
 async def admin(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    assert stack.gateway.replica is not None
-    stack.gateway.replica.edge.operator_token = TOKEN
-    headers = {"authorization": f"Bearer {TOKEN}", "x-mf-operator": "tests"}
-    async with httpx.AsyncClient(
-        base_url=f"{stack.gateway.url}/admin/v1", headers=headers, timeout=60
-    ) as http:
+    async with stack_admin(stack, TOKEN) as http:
         yield http
 
 

@@ -20,8 +20,8 @@ TOKEN = "operator-token-for-tests"
 
 
 @contextlib.asynccontextmanager
-async def admin_api(nats_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    """The admin API of an in-process gateway on `nats_url`, reading the DATABASE_URL set (if any)."""
+async def admin_gateway(nats_url: str) -> AsyncIterator[tuple[InProcessGateway, httpx.AsyncClient]]:
+    """An in-process gateway on `nats_url`, reading the DATABASE_URL set (if any), and its admin API."""
     gateway = InProcessGateway()
     await gateway.start(nats_url)
     assert gateway.replica is not None
@@ -30,9 +30,16 @@ async def admin_api(nats_url: str) -> AsyncIterator[httpx.AsyncClient]:
         async with httpx.AsyncClient(
             base_url=f"{gateway.url}/admin/v1", headers={"authorization": f"Bearer {TOKEN}"}, timeout=60
         ) as client:
-            yield client
+            yield gateway, client
     finally:
         await gateway.stop()
+
+
+@contextlib.asynccontextmanager
+async def admin_api(nats_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The admin API of an in-process gateway on `nats_url` (see `admin_gateway`)."""
+    async with admin_gateway(nats_url) as (_, client):
+        yield client
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from projections import projector
 from streams.subjects import EVENTS_STREAM
 from tests.support.serving import InProcessGateway
 
-from .conftest import TOKEN
+from .conftest import admin_api, admin_gateway
 from .helpers import migrated, publish_raw
 
 
@@ -50,17 +50,8 @@ async def test_a_read_while_the_projection_is_halted_is_marked_stale_naming_wher
     await register_contracts(private_store)  # as provision does: the gateway's start writes nothing
     await migrated(fresh_database)
     monkeypatch.setenv("DATABASE_URL", fresh_database)
-    gateway = InProcessGateway()
-    await gateway.start(private_nats.url)
-    assert gateway.replica is not None
-    gateway.replica.edge.operator_token = TOKEN
-    try:
-        async with httpx.AsyncClient(
-            base_url=f"{gateway.url}/admin/v1", headers={"authorization": f"Bearer {TOKEN}"}, timeout=60
-        ) as admin:
-            await _halted_read_is_marked(admin, gateway, private_nats, private_store, fresh_database)
-    finally:
-        await gateway.stop()
+    async with admin_gateway(private_nats.url) as (gateway, admin):
+        await _halted_read_is_marked(admin, gateway, private_nats, private_store, fresh_database)
 
 
 async def _halted_read_is_marked(
@@ -98,16 +89,9 @@ async def test_a_stopped_gateway_leaves_no_session_on_its_read_models_database(
 ) -> None:  # fmt: skip
     await migrated(fresh_database)
     monkeypatch.setenv("DATABASE_URL", fresh_database)
-    gateway = InProcessGateway()
-    await gateway.start(private_nats.url)
-    assert gateway.replica is not None
-    gateway.replica.edge.operator_token = TOKEN
-    try:
-        async with httpx.AsyncClient(base_url=f"{gateway.url}/admin/v1", timeout=60) as client:
-            read = await client.get("/scheduler/placements", headers={"authorization": f"Bearer {TOKEN}"})
-            assert read.status_code == 200, read.text  # read from the read model, waiting on it first
-    finally:
-        await gateway.stop()
+    async with admin_api(private_nats.url) as client:  # the gateway stops as the block ends
+        read = await client.get("/scheduler/placements")
+        assert read.status_code == 200, read.text  # read from the read model, waiting on it first
     # DROP DATABASE without FORCE is refused while any session is connected to it.
     async with await psycopg.AsyncConnection.connect(postgres_server.admin_url, autocommit=True) as admin:
         await admin.execute(f'DROP DATABASE "{fresh_database.rsplit("/", 1)[1]}"')
