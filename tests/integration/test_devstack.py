@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import msgspec
 
-from eventstore.connection import connect
+from eventstore.connection import Connection, connect
 from modelforge.devstack.processes import pid_alive, stop_pid
 from modelforge.devstack.stack import StackState
 from streams import subjects
@@ -120,6 +120,17 @@ def _ocr_with_the_printed_command(stdout: str, page: Path) -> None:
     assert json.loads(answer.stdout)["pages"][0]["markdown"] == "Invoice number 4821", answer.stdout
 
 
+async def _served_by(connection: Connection, request_id: str) -> str:
+    """The node that served request `request_id` (its RequestCompleted)."""
+    completed = await events_until(
+        connection,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, RequestCompleted) and e.request_id == request_id,
+    )
+    assert isinstance(completed[-1], RequestCompleted)
+    return completed[-1].node_id
+
+
 def _printed_key(stdout: str) -> str:
     return next(line.split()[2] for line in stdout.splitlines() if line.startswith("demo key"))
 
@@ -142,7 +153,7 @@ def test_up_after_down_restarts_on_the_same_data_and_the_same_demo_key(scratch: 
         run(home, "down")
 
 
-async def test_up_with_two_nodes_serves_from_the_second_once_the_first_is_lost(scratch: Path) -> None:
+async def test_up_with_two_nodes_serves_from_the_other_once_the_serving_one_is_lost(scratch: Path) -> None:
     home = scratch / "devstack-nodes"
     started = await asyncio.to_thread(run, home, "up", "--nodes", "2")
     try:
@@ -150,21 +161,18 @@ async def test_up_with_two_nodes_serves_from_the_second_once_the_first_is_lost(s
         state = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
         agents = {c.name: c.pid for c in state.components if c.name.startswith("agent")}
         assert set(agents) == {"agent", "agent-2"}
-        await asyncio.to_thread(_embed_with_the_printed_key, started.stdout)
         assert state.nats is not None
         connection = await connect(state.nats.url, "devstack-nodes-test")
         try:
-            lost = await connection.client.subscribe(f"{subjects.EVENTS_PREFIX}.node.local.NodeLost")
-            os.kill(agents["agent"], signal.SIGKILL)  # the first node's agent dies
+            first = await _served_by(
+                connection, await asyncio.to_thread(_embed_with_the_printed_key, started.stdout)
+            )
+            other = {"local": "local-2", "local-2": "local"}[first]
+            lost = await connection.client.subscribe(f"{subjects.EVENTS_PREFIX}.node.{first}.NodeLost")
+            os.kill(agents["agent" if first == "local" else "agent-2"], signal.SIGKILL)  # it dies
             await lost.next_msg(timeout=60)  # declared lost once its telemetry stopped
             served = await asyncio.to_thread(_embed_with_the_printed_key, started.stdout)
-            completed = await events_until(
-                connection,
-                subjects.REQUESTS_STREAM,
-                lambda e: isinstance(e, RequestCompleted) and e.request_id == served,
-            )
-            assert isinstance(completed[-1], RequestCompleted)
-            assert completed[-1].node_id == "local-2"
+            assert await _served_by(connection, served) == other
         finally:
             await connection.close()
     finally:
