@@ -149,32 +149,33 @@ def load_requested(load_id: str, required_bytes: int) -> s.ResidencyLoadRequeste
     )
 
 
-def test_a_load_measured_past_its_reservation_makes_the_envelope_stale_for_cold_loads() -> None:
+def loaded_after_reserving(measured_bytes: int) -> LiveState:
+    """A live view where `emb` (its envelope 100 bytes) was loaded after reserving 100 bytes, and
+    measured `measured_bytes`."""
     live = LiveState()
     envelope = s.ResourceEnvelope(required_bytes=100, peak_bytes=100, per_request_bytes=1, cold_load_ms=5)
     live.apply(record(1, "deployment", "emb", stable_deployment("emb", envelope)))
     live.apply(record(2, "accelerator", "n1-gpu0", load_requested("l1", 100)))
-    live.apply(record(3, "accelerator", "n1-gpu0", residency_loaded("l1", "n1-gpu0", measured_bytes=145)))
+    live.apply(
+        record(3, "accelerator", "n1-gpu0", residency_loaded("l1", "n1-gpu0", measured_bytes=measured_bytes))
+    )
+    return live
+
+
+def test_a_load_measured_past_its_reservation_makes_the_envelope_stale_for_cold_loads() -> None:
+    live = loaded_after_reserving(145)
     reason = live.outgrown_envelope(live.catalog.deployments["emb"])
     assert reason is not None
     assert "measured 145 bytes, more than the 100" in reason
 
 
 def test_a_load_measured_within_its_reservation_leaves_the_envelope_as_it_is() -> None:
-    live = LiveState()
-    envelope = s.ResourceEnvelope(required_bytes=100, peak_bytes=100, per_request_bytes=1, cold_load_ms=5)
-    live.apply(record(1, "deployment", "emb", stable_deployment("emb", envelope)))
-    live.apply(record(2, "accelerator", "n1-gpu0", load_requested("l1", 100)))
-    live.apply(record(3, "accelerator", "n1-gpu0", residency_loaded("l1", "n1-gpu0", measured_bytes=100)))
+    live = loaded_after_reserving(100)
     assert live.outgrown_envelope(live.catalog.deployments["emb"]) is None
 
 
 def test_a_new_probe_promoted_after_an_outgrown_load_holds_again() -> None:
-    live = LiveState()
-    envelope = s.ResourceEnvelope(required_bytes=100, peak_bytes=100, per_request_bytes=1, cold_load_ms=5)
-    live.apply(record(1, "deployment", "emb", stable_deployment("emb", envelope)))
-    live.apply(record(2, "accelerator", "n1-gpu0", load_requested("l1", 100)))
-    live.apply(record(3, "accelerator", "n1-gpu0", residency_loaded("l1", "n1-gpu0", measured_bytes=145)))
+    live = loaded_after_reserving(145)
     bigger = s.ResourceEnvelope(required_bytes=200, peak_bytes=150, per_request_bytes=1, cold_load_ms=5)
     reprobed = msgspec.structs.replace(stable_deployment("emb", bigger), probe_id="probe-2")
     live.apply(record(4, "deployment", "emb", reprobed))
