@@ -3,6 +3,7 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY streams streams
+COPY artifacts artifacts
 COPY eventstore eventstore
 COPY projections projections
 COPY gateway gateway

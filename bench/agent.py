@@ -36,6 +36,7 @@ from pathlib import Path
 import msgspec
 import uvloop
 
+from artifacts import build_manifest
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.subscription import subscribe
@@ -45,7 +46,6 @@ from nodeagent.adapters.base import run_rows
 from nodeagent.adapters.embedding import EmbeddingAdapter
 from nodeagent.agent.residency import verify
 from nodeagent.agent.workers import Worker
-from nodeagent.artifacts import build_manifest
 from nodeagent.models.pull import pull_minilm
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu

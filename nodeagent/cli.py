@@ -103,10 +103,10 @@ def _cpu_threads(given: int | None) -> int:
 
 
 async def _register(model: PullableModel, node_id: str, manifest: Any, set_id: str) -> bool:
+    from artifacts.registration import registration
     from eventstore.connection import CLI_CONNECT_S, connect
     from eventstore.errors import ConcurrencyConflict
     from eventstore.store import EventStore, ExpectedVersion
-    from nodeagent.artifacts.registration import registration
     from streams.envelope import Actor, ActorKind
     from streams.subjects import Aggregate
 
@@ -137,8 +137,8 @@ async def _register(model: PullableModel, node_id: str, manifest: Any, set_id: s
 
 
 def _cmd_pull(args: argparse.Namespace) -> int:
-    from nodeagent.artifacts import build_manifest
-    from nodeagent.artifacts.registration import content_id
+    from artifacts import build_manifest
+    from artifacts.registration import content_id
 
     model = PULLABLE[args.model]
     artifact_root, node_id = (

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 
+from artifacts.paths import ARTIFACT_ROOT_ENV as ARTIFACT_ROOT_ENV
+
 NODE_ID_ENV = "MODELFORGE_NODE_ID"
-ARTIFACT_ROOT_ENV = "MODELFORGE_ARTIFACT_ROOT"
 # Threads ONNX Runtime runs one batch on (the CPU runtime only; TensorRT runs on its GPU). Every
 # core this process may use by default: on a node of its own the agent has nothing to leave them
 # to (MiniLM alone: 458 against 272 sequences/s in batches of 32 with two threads rather than one,

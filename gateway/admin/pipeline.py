@@ -10,13 +10,13 @@ from typing import Annotated
 
 import msgspec
 
+from artifacts.paths import ARTIFACT_ROOT_ENV
 from gateway.admin import views
 from gateway.admin.endpoint import ROWS, Call, Endpoint
 from gateway.contracts import registered_contracts
 from gateway.promotion import approvals, artifacts, candidates, rollout
 from gateway.promotion.context import PromotionContext
 from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, DeploymentState
-from nodeagent.settings import ARTIFACT_ROOT_ENV
 from streams import text
 from streams.codes import ServingError
 from streams.subjects import Aggregate

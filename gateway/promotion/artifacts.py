@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 
+from artifacts.registration import registration
 from gateway.promotion import commands as cmd
 from gateway.promotion.approvals import refresh_staleness
 from gateway.promotion.context import PromotionContext
@@ -17,7 +18,6 @@ from gateway.promotion.importer import import_directory, source_manifest
 from gateway.promotion.model import ArtifactSetState
 from gateway.promotion.waiting import next_event
 from gateway.serving.jobs import publish_job
-from nodeagent.artifacts.registration import registration
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS
 from streams.envelope import new_id

@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from nodeagent.artifacts import ArtifactManifest, build_manifest, resolve_artifact_path
+from artifacts import ArtifactManifest, build_manifest, resolve_artifact_path
 from streams import subjects
 from streams.codes import ServingError
 from streams.envelope import new_id

@@ -14,14 +14,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nodeagent.agent.hardware import Accelerator
-from nodeagent.agent.workers import Worker, WorkerDied
-from nodeagent.artifacts import (
+from artifacts import (
     ArtifactManifest,
     VerifiedArtifactSet,
     resolve_artifact_path,
     verify_artifact_set,
 )
+from nodeagent.agent.hardware import Accelerator
+from nodeagent.agent.workers import Worker, WorkerDied
 from nodeagent.worker.protocol import Load, Loaded
 from streams import codes
 from streams.codes import ServingError

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nodeagent.artifacts.hashing import sha256_of_file
+from artifacts.hashing import sha256_of_file
 from streams import codes
 from streams.codes import ServingError
 

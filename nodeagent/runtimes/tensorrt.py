@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from nodeagent.artifacts.hashing import sha256_of_file
+from artifacts.hashing import sha256_of_file
 from nodeagent.runtimes.base import Dim, MemoryStats, PeakTracker, RuntimeOptions, Tensor, TensorSpec
 from nodeagent.runtimes.gpu import compute_capability, cuda_check, gpu_used_bytes, import_cudart
 from nodeagent.runtimes.tensorrt_plan import (

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from artifacts import VerifiedArtifactSet
 from nodeagent.adapters.embedding import EmbeddingAdapter, EmbeddingConfig
 from nodeagent.adapters.reranking import RerankingAdapter, RerankingConfig
-from nodeagent.artifacts import VerifiedArtifactSet
 from nodeagent.runtimes.base import MemoryStats, Runtime, RuntimeOptions
 from nodeagent.runtimes.gpu import tensorrt_installed
 from nodeagent.runtimes.select import RuntimeKind, create_runtime

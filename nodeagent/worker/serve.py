@@ -12,7 +12,7 @@ import logging
 import time
 from pathlib import Path
 
-from nodeagent.artifacts import ArtifactManifest, VerifiedArtifactSet
+from artifacts import ArtifactManifest, VerifiedArtifactSet
 from nodeagent.worker.capabilities import CapabilityServer
 from nodeagent.worker.loading import Warm, load_blocking
 from nodeagent.worker.protocol import (

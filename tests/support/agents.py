@@ -14,9 +14,9 @@ from typing import Any
 
 import msgspec
 
+from artifacts import build_manifest
 from eventstore.connection import Connection
 from eventstore.subscription import subscribe
-from nodeagent.artifacts import build_manifest
 from streams import subjects
 from streams.codec import UnknownEvent
 from streams.envelope import new_id

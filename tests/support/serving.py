@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from artifacts import build_manifest
+from artifacts.registration import content_id, registration
 from eventstore.connection import Connection
 from eventstore.store import EventStore, ExpectedVersion
 from eventstore.subscription import subscribe
@@ -24,8 +26,6 @@ from gateway.process import GatewayReplica, start_replica
 from gateway.promotion.envelope import envelope_from_probe
 from gateway.serving.refusal_log import flush_refusals
 from modelforge.devstack.processes import free_port, wait_for_port
-from nodeagent.artifacts import build_manifest
-from nodeagent.artifacts.registration import content_id, registration
 from streams import codec
 from streams.envelope import new_id
 from streams.events import control as c

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
+from artifacts import build_manifest
+from artifacts.registration import registration
 from eventstore.store import EventStore, ExpectedVersion
-from nodeagent.artifacts import build_manifest
-from nodeagent.artifacts.registration import registration
 from streams.events import control as c
 from streams.events import serving as s
 from streams.subjects import Aggregate

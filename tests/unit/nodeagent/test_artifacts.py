@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.artifacts.hashing import sha256_of_file
-from nodeagent.artifacts.manifest import (
+from artifacts.hashing import sha256_of_file
+from artifacts.manifest import (
     RISK_PICKLE_PRESENT,
     RISK_REMOTE_CODE_REQUIRED,
     ArtifactFormat,
@@ -16,8 +16,8 @@ from nodeagent.artifacts.manifest import (
     ManifestFile,
     build_manifest,
 )
-from nodeagent.artifacts.paths import resolve_artifact_path
-from nodeagent.artifacts.verify import verify_artifact_set
+from artifacts.paths import resolve_artifact_path
+from artifacts.verify import verify_artifact_set
 from streams.codes import ServingError
 
 

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from artifacts.hashing import sha256_of_file
+from artifacts.manifest import build_manifest
 from nodeagent.adapters.ctc import greedy_ctc, tokens_to_text
 from nodeagent.adapters.ocr import OcrPipeline, validate_ocr_output
 from nodeagent.adapters.ocr_detection import DetectionConfig, boxes_from_probability_map
 from nodeagent.adapters.ocr_recognition import BLANK, load_vocabulary
-from nodeagent.artifacts.hashing import sha256_of_file
-from nodeagent.artifacts.manifest import build_manifest
 from nodeagent.models.ocr import locate_ppocr_sources, pull_ppocr
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu

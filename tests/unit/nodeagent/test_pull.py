@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nodeagent.artifacts.hashing import sha256_of_file
+from artifacts.hashing import sha256_of_file
 from nodeagent.models.pull import locate_minilm_sources, pull_minilm
 
 

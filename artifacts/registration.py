@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from nodeagent.artifacts.manifest import ArtifactManifest
+from artifacts.manifest import ArtifactManifest
 from streams.events.control import ArtifactFile, ArtifactSetRegistered
 
 

@@ -12,6 +12,9 @@ from pathlib import Path, PurePosixPath
 from streams import codes
 from streams.codes import ServingError
 
+# Where a node keeps its artifact sets (the agent's root; the importer's default).
+ARTIFACT_ROOT_ENV = "MODELFORGE_ARTIFACT_ROOT"
+
 
 def _invalid(relative_path: str, why: str) -> ServingError:
     return ServingError(codes.ARTIFACT_PATH_INVALID.code, f"{relative_path!r}: {why}", param=relative_path)

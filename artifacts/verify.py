@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodeagent.artifacts.hashing import sha256_of_file
-from nodeagent.artifacts.manifest import (
+from artifacts.hashing import sha256_of_file
+from artifacts.manifest import (
     RISK_PICKLE_PRESENT,
     RISK_REMOTE_CODE_REQUIRED,
     ArtifactFormat,
@@ -15,7 +15,7 @@ from nodeagent.artifacts.manifest import (
     detect_format,
     risk_flags_for,
 )
-from nodeagent.artifacts.paths import resolve_artifact_path
+from artifacts.paths import resolve_artifact_path
 from streams import codes
 from streams.codes import ServingError
 

@@ -1,8 +1,8 @@
 """Artifact sets: manifests, path confinement, verification."""
 
-from nodeagent.artifacts.manifest import ArtifactFormat, ArtifactManifest, ManifestFile, build_manifest
-from nodeagent.artifacts.paths import resolve_artifact_path
-from nodeagent.artifacts.verify import VerifiedArtifactSet, verify_artifact_set
+from artifacts.manifest import ArtifactFormat, ArtifactManifest, ManifestFile, build_manifest
+from artifacts.paths import resolve_artifact_path
+from artifacts.verify import VerifiedArtifactSet, verify_artifact_set
 
 __all__ = [
     "ArtifactFormat",

@@ -12,8 +12,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from nodeagent.artifacts.hashing import sha256_of_file
-from nodeagent.artifacts.paths import check_relative_path, relative_posix_path, resolve_artifact_path
+from artifacts.hashing import sha256_of_file
+from artifacts.paths import check_relative_path, relative_posix_path, resolve_artifact_path
 
 RISK_PICKLE_PRESENT = "pickle_present"
 RISK_REMOTE_CODE_REQUIRED = "remote_code_required"
