@@ -14,6 +14,7 @@ from typing import Any
 
 from eventstore.connection import nats_url
 from projections.migrate import LIVE_SCHEMA, MigrationChanged
+from projections.projector import COMMIT_INTERVAL_S
 from streams.subjects import EVENTS_STREAM, PROJECTED_STREAMS
 
 log = logging.getLogger("modelforge.projector")
@@ -32,6 +33,7 @@ async def _projector(args: argparse.Namespace) -> int:
     if not args.stream:  # the default: one worker process per stream
         database_url()  # fail here, once, rather than in every worker
         worker_args = ["--schema", args.schema, "--batch-max", str(args.batch_max)]
+        worker_args += ["--commit-interval-ms", str(args.commit_interval_ms)]
         return await supervisor.supervise(
             PROJECTED_STREAMS, worker_args + ["--no-telemetry"] * args.no_telemetry
         )
@@ -48,6 +50,7 @@ async def _projector(args: argparse.Namespace) -> int:
             args.schema,
             stop=stop,
             batch_max=args.batch_max,
+            commit_interval=args.commit_interval_ms / 1000,
             # Telemetry lands in the accelerator rows MF_EVENTS projects: followed by that worker.
             telemetry=not args.no_telemetry and EVENTS_STREAM in streams,
             streams=streams,
@@ -136,6 +139,13 @@ def register(subparsers: Any) -> None:
     projector = subparsers.add_parser("projector", help="project MF_EVENTS and MF_REQUESTS into PostgreSQL")
     projector.add_argument("--schema", default=LIVE_SCHEMA, help="read-model schema (default: mf)")
     projector.add_argument("--batch-max", type=int, default=10_000, help="most events per transaction")
+    projector.add_argument(
+        "--commit-interval-ms",
+        type=float,
+        default=COMMIT_INTERVAL_S * 1000,
+        help="least time from one commit's start to the next: the read model's most lag at a trickle,"
+        " and what lets a trickle's events share a transaction (default: %(default).0f)",
+    )
     projector.add_argument("--no-telemetry", action="store_true", help="do not follow MF_TELEMETRY")
     projector.add_argument(
         "--stream",

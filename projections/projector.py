@@ -7,7 +7,10 @@ each stream's advisory lock (a second projector blocks there until the first one
 e.g. it dies), then follow the streams from their checkpoints + 1.
 Messages are queued as they arrive; the applier takes whatever is queued (up to `batch_max`) as
 one batch and commits rows, audit log and checkpoints in one transaction, so batches grow with
-load and shrink to one event when idle: no timers or sleeps are needed to batch. A lost stream
+load and shrink to one event when idle. Commits start at most once per `commit_interval`: a
+transaction costs far more than an event in it (bench/trickle.py), so at a steady trickle the events
+of that interval share one, and the read model lags by at most that interval; after a quiet spell
+the first event commits at once. A lost stream
 connection or a moved checkpoint (replay swapped in) resumes from the stored checkpoint; so does a
 lost database session, once a new one (bounded back-off, see projections.reconnect) holds the
 locks again.
@@ -19,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -33,6 +36,7 @@ from streams import subjects
 
 log = logging.getLogger("modelforge.projector")
 BATCH_MAX = 10_000
+COMMIT_INTERVAL_S = 0.05
 QUEUE_CHUNKS = 64  # chunks of up to one socket read each: backpressure on the readers
 RETRY_S = 1.0
 READER_STOP_S = 10.0  # a cancelled reader deletes its consumer and closes its socket: milliseconds
@@ -53,6 +57,7 @@ async def run(
     *,
     stop: asyncio.Event | None = None,
     batch_max: int = BATCH_MAX,
+    commit_interval: float = COMMIT_INTERVAL_S,
     telemetry: bool = True,
     on_batch: Callable[[dict[str, int]], None] | None = None,
     streams: tuple[str, ...] = subjects.PROJECTED_STREAMS,
@@ -74,7 +79,9 @@ async def run(
             extras.append(follower)
 
         async def follow(writer: Writer, checkpoints: dict[str, int]) -> None:
-            await _follow(writer, checkpoints, nats_urls, stop, batch_max, on_batch, streams)
+            await _follow(
+                writer, checkpoints, nats_urls, stop, _Batching(batch_max, commit_interval), on_batch, streams
+            )
 
         while not stop.is_set():
             try:
@@ -152,11 +159,12 @@ async def _follow(
     checkpoints: dict[str, int],
     nats_urls: str | None,
     stop: asyncio.Event,
-    batch_max: int,
+    batching: _Batching,
     on_batch: Callable[[dict[str, int]], None] | None,
     streams: tuple[str, ...],
 ) -> None:
     queue: asyncio.Queue[_Item] = asyncio.Queue(QUEUE_CHUNKS)
+    loop = asyncio.get_running_loop()
 
     async def read(stream: str) -> None:
         try:
@@ -171,6 +179,9 @@ async def _follow(
     stopping = asyncio.create_task(stop.wait())
     pipeline = Pipeline(writer, checkpoints)
     getting: asyncio.Task[_Item] | None = None
+    # Set while events wait for the commit interval to pass (the queue keeps filling meanwhile).
+    lingering: asyncio.Future[None] | None = None
+    next_start = loop.time()
 
     def applied() -> None:
         if on_batch is not None:
@@ -179,20 +190,30 @@ async def _follow(
     try:
         while True:
             getting = getting or asyncio.create_task(queue.get())
-            waiting: set[asyncio.Future[Any]] = {getting, stopping}
+            waiting: set[asyncio.Future[Any]] = {getting if lingering is None else lingering, stopping}
             if pipeline.committing is not None:
                 waiting.add(pipeline.committing)
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if pipeline.ready():  # report a batch as soon as it commits, not when the next one comes
                 await pipeline.finish()
                 applied()
-            if not getting.done():
-                if stopping.done():
-                    break
+            if lingering is None:
+                if not getting.done():
+                    if stopping.done():
+                        break
+                    continue
+                early = next_start - loop.time()
+                if early > 0 and not queue.full() and not stopping.done():
+                    lingering = loop.create_future()
+                    loop.call_later(early, _settle, lingering)
+                    continue
+            elif not lingering.done() and not stopping.done():
                 continue
+            lingering = None
+            next_start = loop.time() + batching.commit_interval
             items, getting = [getting.result()], None
             count = _size(items[0])
-            while count < batch_max and not queue.empty():
+            while count < batching.batch_max and not queue.empty():
                 item = queue.get_nowait()
                 items.append(item)
                 count += _size(item)
@@ -225,6 +246,16 @@ async def _follow(
             raise RuntimeError(f"the stream reader of {stuck} did not stop within {READER_STOP_S:.0f} s")
 
 
+class _Batching(NamedTuple):
+    batch_max: int  # most events per transaction
+    commit_interval: float  # seconds from one commit's start to the next one's, at the least
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def _report_telemetry_end(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error(
@@ -236,4 +267,4 @@ def _size(item: _Item) -> int:
     return 1 if isinstance(item, BaseException) else len(item[1])
 
 
-__all__ = ["BATCH_MAX", "ProjectionHalted", "run"]
+__all__ = ["BATCH_MAX", "COMMIT_INTERVAL_S", "ProjectionHalted", "run"]
