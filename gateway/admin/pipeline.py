@@ -14,9 +14,10 @@ from artifacts.paths import ARTIFACT_ROOT_ENV
 from gateway.admin import views
 from gateway.admin.endpoint import ROWS, Call, Endpoint
 from gateway.contracts import registered_contracts
+from gateway.deployments.model import DeploymentState
 from gateway.promotion import approvals, artifacts, candidates, rollout
 from gateway.promotion.context import PromotionContext
-from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, DeploymentState
+from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState
 from streams import text
 from streams.codes import ServingError
 from streams.subjects import Aggregate

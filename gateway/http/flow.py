@@ -21,12 +21,12 @@ from starlette.responses import Response
 
 from gateway.clients.admission import Admission
 from gateway.clients.model import ClientPrincipal
+from gateway.deployments.routes import names_of
 from gateway.http.body import decode_json, read_limited, too_large
 from gateway.http.disconnect import Interruption, while_connected
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
 from gateway.http.stamps import request_id_of
-from gateway.promotion.routes import names_of
 from gateway.serving.pipeline import (
     RequestShape,
     Served,
