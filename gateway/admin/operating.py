@@ -15,9 +15,9 @@ from gateway.admin.endpoint import ROWS, Call, Endpoint, limit_of
 from gateway.admin.pipeline import Reason, promotion
 from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, requests_from_log
 from gateway.admin.scheduler import co_residency, dry_run, overview
+from gateway.operations import node_drain
+from gateway.operations.service import Operations
 from gateway.promotion import commands as cmd
-from gateway.promotion import node_drain
-from gateway.promotion.operations import Operations
 from gateway.scheduler import Attribution, SchedulerPolicy, Verdict, account
 from gateway.serving.refusal_log import note_refusal
 from streams import subjects, text
