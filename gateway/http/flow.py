@@ -38,13 +38,17 @@ from gateway.serving.pipeline import (
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
 
+# The worker's output, as served, and the request id → the answer in the dialect: a dict (sent as
+# JSON, with the request id and latency added), any other JSON value, or a whole `Response`.
+Render = Callable[[bytes, Served, str], object]
+
 
 class Prepared(msgspec.Struct, frozen=True):
     """A validated call: the contract input to send, its shape, and how to answer in the dialect."""
 
     payload: bytes
     shape: RequestShape
-    render: Callable[[bytes, Served, str], object]
+    render: Render
     model: str = ""  # an experiment's route, where the dialect names one
 
 
