@@ -11,12 +11,12 @@ from starlette.applications import Starlette
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.store import EventStore
-from gateway.admin.operators import operator_file_from_env
+from gateway.app import create_app
 from gateway.clients.directory import ClientDirectory
 from gateway.clients.limits import RequestLimiter, provision_limits
 from gateway.contracts import ContractChanged, register_contracts
-from gateway.http.app import create_app
 from gateway.http.edge import Edge
+from gateway.operators import operator_file_from_env
 from gateway.serving.context import ServingContext
 from gateway.serving.keeper import run_upkeep
 from gateway.serving.queues import QueueBoard

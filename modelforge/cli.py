@@ -20,7 +20,7 @@ Handler = Callable[[argparse.Namespace], int]
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "nodeagent.cli",
     "gateway.cli",
-    "gateway.clients.cli",
+    "gateway.admin.clients_cli",
     "gateway.admin.cli",
     "gateway.admin.nodes_cli",
     "gateway.admin.operators_cli",

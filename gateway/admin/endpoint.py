@@ -27,7 +27,7 @@ PREFIX = "/admin/v1"
 MAX_ADMIN_BODY = 1 << 20
 # Who, for the events' actor, when the shared operator token authenticates: a self-declared name
 # (actions default it to "admin", a production approval requires it as approved_by). A named
-# operator's key (gateway.admin.operators) says who instead, and this header is not read.
+# operator's key (gateway.operators) says who instead, and this header is not read.
 OPERATOR_HEADER = "x-mf-operator"
 
 

@@ -13,11 +13,11 @@ from eventstore.store import ExpectedVersion
 from gateway.admin import views
 from gateway.admin.endpoint import ROWS, Call, Endpoint, limit_of
 from gateway.admin.pipeline import Reason, promotion
-from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, requests_from_log
+from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, fresh_for, requests_from_log
 from gateway.admin.scheduler import co_residency, dry_run, overview
+from gateway.operations import node_drain
+from gateway.operations.service import Operations
 from gateway.promotion import commands as cmd
-from gateway.promotion import node_drain
-from gateway.promotion.operations import Operations
 from gateway.scheduler import Attribution, SchedulerPolicy, Verdict, account
 from gateway.serving.refusal_log import note_refusal
 from streams import subjects, text
@@ -211,7 +211,7 @@ async def prove_co_residency(call: Call) -> object:
 async def placements(call: Call) -> object:
     limit = limit_of(call)
     model = call.edge.read_models.required("placement history")
-    await model.fresh_for(call)
+    await fresh_for(model, call)
     return await model.query(PLACEMENTS_SQL, (limit,))
 
 
@@ -227,7 +227,7 @@ async def scheduler_metrics(call: Call) -> object:
     model = call.edge.read_models.get()
     counters: dict[str, Any] = {}
     if model is not None:
-        await model.fresh_for(call)
+        await fresh_for(model, call)
         counters = (await model.query(METRICS_SQL))[0]
     return {"gauges": gauges, "counters": counters, "queued_requests": call.edge.ctx.queued}
 
@@ -238,7 +238,7 @@ async def request_history(call: Call) -> object:
     model = call.edge.read_models.get()
     if model is None:
         return await requests_from_log(call.edge.ctx.client, limit, client_id)
-    await model.fresh_for(call)
+    await fresh_for(model, call)
     return await model.query(REQUESTS_SQL, (client_id, client_id, limit))
 
 

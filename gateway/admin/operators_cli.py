@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gateway.admin.operators import OPERATORS_FILE_ENV, add_operator, parse_operators, remove_operator
 from gateway.admin.tables import table
+from gateway.operators import OPERATORS_FILE_ENV, add_operator, parse_operators, remove_operator
 
 
 def _file(args: argparse.Namespace) -> Path:

@@ -14,9 +14,11 @@ from artifacts.paths import ARTIFACT_ROOT_ENV
 from gateway.admin import views
 from gateway.admin.endpoint import ROWS, Call, Endpoint
 from gateway.contracts import registered_contracts
+from gateway.deployments.model import DeploymentState
+from gateway.operations.service import Operations
 from gateway.promotion import approvals, artifacts, candidates, rollout
 from gateway.promotion.context import PromotionContext
-from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, DeploymentState
+from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState
 from streams import text
 from streams.codes import ServingError
 from streams.subjects import Aggregate
@@ -218,8 +220,6 @@ async def show_deployment(call: Call) -> object:
 
 
 async def create_experiment(call: Call) -> object:
-    from gateway.promotion.operations import Operations
-
     b: CreateExperiment = call.body
     p = promotion(call)
     state = await rollout.create_experiment(p, b.candidate_id, b.lab_approval_id, b.route)

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from gateway.admin.endpoint import Call, Endpoint
-from gateway.admin.reads import ReadModel
+from gateway.read_models import ReadModel
 from streams import subjects
 
 GAPS_SHOWN = 100  # newest first; `gaps_total` counts them all

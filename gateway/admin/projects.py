@@ -16,7 +16,7 @@ import msgspec
 from gateway.admin.clients import applied_here
 from gateway.admin.endpoint import ROWS, Call, Endpoint
 from gateway.admin.pipeline import promotion
-from gateway.admin.reads import INTEGRATIONS_SQL, percentile, requests_from_log
+from gateway.admin.reads import INTEGRATIONS_SQL, fresh_for, percentile, requests_from_log
 from gateway.clients.service import ClientService
 from gateway.promotion.aggregates import Aggregates
 from gateway.promotion.model import ProjectState
@@ -108,7 +108,7 @@ async def integrations(call: Call) -> object:
     """Per project and bound client: volume, errors, p50/p95 latency and the VRAM it leased."""
     model = call.edge.read_models.get()
     if model is not None:
-        await model.fresh_for(call)
+        await fresh_for(model, call)
         return await model.query(INTEGRATIONS_SQL)
     projects: dict[str, ProjectState] = await promotion(call).aggregates.all(A.PROJECT)
     history = await requests_from_log(call.edge.ctx.client, 1_000_000, None)

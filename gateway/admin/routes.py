@@ -1,4 +1,4 @@
-"""Every admin route, mounted by `gateway.http.app.create_app`."""
+"""Every admin route, mounted by `gateway.app.create_app`."""
 
 from __future__ import annotations
 

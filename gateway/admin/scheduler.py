@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.promotion.model import DeploymentState
+from gateway.deployments.model import DeploymentState
 from gateway.scheduler import (
     Attribution,
     Channel,

@@ -6,13 +6,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.promotion.model import (
-    ApprovalState,
-    ArtifactSetState,
-    CandidateState,
-    DeploymentState,
-    ProbeRecord,
-)
+from gateway.deployments.model import DeploymentState
+from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, ProbeRecord
 from gateway.promotion.profile import output_mismatch
 
 

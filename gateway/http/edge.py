@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gateway.admin.operators import OperatorFile
-from gateway.admin.reads import ReadModels
 from gateway.clients.directory import ClientDirectory
 from gateway.clients.limits import RequestLimiter
+from gateway.operators import OperatorFile
+from gateway.read_models import ReadModels
 from gateway.serving.context import ServingContext
 
 

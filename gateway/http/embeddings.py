@@ -16,7 +16,7 @@ from starlette.responses import Response
 from gateway.http.body import convert
 from gateway.http.checks import check_texts, checked_dimensions
 from gateway.http.edge import Edge
-from gateway.http.flow import ContractChoice, Prepared, Route, run_capability
+from gateway.http.flow import ContractChoice, Parse, Prepared, Render, Route, run_capability
 from gateway.http.image_inputs import InputObject, image_payload, is_image_request, object_text
 from gateway.serving.pipeline import Served
 from streams.codes import ServingError
@@ -47,7 +47,7 @@ class OpenAIEmbeddingRequest(msgspec.Struct, frozen=True):
     user: str | None = None
 
 
-def parse_embeddings(edge: Edge) -> Any:
+def parse_embeddings(edge: Edge) -> Parse:
     def parse(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
         call = convert(raw, OpenAIEmbeddingRequest, "embeddings request")
         items = call.input if isinstance(call.input, list) else [call.input]
@@ -101,7 +101,7 @@ def _texts_of(items: Sequence[str | int | list[int] | InputObject]) -> list[str]
     return texts
 
 
-def _render(call: OpenAIEmbeddingRequest) -> Any:
+def _render(call: OpenAIEmbeddingRequest) -> Render:
     def render(result: bytes, served: Served, request_id: str) -> dict[str, object]:
         output = _output.decode(result)
         data: list[dict[str, object]] = []

@@ -21,15 +21,16 @@ from starlette.responses import Response
 
 from gateway.clients.admission import Admission
 from gateway.clients.model import ClientPrincipal
+from gateway.deployments.routes import names_of
 from gateway.http.body import decode_json, read_limited, too_large
 from gateway.http.disconnect import Interruption, while_connected
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
 from gateway.http.stamps import request_id_of
-from gateway.promotion.routes import names_of
 from gateway.serving.pipeline import (
     RequestShape,
     Served,
+    ServeRequest,
     internal_error,
     record_rejection,
     serve,
@@ -37,13 +38,17 @@ from gateway.serving.pipeline import (
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
 
+# The worker's output, as served, and the request id → the answer in the dialect: a dict (sent as
+# JSON, with the request id and latency added), any other JSON value, or a whole `Response`.
+Render = Callable[[bytes, Served, str], object]
+
 
 class Prepared(msgspec.Struct, frozen=True):
     """A validated call: the contract input to send, its shape, and how to answer in the dialect."""
 
     payload: bytes
     shape: RequestShape
-    render: Callable[[bytes, Served, str], object]
+    render: Render
     model: str = ""  # an experiment's route, where the dialect names one
 
 
@@ -190,18 +195,20 @@ async def run_capability(
                 request,
                 serve(
                     edge.ctx,
-                    request_id=request_id,
-                    client_id=principal.client_id,
-                    capability=capability,
-                    payload=prepared.payload,
-                    shape=prepared.shape,
-                    deadline=deadline,
-                    started=started,
-                    validation_ms=(validated - resolved) * 1000,
-                    resolution_ms=(resolved - started) * 1000,
-                    model=route(prepared.model),
+                    ServeRequest(
+                        request_id=request_id,
+                        client_id=principal.client_id,
+                        capability=capability,
+                        payload=prepared.payload,
+                        shape=prepared.shape,
+                        deadline=deadline,
+                        started=started,
+                        validation_ms=(validated - resolved) * 1000,
+                        resolution_ms=(resolved - started) * 1000,
+                        model=route(prepared.model),
+                        priority=principal.priority,
+                    ),
                     admitted=admission.settle,
-                    priority=principal.priority,
                     render=lambda served: prepared.render(served.result, served, request_id),
                     before_dispatch=before_dispatch,
                 ),

@@ -12,10 +12,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.clients.bindings import STABLE
+from gateway.deployments.model import DeploymentState
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response
 from gateway.http.stamps import request_id_of
-from gateway.promotion.model import DeploymentState
 from gateway.state.catalog import Catalog
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS

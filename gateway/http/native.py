@@ -18,7 +18,7 @@ from starlette.responses import Response
 from gateway.http.body import convert
 from gateway.http.checks import check_base64, check_rerank, check_texts, checked_dimensions, checked_image
 from gateway.http.edge import Edge
-from gateway.http.flow import Prepared, Route, run_capability
+from gateway.http.flow import Parse, Prepared, Render, Route, run_capability
 from gateway.http.responses import error_response
 from gateway.http.stamps import request_id_of
 from gateway.serving.pipeline import RequestShape, Served
@@ -36,7 +36,7 @@ from streams.contracts import (
 _CAPABILITY = re.compile(r"[a-z0-9_.-]+@[0-9]+")
 
 
-def parse_native(edge: Edge) -> Any:
+def parse_native(edge: Edge) -> Parse:
     def parse(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
         value = convert(raw, contract.input_type, f"{contract.capability} input")
         match value:
@@ -80,7 +80,7 @@ def _image_of(param: str) -> Callable[[bytes, str], None]:
     return check
 
 
-def _render(contract: CapabilityContract) -> Any:
+def _render(contract: CapabilityContract) -> Render:
     def render(result: bytes, served: Served, request_id: str) -> dict[str, object]:
         return {
             "capability": contract.capability,

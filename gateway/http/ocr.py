@@ -20,7 +20,7 @@ from starlette.responses import Response
 from gateway.http.body import convert
 from gateway.http.checks import checked_image, decoded_base64
 from gateway.http.edge import Edge
-from gateway.http.flow import Prepared, Route, run_capability
+from gateway.http.flow import Prepared, Render, Route, run_capability
 from gateway.http.image_header import ImageKind
 from gateway.serving.pipeline import RequestShape, Served
 from streams.codes import ServingError
@@ -120,7 +120,7 @@ def parse_ocr(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
     return Prepared(payload, shape, _render(call, image), call.model or "")
 
 
-def _render(call: MistralOcrRequest, image: InlineImage) -> Any:
+def _render(call: MistralOcrRequest, image: InlineImage) -> Render:
     dimensions = (
         {"dpi": PIXEL_IMAGE_DPI, "height": image.dimensions[1], "width": image.dimensions[0]}
         if image.dimensions

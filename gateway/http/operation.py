@@ -1,5 +1,5 @@
 """One route as it is served and as the OpenAPI document describes it, declared once
-(`gateway.http.app`), so that the two cannot drift."""
+(`gateway.app`), so that the two cannot drift."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from gateway.http.body import convert
 from gateway.http.checks import check_rerank
 from gateway.http.edge import Edge
-from gateway.http.flow import Prepared, Route, run_capability
+from gateway.http.flow import Prepared, Render, Route, run_capability
 from gateway.serving.pipeline import Served
 from streams.codes import ServingError
 from streams.contracts import RERANKING, CapabilityContract, RerankInput, RerankOutput
@@ -50,7 +50,7 @@ def parse_rerank(raw: Any, contract: CapabilityContract, route: Route) -> Prepar
     return Prepared(payload, shape, _render(call, texts), call.model or "")
 
 
-def _render(call: RerankRequest, texts: list[str]) -> Any:
+def _render(call: RerankRequest, texts: list[str]) -> Render:
     def render(result: bytes, served: Served, request_id: str) -> dict[str, object]:
         output = _output.decode(result)
         results: list[dict[str, object]] = []

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.http.edge import Edge
-from gateway.http.flow import Prepared, Route, run_capability
+from gateway.http.flow import Prepared, Render, Route, run_capability
 from gateway.http.multipart import FormPart, parse_form, refusal
 from gateway.http.subtitles import srt, vtt
 from gateway.serving.pipeline import RequestShape, Served
@@ -157,7 +157,7 @@ def parse_transcription(raw: Any, contract: CapabilityContract, route: Route) ->
     return Prepared(payload, RequestShape(items=1, chars=len(audio_base64)), _render(form), form.model)
 
 
-def _render(form: TranscriptionForm) -> Any:
+def _render(form: TranscriptionForm) -> Render:
     def render(result: bytes, served: Served, request_id: str) -> object:
         output = _output.decode(result)
         if form.response_format == "text":

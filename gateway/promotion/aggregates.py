@@ -12,6 +12,7 @@ from eventstore import reading
 from eventstore.errors import ConcurrencyConflict
 from eventstore.records import RecordedEvent
 from eventstore.store import EventStore, ExpectedVersion
+from gateway.deployments.evolve import evolve_deployment
 from gateway.promotion import evolve as ev
 from streams import subjects
 from streams.codes import ServingError
@@ -31,7 +32,7 @@ EVOLVE: dict[Aggregate, Evolve] = {
     Aggregate.NODE: ev.evolve_node,
     Aggregate.CANDIDATE: ev.evolve_candidate,
     Aggregate.APPROVAL: ev.evolve_approval,
-    Aggregate.DEPLOYMENT: ev.evolve_deployment,
+    Aggregate.DEPLOYMENT: evolve_deployment,
     Aggregate.PROJECT: ev.evolve_project,
     Aggregate.SCHEDULER_POLICY: ev.evolve_policy,
 }

@@ -12,12 +12,13 @@ from datetime import datetime
 
 import msgspec
 
+from gateway.deployments.model import DeploymentState
 from gateway.promotion import commands as cmd
 from gateway.promotion.context import PromotionContext
 from gateway.promotion.decide import candidate_not_found, decide_approval
 from gateway.promotion.evidence import Evidence, approval_id_for, fingerprint, gather
 from gateway.promotion.gates import GateFacts, compatibility, production_gates
-from gateway.promotion.model import ApprovalState, CandidateState, DeploymentState
+from gateway.promotion.model import ApprovalState, CandidateState
 from streams.contracts import CONTRACTS
 from streams.envelope import new_id
 from streams.subjects import Aggregate

@@ -10,7 +10,6 @@ from gateway.promotion.evidence import Evidence
 from gateway.promotion.gates import GateFailure
 from gateway.promotion.model import ApprovalState
 from streams.events import control as c
-from streams.events import serving as s
 
 # ---- artifact set ---------------------------------------------------------------------------
 
@@ -107,29 +106,3 @@ class MarkApprovalStale(msgspec.Struct, frozen=True):
 
 
 ApprovalCommand = ApproveLabExecution | ApproveProduction | RevokeApproval | MarkApprovalStale
-
-# ---- deployment -----------------------------------------------------------------------------
-
-
-class DrainDeployment(msgspec.Struct, frozen=True):
-    deployment_id: str
-    active_requests: int
-    reason: str = ""
-
-
-class CompleteDrain(msgspec.Struct, frozen=True):
-    deployment_id: str
-
-
-class ChangeResidency(msgspec.Struct, frozen=True):
-    deployment_id: str
-    residency: s.ResidencyPolicy
-
-
-class SetExperimentActive(msgspec.Struct, frozen=True):
-    deployment_id: str
-    active: bool
-    reason: str = ""
-
-
-DeploymentCommand = DrainDeployment | CompleteDrain | ChangeResidency | SetExperimentActive

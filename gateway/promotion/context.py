@@ -10,16 +10,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from gateway.deployments.model import DeploymentState
 from gateway.promotion.aggregates import Aggregates, checked_id
 from gateway.promotion.decide import candidate_not_found
-from gateway.promotion.model import (
-    ApprovalState,
-    ArtifactSetState,
-    CandidateState,
-    DeploymentState,
-    NodeState,
-    ProbeRecord,
-)
+from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, NodeState, ProbeRecord
 from gateway.serving.context import ServingContext
 from streams.codes import ServingError
 from streams.envelope import Actor

@@ -1,4 +1,4 @@
-"""Deployment decisions: promotion to stable (§5.4), lab experiments (§5.5), drain, residency.
+"""Deployment decisions: promotion to stable (§5.4) and lab experiments (§5.5).
 
 Pure. Identity is derived, not drawn: a deployment's id follows from its config fingerprint
 (promoting the same config twice returns the first), an experiment's from its route.
@@ -10,26 +10,13 @@ from datetime import datetime
 
 import msgspec
 
-from gateway.promotion.commands import (
-    ChangeResidency,
-    CompleteDrain,
-    DeploymentCommand,
-    DrainDeployment,
-    SetExperimentActive,
-)
+from gateway.deployments.model import DeploymentState
+from gateway.deployments.routes import check_model_name, check_route
 from gateway.promotion.envelope import envelope_from_probe
 from gateway.promotion.evidence import Evidence, changed_facts, digest, fingerprint
 from gateway.promotion.gates import GateFailure, refusal
-from gateway.promotion.model import (
-    ApprovalState,
-    ArtifactSetState,
-    CandidateState,
-    DeploymentState,
-    NodeState,
-    ProbeRecord,
-)
+from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, NodeState, ProbeRecord
 from gateway.promotion.profile import EMBEDDING_CAPABILITIES, max_batch_size, residency_policy, truncatable
-from gateway.promotion.routes import check_model_name, check_route
 from streams.codes import ServingError
 from streams.events import Event
 from streams.events import serving as s
@@ -218,38 +205,3 @@ def plan_experiment(facts: ExperimentFacts, now: datetime) -> list[Event]:
             manifest_sha256=facts.artifacts.manifest_sha256,
         )
     ]
-
-
-def decide_deployment(
-    state: DeploymentState | None, command: DeploymentCommand, now: datetime
-) -> list[Event]:
-    if state is None:
-        raise ServingError("CAPABILITY_NOT_FOUND", "unknown deployment", "deployment_id", http_status=404)
-    match command:
-        case DrainDeployment():
-            if command.active_requests > 0:
-                raise ServingError(
-                    "DEPLOYMENT_BUSY",
-                    f"{command.active_requests} requests are running on this deployment",
-                    details={"active_requests": command.active_requests},
-                )
-            if state.draining:
-                return []
-            return [s.DeploymentDraining(deployment_id=state.deployment_id, reason=command.reason)]
-        case CompleteDrain():
-            return [] if state.drained else [s.DeploymentDrained(deployment_id=state.deployment_id)]
-        case ChangeResidency():
-            if state.residency == command.residency:
-                return []
-            return [s.ResidencyPolicyChanged(deployment_id=state.deployment_id, residency=command.residency)]
-        case SetExperimentActive():
-            if state.channel != "experiment":
-                raise ServingError("EXPERIMENT_NOT_FOUND", "not an experiment", "deployment_id")
-            if state.active == command.active:
-                return []
-            if command.active:
-                if state.draining:
-                    raise ServingError("EXPERIMENT_NOT_ROUTABLE", "a drained experiment cannot be activated")
-                return [s.ExperimentActivated(deployment_id=state.deployment_id)]
-            return [s.ExperimentDeactivated(deployment_id=state.deployment_id, reason=command.reason)]
-    raise AssertionError(command)  # pragma: no cover

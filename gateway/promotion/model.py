@@ -11,7 +11,6 @@ from datetime import datetime
 import msgspec
 
 from streams.events import control as c
-from streams.events import serving as s
 
 # What a node must advertise to hold a production deployment (reference §5.1, gate 6).
 SERVING_PROTOCOLS = (
@@ -147,36 +146,6 @@ class ApprovalState(msgspec.Struct, frozen=True, kw_only=True):
     def usable(self, now: datetime) -> bool:
         expired = self.expires_at is not None and self.expires_at <= now
         return self.status == "approved" and not expired
-
-
-class DeploymentState(msgspec.Struct, frozen=True, kw_only=True):
-    deployment_id: str
-    capability: str
-    candidate_id: str
-    artifact_set_id: str
-    model_name: str
-    channel: str  # stable | experiment
-    envelope: s.ResourceEnvelope
-    residency: s.ResidencyPolicy
-    embedding_space: s.EmbeddingSpace | None
-    approval_id: str = ""
-    route: str = ""
-    active: bool = True
-    draining: bool = False
-    drained: bool = False
-    max_batch_size: int = 32
-    probe_id: str = ""  # the probe that measured `envelope`
-    manifest_sha256: str = ""  # the artifact set's manifest it was promoted with: all it loads
-
-    @property
-    def status(self) -> str:
-        if self.drained:
-            return "drained"
-        if self.draining:
-            return "draining"
-        if self.channel == "stable":
-            return "stable"
-        return "active" if self.active else "inactive"
 
 
 class ProjectState(msgspec.Struct, frozen=True, kw_only=True):

@@ -7,8 +7,9 @@ from typing import Annotated
 
 import msgspec
 
+from gateway.deployments.model import DeploymentState
 from gateway.promotion.evidence import digest
-from gateway.promotion.model import DeploymentState, ProjectState
+from gateway.promotion.model import ProjectState
 from streams import text
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import msgspec
 
+from gateway.deployments.model import DeploymentState
 from gateway.promotion.aggregates import checked_id
 from gateway.promotion.approvals import approved_probe, current_evidence, gate_facts, serves_stable
 from gateway.promotion.context import PromotionContext
@@ -20,7 +21,7 @@ from gateway.promotion.deploy import (
     plan_promotion,
 )
 from gateway.promotion.gates import production_gates
-from gateway.promotion.model import CandidateState, DeploymentState
+from gateway.promotion.model import CandidateState
 from streams.contracts import CONTRACTS
 from streams.events import Event
 from streams.subjects import Aggregate

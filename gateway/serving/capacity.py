@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from eventstore.errors import ConcurrencyConflict, EventStoreError
-from gateway.promotion.model import DeploymentState
+from gateway.deployments.model import DeploymentState
 from gateway.scheduler import (
     Channel,
     ModelEnvelope,

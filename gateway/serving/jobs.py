@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from eventstore.replies import resend_while_leaderless
-from gateway.promotion.model import DeploymentState
+from gateway.deployments.model import DeploymentState
 from gateway.serving.context import ServingContext
 from streams import subjects
 from streams.codes import ServingError

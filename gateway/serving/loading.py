@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 
-from gateway.promotion.model import DeploymentState
+from gateway.deployments.model import DeploymentState
 from gateway.scheduler import ResidencyState
 from gateway.serving.background import NATS_FAILURES, append_until_recorded
 from gateway.serving.context import ServingContext

@@ -54,6 +54,23 @@ def _bucket(n: int) -> str:
     return f"{upper // 4 + 1 if upper > 1 else 0}-{upper}"
 
 
+class ServeRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One request as the edge hands it to the pipeline: who asks for which capability, the
+    contract input (recorded only as its hash and shape), and its clock so far."""
+
+    request_id: str
+    client_id: str
+    capability: str
+    payload: bytes
+    shape: RequestShape
+    deadline: float  # time.time() by which it must be answered
+    started: float  # time.perf_counter() when the edge received it
+    validation_ms: float
+    resolution_ms: float
+    model: str = ""  # the model name it is served by ("": the capability's stable deployment)
+    priority: int = 0
+
+
 class _Tokens(msgspec.Struct):
     input_tokens: int = 0  # embedding and reranking outputs carry it; others count none
 
@@ -110,19 +127,9 @@ async def _give_back(ctx: ServingContext, seeking: asyncio.Future[capacity.Grant
 
 async def serve(
     ctx: ServingContext,
+    request: ServeRequest,
     *,
-    request_id: str,
-    client_id: str,
-    capability: str,
-    payload: bytes,
-    shape: RequestShape,
-    deadline: float,
-    started: float,
-    validation_ms: float,
-    resolution_ms: float,
     admitted: Callable[[], Awaitable[None]],
-    model: str = "",
-    priority: int = 0,
     render: Callable[[Served], object] | None = None,
     before_dispatch: Callable[[], object] = lambda: None,
 ) -> Served:
@@ -133,7 +140,10 @@ async def serve(
     client disabled).
     `render` turns the worker's output into the answer (`Served.body`); an output it cannot render
     fails the request as INVALID_OUTPUT, as one the contract refuses does."""
-    deployment = ctx.live.catalog.resolve(capability, model)
+    request_id, client_id, capability = request.request_id, request.client_id, request.capability
+    payload, shape, deadline, priority = request.payload, request.shape, request.deadline, request.priority
+    started, validation_ms, resolution_ms = request.started, request.validation_ms, request.resolution_ms
+    deployment = ctx.live.catalog.resolve(capability, request.model)
     if deployment is None:
         await admitted()  # the client's limits answer first, as when they are checked beforehand
         unavailable = ServingError(

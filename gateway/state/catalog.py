@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.promotion.evolve import evolve_deployment
-from gateway.promotion.model import DeploymentState
-from gateway.promotion.routes import names_stable
+from gateway.deployments.evolve import evolve_deployment
+from gateway.deployments.model import DeploymentState
+from gateway.deployments.routes import names_stable
 from streams.events import control as c
 from streams.events import serving as s
 from streams.events.base import Event
@@ -129,7 +129,7 @@ class Catalog(msgspec.Struct, frozen=True):
     def resolve(self, capability: str, model: str = "") -> DeploymentState | None:
         """An active experiment whose route the client named, else the stable deployment.
         Experiments are reached only through their route, never through a capability's or a stable
-        deployment's model name: new routes cannot take those (gateway.promotion.routes), and an
+        deployment's model name: new routes cannot take those (gateway.deployments.routes), and an
         experiment an older log routed under one does not take the stable deployment's traffic."""
         if model:
             routed = next(

@@ -22,7 +22,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from eventstore.records import RecordedEvent
 from eventstore.subscription import subscribe
-from gateway.promotion.model import DeploymentState
+from gateway.deployments.model import DeploymentState
 from gateway.scheduler import (
     DEFAULT_POLICY,
     AcceleratorState,

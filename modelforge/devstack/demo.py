@@ -99,7 +99,7 @@ def bootstrap(
     echo: Callable[[str], None],
     other_roots: Sequence[Path] = (),
 ) -> None:
-    from gateway.admin.bootstrap import EMBEDDING, OCR, OCR_MODEL, bootstrap_demo
+    from modelforge.devstack.bootstrap import EMBEDDING, OCR, OCR_MODEL, bootstrap_demo
 
     _wait_node_online(gateway_url, token, node_id)
     echo(

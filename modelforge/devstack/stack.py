@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from gateway.admin.operators import OPERATORS_FILE_ENV
+from gateway.operators import OPERATORS_FILE_ENV
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.postgres import PostgresServer, start_postgres, stop_postgres
 from modelforge.devstack.processes import free_port, pid_alive, port_is_free, stop_pid

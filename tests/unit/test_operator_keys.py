@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.admin.operators import (
+from gateway.operators import (
     OperatorFile,
     add_operator,
     identify,

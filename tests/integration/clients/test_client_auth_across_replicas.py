@@ -179,7 +179,7 @@ async def test_client_names_are_unique_even_when_created_concurrently(
 async def test_listing_clients_shows_prefixes_never_hashes_or_keys(
     service: ClientService, unique_name: str
 ) -> None:
-    from gateway.clients.cli import format_client
+    from gateway.admin.clients_cli import format_client
 
     issued = await service.create(unique_name, ["rag.embedding@1"])
     listed = {state.client_id: state for state in await service.all_clients()}

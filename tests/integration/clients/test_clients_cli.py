@@ -9,9 +9,9 @@ import subprocess
 import sys
 import uuid
 
-# The subcommands as registered by gateway.clients.cli, without the rest of `modelforge`.
+# The subcommands as registered by gateway.admin.clients_cli, without the rest of `modelforge`.
 RUN = (
-    "import argparse, sys; from gateway.clients import cli; p = argparse.ArgumentParser(); "
+    "import argparse, sys; from gateway.admin import clients_cli as cli; p = argparse.ArgumentParser(); "
     "s = p.add_subparsers(dest='command', required=True); cli.register(s); "
     "a = p.parse_args(sys.argv[1:]); sys.exit(a.handler(a))"
 )

@@ -17,7 +17,7 @@ from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.store import EventStore
 from gateway.clients.service import ClientService, IssuedKey
-from gateway.serving.pipeline import RequestShape, Served, serve
+from gateway.serving.pipeline import RequestShape, Served, ServeRequest, serve
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.processes import stop_pid
 from nodeagent.models.pull import pull_minilm
@@ -228,8 +228,7 @@ async def serve_directly(
     """The serving path of the stack's in-process gateway, called as the HTTP edge calls it, with
     `timeout_s` to the request's deadline."""
     assert stack.gateway.replica is not None
-    return await serve(
-        stack.gateway.replica.edge.ctx,
+    request = ServeRequest(
         request_id=request_id,
         client_id=stack.key.client_id,
         capability="rag.embedding@1",
@@ -239,10 +238,9 @@ async def serve_directly(
         started=time.perf_counter(),
         validation_ms=0.0,
         resolution_ms=0.0,
-        admitted=admitted,
-        render=render,
         model=model,
     )
+    return await serve(stack.gateway.replica.edge.ctx, request, admitted=admitted, render=render)
 
 
 async def refused_leaving_no_trace(

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.promotion.node_drain import NodeDrain
+from gateway.operations.node_drain import NodeDrain
 from tests.integration.gateway.conftest import Stack
 from tests.integration.gateway.residents import lease_elsewhere, make_resident, release_lease, serving_ctx
 from tests.support.answers import conforms

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from eventstore.store import ExpectedVersion
+from gateway.operations.service import Operations
 from gateway.promotion.context import PromotionContext
-from gateway.promotion.operations import Operations
 from gateway.serving.keeper import upkeep_once
 from streams.codes import ServingError
 from streams.envelope import Actor, ActorKind

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.admin.bootstrap import EMBEDDING, OCR, bootstrap_demo
+from modelforge.devstack.bootstrap import EMBEDDING, OCR, bootstrap_demo
 from tests.integration.promotion.conftest import TOKEN, Stack
 
 pytestmark = pytest.mark.timeout(300)

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.admin.operators import OperatorFile, add_operator, remove_operator
+from gateway.operators import OperatorFile, add_operator, remove_operator
 from tests.integration.promotion.conftest import Stack, lab_ready_candidate, production_approval
 
 pytestmark = pytest.mark.timeout(300)

@@ -3,7 +3,7 @@ unloading; nothing of another node."""
 
 from __future__ import annotations
 
-from gateway.promotion.node_drain import Copy, drain_targets
+from gateway.operations.node_drain import Copy, drain_targets
 from gateway.scheduler import AcceleratorState, ResidencyState, Resident
 
 

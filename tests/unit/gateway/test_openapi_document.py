@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from gateway.admin.endpoint import PREFIX
 from gateway.admin.routes import ENDPOINTS
-from gateway.http.app import create_app
+from gateway.app import create_app
 from gateway.http.edge import Edge
 from streams.codes import ERROR_CODES
 

@@ -7,20 +7,18 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from gateway.promotion.commands import (
-    CreateCandidate,
-    DrainDeployment,
-    MarkLabReady,
-    RequestProbe,
-    SetNodeEnabled,
-)
+from gateway.deployments.commands import DrainDeployment
+from gateway.deployments.decide import decide_deployment
+from gateway.deployments.evolve import evolve_deployment
+from gateway.deployments.model import DeploymentState
+from gateway.promotion.commands import CreateCandidate, MarkLabReady, RequestProbe, SetNodeEnabled
 from gateway.promotion.decide import decide_approval, decide_candidate, decide_node
-from gateway.promotion.deploy import PromotionFacts, decide_deployment, plan_promotion
+from gateway.promotion.deploy import PromotionFacts, plan_promotion
 from gateway.promotion.envelope import envelope_from_probe
 from gateway.promotion.evidence import gather
-from gateway.promotion.evolve import evolve_approval, evolve_deployment
+from gateway.promotion.evolve import evolve_approval
 from gateway.promotion.gates import compatibility, production_gates
-from gateway.promotion.model import ApprovalState, DeploymentState, ProjectState
+from gateway.promotion.model import ApprovalState, ProjectState
 from gateway.promotion.projects import FitEvidence, RecordFit, decide_project, fit_gates
 from streams.codes import ServingError
 from streams.events import control as c

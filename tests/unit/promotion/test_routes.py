@@ -7,10 +7,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from gateway.deployments.evolve import evolve_deployment
+from gateway.deployments.model import DeploymentState
+from gateway.deployments.routes import capability_names, check_model_name, check_route
 from gateway.promotion.deploy import ExperimentFacts, plan_experiment, plan_promotion
-from gateway.promotion.evolve import evolve_deployment
-from gateway.promotion.model import DeploymentState
-from gateway.promotion.routes import capability_names, check_model_name, check_route
 from streams.codes import ServingError
 from streams.events import serving as s
 from tests.unit.promotion.builders import NOW, artifacts, candidate, lab_approval, node

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
+from gateway.deployments.commands import ChangeResidency, CompleteDrain, DrainDeployment, SetExperimentActive
+from gateway.deployments.decide import decide_deployment
+from gateway.deployments.model import DeploymentState
 from gateway.promotion import commands as cmd
 from gateway.promotion.approvals import refresh_staleness
 from gateway.promotion.context import PromotionContext
 from gateway.promotion.decide import decide_node
-from gateway.promotion.deploy import decide_deployment
-from gateway.promotion.model import DeploymentState
 from gateway.promotion.waiting import next_event
 from gateway.scheduler.policy import PolicyInvalid, revise
 from gateway.serving.capacity import unload_victims
@@ -47,7 +48,7 @@ class Operations:
         A replica that had not applied DeploymentDraining yet may still have leased it: the
         unload waits for such leases to end (up to the job timeout, else DEPLOYMENT_BUSY; the
         deployment stays draining and a later drain finishes it)."""
-        command = cmd.DrainDeployment(deployment_id, self.active_requests(deployment_id), reason)
+        command = DrainDeployment(deployment_id, self.active_requests(deployment_id), reason)
         await self.aggregates.execute(A.DEPLOYMENT, deployment_id, decide_deployment, command)
         await self.promotion.settle()
         reclaimed = 0
@@ -61,7 +62,7 @@ class Operations:
             await publish_job(self.ctx, drain, "drain")
             reclaimed = await self._unload(node_id, eviction, version)
         await self.aggregates.execute(
-            A.DEPLOYMENT, deployment_id, decide_deployment, cmd.CompleteDrain(deployment_id)
+            A.DEPLOYMENT, deployment_id, decide_deployment, CompleteDrain(deployment_id)
         )
         await self.promotion.settle()
         return await self.promotion.deployment(deployment_id), reclaimed
@@ -110,7 +111,7 @@ class Operations:
 
     async def change_residency(self, deployment_id: str, policy: s.ResidencyPolicy) -> DeploymentState:
         await self.aggregates.execute(
-            A.DEPLOYMENT, deployment_id, decide_deployment, cmd.ChangeResidency(deployment_id, policy)
+            A.DEPLOYMENT, deployment_id, decide_deployment, ChangeResidency(deployment_id, policy)
         )
         await self.promotion.settle()
         return await self.promotion.deployment(deployment_id)
@@ -120,7 +121,7 @@ class Operations:
     ) -> DeploymentState:
         if await self.aggregates.get(A.DEPLOYMENT, deployment_id) is None:
             raise ServingError("EXPERIMENT_NOT_FOUND", f"no experiment {deployment_id!r}", "deployment_id")
-        command = cmd.SetExperimentActive(deployment_id, active, reason)
+        command = SetExperimentActive(deployment_id, active, reason)
         await self.aggregates.execute(A.DEPLOYMENT, deployment_id, decide_deployment, command)
         await self.promotion.settle()
         return await self.promotion.deployment(deployment_id)

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 import msgspec
 
+from gateway.operations.service import Operations
 from gateway.promotion import commands as cmd
-from gateway.promotion.operations import Operations
 from gateway.scheduler import AcceleratorState, ResidencyState
 from streams.codes import ServingError
 

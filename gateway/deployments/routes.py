@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from gateway.promotion.model import DeploymentState
+from gateway.deployments.model import DeploymentState
 from streams.codes import ServingError
 from streams.contracts import CONTRACTS
 

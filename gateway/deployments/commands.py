@@ -1,0 +1,32 @@
+"""Commands on a deployment: what an operator asks of one (drain, residency, an experiment's
+routing), before it is decided (`gateway.deployments.decide`)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from streams.events import serving as s
+
+
+class DrainDeployment(msgspec.Struct, frozen=True):
+    deployment_id: str
+    active_requests: int
+    reason: str = ""
+
+
+class CompleteDrain(msgspec.Struct, frozen=True):
+    deployment_id: str
+
+
+class ChangeResidency(msgspec.Struct, frozen=True):
+    deployment_id: str
+    residency: s.ResidencyPolicy
+
+
+class SetExperimentActive(msgspec.Struct, frozen=True):
+    deployment_id: str
+    active: bool
+    reason: str = ""
+
+
+DeploymentCommand = DrainDeployment | CompleteDrain | ChangeResidency | SetExperimentActive

@@ -1,0 +1,53 @@
+"""Decisions on a deployment: drain (refused while requests run), residency, an experiment's
+activation. Pure."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from gateway.deployments.commands import (
+    ChangeResidency,
+    CompleteDrain,
+    DeploymentCommand,
+    DrainDeployment,
+    SetExperimentActive,
+)
+from gateway.deployments.model import DeploymentState
+from streams.codes import ServingError
+from streams.events import Event
+from streams.events import serving as s
+
+
+def decide_deployment(
+    state: DeploymentState | None, command: DeploymentCommand, now: datetime
+) -> list[Event]:
+    if state is None:
+        raise ServingError("CAPABILITY_NOT_FOUND", "unknown deployment", "deployment_id", http_status=404)
+    match command:
+        case DrainDeployment():
+            if command.active_requests > 0:
+                raise ServingError(
+                    "DEPLOYMENT_BUSY",
+                    f"{command.active_requests} requests are running on this deployment",
+                    details={"active_requests": command.active_requests},
+                )
+            if state.draining:
+                return []
+            return [s.DeploymentDraining(deployment_id=state.deployment_id, reason=command.reason)]
+        case CompleteDrain():
+            return [] if state.drained else [s.DeploymentDrained(deployment_id=state.deployment_id)]
+        case ChangeResidency():
+            if state.residency == command.residency:
+                return []
+            return [s.ResidencyPolicyChanged(deployment_id=state.deployment_id, residency=command.residency)]
+        case SetExperimentActive():
+            if state.channel != "experiment":
+                raise ServingError("EXPERIMENT_NOT_FOUND", "not an experiment", "deployment_id")
+            if state.active == command.active:
+                return []
+            if command.active:
+                if state.draining:
+                    raise ServingError("EXPERIMENT_NOT_ROUTABLE", "a drained experiment cannot be activated")
+                return [s.ExperimentActivated(deployment_id=state.deployment_id)]
+            return [s.ExperimentDeactivated(deployment_id=state.deployment_id, reason=command.reason)]
+    raise AssertionError(command)  # pragma: no cover
