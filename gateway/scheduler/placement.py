@@ -350,11 +350,12 @@ def _plan_evictions(ask: _Ask, screened: _Assessment) -> _Assessment:
     enough = _bytes_of(candidates) >= deficit
     plan = choose_evictions(candidates, deficit, ordered=True) if enough else None
     cooldown = ask.policy.eviction_cooldown_seconds
-    if in_cooldown(state, cooldown, ask.now):
-        waitable = plan is not None or _fits_after_waiting(ask, state, budget, forced)
+    # The cooldown holds back an eviction there is a plan for; with none (the residents in the way
+    # are busy) the wait is for leases to end, whatever the cooldown.
+    if plan is not None and in_cooldown(state, cooldown, ask.now):
         wait_ms = cooldown_remaining_ms(state, cooldown, ask.now)
         return _Assessment(
-            state, budget, False, reasons=(R.EVICTION_COOLDOWN,), waitable=waitable, wait_ms=wait_ms
+            state, budget, False, reasons=(R.EVICTION_COOLDOWN,), waitable=True, wait_ms=wait_ms
         )
     if plan is None:
         if _fits_after_waiting(ask, state, budget, forced):
