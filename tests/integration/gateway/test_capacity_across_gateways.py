@@ -88,10 +88,24 @@ async def two_models(module_nats: NatsServer, minilm_root: Path, scratch: Path) 
         shutil.copytree(minilm_root / MINILM, minilm_root / "minilm-b")
         (minilm_root / "minilm-b" / "NOTICE").write_text("second copy, a second model for the scheduler\n")
     connection = await connect(module_nats.url, "capacity-tests")
-    await provision(connection.client)
-    store = EventStore(connection)
     node = f"node-{new_id()[:6]}"
     agent = AgentProcess(module_nats.url, node, minilm_root, scratch, **{"--cpu-memory-budget": str(BUDGET)})
+    gateways = [GatewayProcess(module_nats.url, scratch, TOKEN) for _ in range(2)]
+    try:  # a set-up that fails half-way stops what it started too
+        yield await _set_up(connection, agent, gateways, minilm_root)
+    finally:
+        for gateway in gateways:
+            gateway.stop()
+        agent.stop()
+        await connection.close()
+
+
+async def _set_up(
+    connection: Connection, agent: AgentProcess, gateways: list[GatewayProcess], minilm_root: Path
+) -> TwoModels:
+    await provision(connection.client)
+    store = EventStore(connection)
+    node = agent.node
     await agent.start(connection)
     set_a = await register_artifacts(store, node, minilm_root, MINILM)
     set_b = await register_artifacts(store, node, minilm_root, "minilm-b")
@@ -101,10 +115,6 @@ async def two_models(module_nats: NatsServer, minilm_root: Path, scratch: Path) 
     key = await ClientService(store).create(
         f"load-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=100_000, max_concurrency=1_000
     )
-    gateways = [
-        GatewayProcess(module_nats.url, scratch, TOKEN),
-        GatewayProcess(module_nats.url, scratch, TOKEN),
-    ]
     urls = [await gateway.start() for gateway in gateways]
     small = await set_policy(urls, TOKEN, {**SMALL, "safety_reserve_min_bytes": 64 * MIB})
     headers = {"authorization": f"Bearer {key.key}"}
@@ -136,7 +146,7 @@ async def two_models(module_nats: NatsServer, minilm_root: Path, scratch: Path) 
     revised = await set_policy(
         urls, TOKEN, {"safety_reserve_min_bytes": BUDGET - observed - need_b + 16 * MIB}
     )
-    yield TwoModels(
+    return TwoModels(
         connection,
         store,
         f"{node}-cpu0",
@@ -145,10 +155,6 @@ async def two_models(module_nats: NatsServer, minilm_root: Path, scratch: Path) 
         msgspec.convert(revised, SchedulerPolicy),
         catalog_events,
     )
-    for gateway in gateways:
-        gateway.stop()
-    agent.stop()
-    await connection.close()
 
 
 async def _deployments(connection: Connection) -> list[object]:
