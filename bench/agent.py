@@ -192,6 +192,14 @@ async def worker_hop(root: Path, manifest: list[dict[str, object]], seconds: flo
         warm.runtime.unload()
 
 
+def minilm_home(prefix: str) -> tuple[Path, Path]:
+    """A temporary folder for a bench's stack, and its artifact root holding MiniLM at `minilm/`."""
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(home, 0o755)  # PostgreSQL and the agent may run as other users
+    pull_minilm(home / "artifacts" / "minilm", install_missing=False)
+    return home, home / "artifacts"
+
+
 def manifest_of(folder: Path) -> list[dict[str, object]]:
     return [
         {"path": f.path, "sha256": f.sha256, "size": f.size_bytes, "format": f.format.value}
@@ -312,10 +320,7 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--callers", type=int, nargs="+", default=[1, 8, 64])
     args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="mf-bench-agent-"))
-    os.chmod(home, 0o755)
-    root = home / "artifacts"
-    pull_minilm(root / "minilm", install_missing=False)
+    home, root = minilm_home("mf-bench-agent-")
     asyncio.run(main(home, root, args.seconds, args.callers))
     # On the event loop the agent runs (uvloop), with the agent of (b) gone.
     uvloop.run(worker_hop(root, manifest_of(root / "minilm"), args.seconds))

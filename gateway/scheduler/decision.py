@@ -112,6 +112,9 @@ class PlacementDecision(msgspec.Struct, frozen=True, kw_only=True):
     reason_codes: tuple[ReasonCode, ...]
     evictions: tuple[str, ...]
     required_bytes: int
+    # a cold load's reservation, the part of required_bytes its load holds (the rest: the request's
+    # own execution floor); 0 when warm
+    load_bytes: int = 0
     # the chosen (or, for QUEUE / REJECT, the closest) accelerator's budget before the decision
     budget: Budget | None
     # schedulable bytes left after the placement (and its evictions), None when nothing is placed

@@ -196,11 +196,22 @@ def _idle_extremes(state: AcceleratorState, exclude: str, lab_only: bool) -> tup
     return total, smallest, cheapest
 
 
+def _cooldown_from(state: AcceleratorState) -> float | None:
+    """The last eviction or finished load here: placement evicts nothing for a cooldown after either,
+    so that no model is evicted right after it loaded (a swap every few hundred ms under contention)."""
+    evicted, loaded = state.last_eviction_at, state.last_load_at
+    if evicted is None or loaded is None:
+        return evicted if loaded is None else loaded
+    return evicted if evicted > loaded else loaded
+
+
 def in_cooldown(state: AcceleratorState, cooldown_seconds: float, now: float) -> bool:
-    return state.last_eviction_at is not None and now - state.last_eviction_at < cooldown_seconds
+    since = _cooldown_from(state)
+    return since is not None and now - since < cooldown_seconds
 
 
 def cooldown_remaining_ms(state: AcceleratorState, cooldown_seconds: float, now: float) -> float:
-    if state.last_eviction_at is None:
+    since = _cooldown_from(state)
+    if since is None:
         return 0.0
-    return max(0.0, (state.last_eviction_at + cooldown_seconds - now) * 1000.0)
+    return max(0.0, (since + cooldown_seconds - now) * 1000.0)

@@ -97,6 +97,7 @@ class _Ask(msgspec.Struct, frozen=True):
     fingerprint: str
     required: int = 0
     cold: bool = False
+    load: int = 0  # of `required`, what a cold load's reservation holds
 
 
 def plan_placement(
@@ -146,7 +147,12 @@ def plan_placement(
             return _queue(ask, waiting, (R.RESIDENCY_LOADING,))
         return _conclude(ask, [_screen(ask, item, account(item, policy, now), ()) for item in hosting])
 
-    ask = _Ask(envelope, request, policy, now, fingerprint, required_bytes(envelope, False, policy), True)
+    # A cold request books its model's load and, beside it, its own lease of the execution floor:
+    # it must fit both (placement checked the load alone, and the books went past capacity by a floor).
+    load = required_bytes(envelope, False, policy)
+    ask = _Ask(
+        envelope, request, policy, now, fingerprint, load + required_bytes(envelope, True, policy), True, load
+    )
     if envelope.outgrown:
         return _decision(ask, Verdict.REJECT_STATE_STALE, (R.SCHEDULER_STATE_STALE,))
     if request.deadline_ms is not None and request.deadline_ms <= envelope.cold_load_ms:
@@ -219,6 +225,7 @@ def _decision(
         reason_codes=reasons,
         evictions=tuple([item.deployment_id for item in evicted]) if evicted else (),
         required_bytes=ask.required,
+        load_bytes=ask.load,
         budget=chosen.budget if chosen is not None else None,
         headroom_after_bytes=chosen.headroom_after if chosen is not None and admitted else None,
         reclaimed_bytes=_bytes_of(evicted) if evicted else 0,
@@ -343,11 +350,12 @@ def _plan_evictions(ask: _Ask, screened: _Assessment) -> _Assessment:
     enough = _bytes_of(candidates) >= deficit
     plan = choose_evictions(candidates, deficit, ordered=True) if enough else None
     cooldown = ask.policy.eviction_cooldown_seconds
-    if in_cooldown(state, cooldown, ask.now):
-        waitable = plan is not None or _fits_after_waiting(ask, state, budget, forced)
+    # The cooldown holds back an eviction there is a plan for; with none (the residents in the way
+    # are busy) the wait is for leases to end, whatever the cooldown.
+    if plan is not None and in_cooldown(state, cooldown, ask.now):
         wait_ms = cooldown_remaining_ms(state, cooldown, ask.now)
         return _Assessment(
-            state, budget, False, reasons=(R.EVICTION_COOLDOWN,), waitable=waitable, wait_ms=wait_ms
+            state, budget, False, reasons=(R.EVICTION_COOLDOWN,), waitable=True, wait_ms=wait_ms
         )
     if plan is None:
         if _fits_after_waiting(ask, state, budget, forced):

@@ -46,8 +46,9 @@ class SchedulerPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # Pressure falls only after the lower level has held this long.
     pressure_stable_seconds: float = 30.0
 
-    # No new eviction by placement on an accelerator until this long after its last one (unloads
-    # that make room for nobody, an operator's or a keep-warm TTL's, neither wait nor count).
+    # No new eviction by placement on an accelerator until this long after its last one, or after a
+    # model last finished loading there: the least a swapped-in model stays (unloads that make room
+    # for nobody, an operator's or a keep-warm TTL's, neither wait nor count).
     eviction_cooldown_seconds: float = 30.0
 
     # Bounded waiting.

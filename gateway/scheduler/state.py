@@ -103,6 +103,8 @@ class AcceleratorState(msgspec.Struct, frozen=True, kw_only=True):
     leases: tuple[Lease, ...] = ()
     pressure: PressureReading = PressureReading()
     last_eviction_at: float | None = None
+    # When a model last finished loading here: it is not evicted for a cooldown after that either.
+    last_load_at: float | None = None
     # False while the node is offline, disabled or draining: nothing new is placed here.
     available: bool = True
 

@@ -321,11 +321,11 @@ def _stage(
         accelerator_id=acc,
         node_id=decision.node_id or "",
         deployment_id=deployment.deployment_id,
-        required_bytes=decision.required_bytes,
+        required_bytes=decision.load_bytes,
         reason="request",
     )
     # The request's own lease holds the execution floor; the load reservation holds the envelope.
-    floor = msgspec.structs.replace(lease, reserved_bytes=envelope_of(deployment).request_floor_bytes)
+    floor = msgspec.structs.replace(lease, reserved_bytes=decision.required_bytes - decision.load_bytes)
     return _Step("cold", stage(ctx, acc, [load, floor], request_id), lease=floor, load=load)
 
 

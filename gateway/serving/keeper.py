@@ -200,7 +200,7 @@ async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
                 accelerator_id=acc,
                 node_id=decision.node_id or "",
                 deployment_id=deployment_id,
-                required_bytes=decision.required_bytes,
+                required_bytes=decision.load_bytes,
                 reason="always_warm",
             )
             done = stage(ctx, acc, [load])

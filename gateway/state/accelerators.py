@@ -123,6 +123,7 @@ def evolve_accelerator(
             previous = _find(state, event.deployment_id)
             if previous is not None:
                 loaded = msgspec.structs.replace(loaded, active_leases=previous.active_leases)
+            state = msgspec.structs.replace(state, last_load_at=when)
             return _replace_resident(state, event.deployment_id, loaded)
         case s.ResidencyLoadFailed():
             state, _ = _without_lease(state, event.load_id)
@@ -135,7 +136,7 @@ def evolve_accelerator(
                 state, event.deployment_id, msgspec.structs.replace(current, state=ResidencyState.UNLOADING)
             )
         case s.ResidencyUnloaded():
-            return _replace_resident(state, event.deployment_id, None)
+            return _replace_resident(_freed(state, event.reclaimed_bytes, when), event.deployment_id, None)
         case s.ResidencyUnloadFailed():
             current = _find(state, event.deployment_id)
             if current is None:
@@ -171,6 +172,16 @@ def evolve_accelerator(
             return msgspec.structs.replace(state, pressure=reading)
         case _:
             return state
+
+
+def _freed(state: AcceleratorState, reclaimed: int, when: float) -> AcceleratorState:
+    """A sample taken before an unload (the agent stamps both on its clock) still shows the memory
+    the unloaded worker gave back: take that off it, or until the next sample the memory counts as
+    someone else's and the model swapped in next does not fit (requests were refused meanwhile)."""
+    observed, observed_at = state.observed_used_bytes, state.observed_at
+    if observed is None or observed_at is None or observed_at >= when or reclaimed <= 0:
+        return state
+    return msgspec.structs.replace(state, observed_used_bytes=max(0, observed - reclaimed))
 
 
 def with_telemetry(state: AcceleratorState, used_bytes: int, observed_at: float) -> AcceleratorState:

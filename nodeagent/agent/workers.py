@@ -3,7 +3,7 @@
 Each call is numbered; its answer resolves the caller's future, so invokes run concurrently and the
 worker batches them. When the worker's socket ends (it exited, crashed or was killed), `on_exit`
 runs first, so that the agent can take the residency off its books, and then every call still
-waiting fails with WORKER_RESTART_RECONCILED: the caller hears at once that the work was lost.
+waiting fails (WorkerDied, INFERENCE_FAILED): the caller hears at once that the work was lost.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from nodeagent.worker.protocol import (
     Call,
     Checked,
     Failed,
+    FrameReader,
     FrameWriter,
     Invoke,
     Load,
@@ -35,7 +36,6 @@ from nodeagent.worker.protocol import (
     Tested,
     TestInference,
     answer_decoder,
-    read_frame,
 )
 from nodeagent.worker.protocol import Check as CheckCall
 from streams import codes
@@ -46,9 +46,12 @@ ReplyT = TypeVar("ReplyT", Loaded, Served, Tested, Checked)
 
 
 class WorkerDied(ServingError):
+    """A call its worker died under. Not WORKER_RESTART_RECONCILED, on which the gateway tries an
+    invoke once more: the input itself may be what crashed the runtime."""
+
     def __init__(self, name: str, how: str) -> None:
         message = f"the worker process of {name} died ({how}); the work it had was lost"
-        super().__init__(codes.WORKER_RESTART_RECONCILED.code, message)
+        super().__init__(codes.INFERENCE_FAILED.code, message)
 
 
 def _how(returncode: int | None) -> str:
@@ -58,13 +61,7 @@ def _how(returncode: int | None) -> str:
 
 
 class Worker:
-    def __init__(
-        self,
-        name: str,
-        process: asyncio.subprocess.Process,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> None:
+    def __init__(self, name: str, process: asyncio.subprocess.Process) -> None:
         self.name = name
         self.process = process
         self.pid = process.pid
@@ -72,11 +69,11 @@ class Worker:
         self.stopping = False  # killed on purpose: an unload, a probe's end, a shutdown
         self.ended = asyncio.Event()  # set once it has exited, been reaped and reported
         self.how = ""  # how it exited, once it has
-        self._writer = writer
-        self._out = FrameWriter(writer)
         self._pending: dict[int, asyncio.Future[Reply]] = {}
         self._numbers = itertools.count()
-        self._reading = asyncio.get_running_loop().create_task(self._read(reader))
+        self._transport: asyncio.BaseTransport | None = None
+        self._out = FrameWriter()
+        self._ending: asyncio.Task[None] | None = None
 
     @classmethod
     async def spawn(cls, name: str) -> Worker:
@@ -101,8 +98,13 @@ class Worker:
             raise
         finally:
             theirs.close()
-        reader, writer = await asyncio.open_unix_connection(sock=ours)
-        return cls(name, process, reader, writer)
+        worker = cls(name, process)
+        # Answers are read in the event loop's own read callback (FrameReader), not by a task.
+        transport, _ = await asyncio.get_running_loop().create_unix_connection(
+            lambda: FrameReader(worker._answered, worker._closed, worker._out), sock=ours
+        )
+        worker._transport = transport
+        return worker
 
     @property
     def alive(self) -> bool:
@@ -139,25 +141,30 @@ class Worker:
             self.process.kill()
         await self.ended.wait()
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
+    def _answered(self, frame: memoryview) -> None:
         try:
-            while (frame := await read_frame(reader)) is not None:
-                answer = answer_decoder.decode(frame)
-                waiting = self._pending.get(answer.number)
-                if waiting is not None and not waiting.done():
-                    waiting.set_result(answer.reply)
+            answer = answer_decoder.decode(frame)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             log.error(
                 "the worker of %s sent a malformed frame (%s): killing it", self.name, type(error).__name__
             )
-        finally:
-            await self._ended()
+            if self._transport is not None:
+                self._transport.close()  # _closed follows and ends it
+            return
+        waiting = self._pending.get(answer.number)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(answer.reply)
+
+    def _closed(self) -> None:
+        if self._ending is None:
+            self._ending = asyncio.get_running_loop().create_task(self._ended())
 
     async def _ended(self) -> None:
         if self.process.returncode is None:
             self.process.kill()  # its socket is gone or broken: it can serve nobody
         self.how = _how(await self.process.wait())
-        self._writer.close()
+        if self._transport is not None:
+            self._transport.close()
         if not self.stopping:
             log.error("the worker of %s died (%s)", self.name, self.how)
         if self.on_exit is not None:

@@ -7,7 +7,6 @@ It dies with its agent (PR_SET_PDEATHSIG), so that a killed agent leaves no mode
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ctypes
 import ctypes.util
 import logging
@@ -32,8 +31,7 @@ def _die_with(parent: int) -> None:
 
 
 async def _run(fd: int) -> None:
-    reader, writer = await asyncio.open_unix_connection(sock=socket.socket(fileno=fd))
-    await serve(reader, writer)
+    await serve(socket.socket(fileno=fd))
 
 
 def main() -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from nodeagent.worker.protocol import (
     Check,
     Checked,
     Failed,
+    FrameReader,
     FrameWriter,
     Invoke,
     Load,
@@ -31,7 +33,6 @@ from nodeagent.worker.protocol import (
     Tested,
     TestInference,
     call_decoder,
-    read_frame,
 )
 from streams import codes
 from streams.codes import ServingError
@@ -116,14 +117,29 @@ class Session:
         return self.warm.server
 
 
-async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Answer calls until the agent closes the socket (or dies)."""
-    session = Session(FrameWriter(writer))
-    tasks: set[asyncio.Task[None]] = set()
+async def serve(sock: socket.socket) -> None:
+    """Answer calls until the agent closes the socket (or dies). Calls are read in the event loop's
+    read callback (FrameReader) and each starts its task there: one loop hop fewer than a reader task."""
     loop = asyncio.get_running_loop()
-    while (frame := await read_frame(reader)) is not None:
+    closed = loop.create_future()
+    tasks: set[asyncio.Task[None]] = set()
+    session = Session(FrameWriter())
+
+    def called(frame: memoryview) -> None:
         task = loop.create_task(session.answer(call_decoder.decode(frame)))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
-    if session.warm is not None:
-        await session.warm.server.close()
+
+    def ended() -> None:
+        if not closed.done():
+            closed.set_result(None)
+
+    transport, _ = await loop.create_unix_connection(
+        lambda: FrameReader(called, ended, session.out), sock=sock
+    )
+    try:
+        await closed
+    finally:
+        transport.close()
+        if session.warm is not None:
+            await session.warm.server.close()

@@ -10,8 +10,9 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -174,8 +175,8 @@ class InProcessGateway:
 class GatewayProcess:
     """`modelforge gateway` as a real subprocess (a second replica in its own process)."""
 
-    def __init__(self, nats_url: str, log_dir: Path) -> None:
-        self.nats_url, self.port = nats_url, free_port()
+    def __init__(self, nats_url: str, log_dir: Path, operator_token: str = "") -> None:
+        self.nats_url, self.port, self.operator_token = nats_url, free_port(), operator_token
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log_dir / f"gateway-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -193,7 +194,11 @@ class GatewayProcess:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "modelforge.cli", "gateway", "--port", str(self.port)],
-                env={**os.environ, "NATS_URL": self.nats_url},
+                env={
+                    **os.environ,
+                    "NATS_URL": self.nats_url,
+                    "MODELFORGE_OPERATOR_TOKEN": self.operator_token,
+                },
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -224,6 +229,23 @@ async def revise_policy(store: EventStore, urls: list[str], policy: c.SchedulerP
     async with httpx.AsyncClient(timeout=30) as http:
         for url in urls:
             assert (await http.get(f"{url}/readyz", params={"applied": seq})).status_code == 200
+
+
+async def set_policy(urls: list[str], token: str, settings: Mapping[str, float | bool]) -> dict[str, Any]:
+    """Revise the scheduler policy as an operator does, through the first gateway's admin API (which
+    refuses a policy the scheduler cannot run under); return the policy in force once every gateway
+    at `urls` has applied it."""
+    headers = {"authorization": f"Bearer {token}", "x-mf-operator": "tests"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        revised = await http.post(
+            f"{urls[0]}/admin/v1/scheduler/policy", json={"settings": dict(settings)}, headers=headers
+        )
+        assert revised.status_code == 200, revised.text
+        applied = (await http.get(f"{urls[0]}/readyz")).json()["applied_sequence"]
+        for url in urls[1:]:
+            assert (await http.get(f"{url}/readyz", params={"applied": applied})).status_code == 200
+    policy: dict[str, Any] = revised.json()["policy"]
+    return policy
 
 
 @contextlib.asynccontextmanager

@@ -7,6 +7,7 @@ import contextlib
 import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -17,6 +18,8 @@ from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.store import EventStore
 from gateway.clients.service import ClientService, IssuedKey
+from gateway.scheduler import safety_reserve
+from gateway.scheduler.overcommit import booked_bytes
 from gateway.serving.pipeline import RequestShape, Served, ServeRequest, serve
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.processes import stop_pid
@@ -24,18 +27,17 @@ from nodeagent.models.pull import pull_minilm
 from streams import subjects
 from streams.contracts import EmbeddingInput
 from streams.envelope import new_id
-from streams.events import control as c
 from streams.events import serving as s
 from streams.events.requests import RequestFailed, RequestRejected
-from streams.subjects import Aggregate
 from tests.support.agents import MINILM, AgentProcess
+from tests.support.events import lease_granted
 from tests.support.serving import (
     InProcessGateway,
     events_until,
     probe,
     promote,
     register_artifacts,
-    revise_policy,
+    set_policy,
 )
 
 
@@ -155,20 +157,50 @@ async def another_deployment(stack: Stack, folder: str, route: str) -> str:
     return deployment
 
 
+POLICY_TOKEN = "operator-token-for-policy-changes"
+# Pressure that refuses cold loads only past the device's budget: the loosest the admin API allows.
+PRESSURE_PAST_BUDGET = {"pressure_elevated_at": 0.98, "pressure_high_at": 0.99, "pressure_critical_at": 1.0}
+
+
 @contextlib.asynccontextmanager
-async def policy_while(stack: Stack, settings: dict[str, object]) -> AsyncIterator[None]:
-    """The scheduler policy with `settings` while the block runs; the defaults again after it."""
-    revisions, _ = await stack.store.load(Aggregate.SCHEDULER_POLICY, "default")
+async def policy_while(stack: Stack, settings: dict[str, float | bool]) -> AsyncIterator[None]:
+    """The scheduler policy with `settings` while the block runs, revised through the admin API as
+    an operator revises it; the settings as they were, after it."""
+    assert stack.gateway.replica is not None
+    before = msgspec.to_builtins(stack.gateway.replica.edge.ctx.live.policy)
+    stack.gateway.replica.edge.operator_token = POLICY_TOKEN
     urls = [stack.gateway.url]
-    await revise_policy(
-        stack.store, urls, c.SchedulerPolicyRevised(revision=len(revisions) + 1, settings=settings)
-    )
+    await set_policy(urls, POLICY_TOKEN, settings)
     try:
         yield
     finally:
-        await revise_policy(
-            stack.store, urls, c.SchedulerPolicyRevised(revision=len(revisions) + 2, settings={})
+        await set_policy(urls, POLICY_TOKEN, {name: before[name] for name in settings})
+
+
+def books_filled(stack: Stack, accelerator: str) -> tuple[list[s.LeaseGranted], list[s.LeaseReleased]]:
+    """Leases, as placement could grant them, that leave a request for the stack's deployment
+    nothing but to wait in line: one on each other resident (busy, so not evictable) and one of
+    the stack's deployment holding all that is left on the books (total - reserve - what they hold);
+    and their releases."""
+    assert stack.gateway.replica is not None
+    live = stack.gateway.replica.edge.ctx.live
+    state = live.accelerators[accelerator]
+    expires = datetime.fromtimestamp(time.time() + 120, UTC)
+    others = [r.deployment_id for r in state.residents if r.deployment_id != stack.deployment_id]
+    room = state.total_bytes - safety_reserve(state.total_bytes, live.policy) - booked_bytes(state)
+    grants = [
+        lease_granted(
+            f"blocker-{new_id()[:6]}", accelerator, expires, reserved_bytes=size, deployment_id=owner
         )
+        for owner, size in [
+            *((other, 1 << 20) for other in others),
+            (stack.deployment_id, room - (len(others) << 20)),
+        ]
+    ]
+    releases = [
+        s.LeaseReleased(lease_id=g.lease_id, accelerator_id=accelerator, outcome="completed") for g in grants
+    ]
+    return grants, releases
 
 
 @contextlib.asynccontextmanager

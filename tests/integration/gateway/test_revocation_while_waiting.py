@@ -4,8 +4,6 @@ frees up they are refused (401 / 403), not served with a key the operator has wi
 from __future__ import annotations
 
 import asyncio
-import time
-from datetime import UTC, datetime
 
 import httpx
 import msgspec
@@ -18,11 +16,14 @@ from streams.envelope import new_id
 from streams.events import serving as s
 from streams.messages import QueueDepth
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack, failure_of, policy_while
+from tests.integration.gateway.conftest import (
+    PRESSURE_PAST_BUDGET,
+    Stack,
+    books_filled,
+    failure_of,
+    policy_while,
+)
 from tests.support.agents import aggregate_events
-from tests.support.events import lease_granted
-
-NO_PRESSURE = {"pressure_elevated_at": 2.0, "pressure_high_at": 2.0, "pressure_critical_at": 2.0}
 
 
 @pytest.mark.parametrize(("withdraw", "status"), [("revoke", 401), ("disable", 403)])
@@ -35,18 +36,11 @@ async def test_a_request_waiting_for_capacity_when_its_key_is_withdrawn_is_refus
     issued = await service.create(f"withdrawn-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=1000)
     await edge.directory.wait_until_applied(issued.sequence, timeout=5)
     accelerator = f"{stack.node}-cpu0"
-    blocker = lease_granted(  # the whole device: the request waits in line for it to end
-        f"blocker-{new_id()[:6]}",
-        accelerator,
-        datetime.fromtimestamp(time.time() + 120, UTC),
-        reserved_bytes=edge.ctx.live.accelerators[accelerator].total_bytes,
-        deployment_id=stack.deployment_id,
-    )
-    released = s.LeaseReleased(lease_id=blocker.lease_id, accelerator_id=accelerator, outcome="completed")
+    blockers, released = books_filled(stack, accelerator)  # the request waits in line for them to end
     depths = await stack.connection.client.subscribe(subjects.queue_depth_subject(edge.ctx.gateway_id))
     headers = {"authorization": f"Bearer {issued.key}", "x-request-timeout-ms": "20000"}
-    async with policy_while(stack, NO_PRESSURE), httpx.AsyncClient(timeout=60) as http:
-        seq = await stack.store.append(Aggregate.ACCELERATOR, accelerator, [blocker], ExpectedVersion.ANY)
+    async with policy_while(stack, PRESSURE_PAST_BUDGET), httpx.AsyncClient(timeout=60) as http:
+        seq = await stack.store.append(Aggregate.ACCELERATOR, accelerator, blockers, ExpectedVersion.ANY)
         try:
             assert await edge.ctx.live.wait_applied(seq, timeout=10)
             waiting = asyncio.create_task(
@@ -65,7 +59,7 @@ async def test_a_request_waiting_for_capacity_when_its_key_is_withdrawn_is_refus
             await edge.directory.wait_until_applied(withdrawn, timeout=10)
         finally:
             await depths.unsubscribe()
-            await stack.store.append(Aggregate.ACCELERATOR, accelerator, [released], ExpectedVersion.ANY)
+            await stack.store.append(Aggregate.ACCELERATOR, accelerator, released, ExpectedVersion.ANY)
         response = await waiting
     assert response.status_code == status, response.text
     error = response.json()["error"]

@@ -84,7 +84,7 @@ async def test_a_worker_killed_mid_invoke_fails_that_invoke_and_the_agent_serves
     os.kill(agent.workers()["dep-crash"], signal.SIGKILL)
 
     reply = await pending
-    assert (reply.ok, reply.code) == (False, codes.WORKER_RESTART_RECONCILED.code)
+    assert (reply.ok, reply.code) == (False, codes.INFERENCE_FAILED.code)
     assert "died (killed by SIGKILL)" in reply.message
     gone = await next_event(
         connection,

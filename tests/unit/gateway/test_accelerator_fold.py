@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from gateway.scheduler import (
     ModelEnvelope,
@@ -114,6 +114,20 @@ def test_an_unloaded_residency_is_gone_and_a_failed_unload_stays_resident() -> N
     assert fold(LOAD, LOADED, failed).residents[0].state is ResidencyState.LOADED
 
 
+def test_a_sample_taken_before_an_unload_no_longer_counts_the_memory_the_unload_gave_back() -> None:
+    unloaded = s.ResidencyUnloaded(accelerator_id="n1-cpu0", deployment_id="emb", reclaimed_bytes=150 * MIB)
+    before = with_telemetry(fold(LOAD, LOADED), used_bytes=400 * MIB, observed_at=AT.timestamp() - 0.3)
+    after = with_telemetry(fold(LOAD, LOADED), used_bytes=250 * MIB, observed_at=AT.timestamp() + 0.1)
+
+    assert evolve_accelerator(before, unloaded, AT, CATALOG).observed_used_bytes == 250 * MIB
+    assert evolve_accelerator(after, unloaded, AT, CATALOG).observed_used_bytes == 250 * MIB  # shows it
+
+
+def test_a_finished_load_is_when_the_accelerator_last_loaded_a_model() -> None:
+    assert fold(LOAD).last_load_at is None  # requested, not loaded yet
+    assert fold(LOAD, LOADED).last_load_at == AT.timestamp()
+
+
 def test_an_unload_that_did_not_free_memory_but_left_no_model_behind_is_gone_from_the_books() -> None:
     failed = s.ResidencyUnloadFailed(
         accelerator_id="n1-cpu0",
@@ -191,7 +205,10 @@ def test_a_cold_request_right_after_a_keep_warm_unload_may_still_evict_to_make_r
     unloaded = s.ResidencyUnloaded(accelerator_id="n1-cpu0", deployment_id="ttl", reclaimed_bytes=size)
     b_loaded = residency_loaded("L-b", "n1-cpu0", measured_bytes=size, deployment_id="b")
     state = new_accelerator("n1-cpu0", "n1", 4096 * MIB)
-    for event in (*loads, _unload_of("ttl", "keep_warm_ttl"), unloaded, b_loaded):
+    earlier = AT - timedelta(minutes=5)  # the loads: long enough ago to start no cooldown now
+    for event in (*loads, b_loaded):
+        state = evolve_accelerator(state, event, earlier, catalog)
+    for event in (_unload_of("ttl", "keep_warm_ttl"), unloaded):
         state = evolve_accelerator(state, event, AT, catalog)
     now = AT.timestamp() + 1.0
     state = with_telemetry(state, 2 * size, now)

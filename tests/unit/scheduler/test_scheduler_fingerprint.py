@@ -43,7 +43,7 @@ def fingerprint(fleet: tuple[AcceleratorState, ...] = FLEET, **changes: object) 
 
 def test_the_fingerprint_is_a_stable_known_value() -> None:
     # Changing the canonical encoding changes every stored fingerprint: bump FINGERPRINT_VERSION.
-    assert fingerprint() == "9ff2f4268ac760e017ad2e7ca722aa94f7b73fa0eb37243f17e9ffe708aa91b1"
+    assert fingerprint() == "ad468cff0f077a67ecf3408b339d943b04b3a3b38db78830b9ddc387b8608a7a"
 
 
 def test_order_of_accelerators_residents_and_leases_does_not_matter() -> None:
@@ -110,6 +110,7 @@ def test_every_field_of_every_input_is_covered() -> None:
         "leases": state.leases[:1],
         "pressure": PressureReading(level=Pressure.HIGH),
         "last_eviction_at": NOW,
+        "last_load_at": NOW,
         "available": False,
     }
     assert set(states) == set(AcceleratorState.__struct_fields__)

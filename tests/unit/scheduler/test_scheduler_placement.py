@@ -20,10 +20,12 @@ from gateway.scheduler import (
     Verdict,
     account,
     plan_placement,
+    required_bytes,
     safety_reserve,
 )
 
 R = ReasonCode
+FLOOR = required_bytes(model(), True, POLICY)  # a request's execution floor on a resident model
 LAB, PROD = Channel.LAB, Channel.PRODUCTION
 
 
@@ -58,8 +60,9 @@ def test_a_cold_model_goes_where_it_fits_best() -> None:
     assert decision.verdict is Verdict.ADMIT
     assert decision.accelerator_id == "gpu-b"
     assert decision.reason_codes == (R.COLD_LOAD,)
-    assert decision.required_bytes == gib(10)
-    assert decision.headroom_after_bytes == gib(24) - safety_reserve(gib(24), POLICY) - gib(10)
+    # the load's reservation, and beside it the request's own lease of the execution floor
+    assert (decision.load_bytes, decision.required_bytes) == (gib(10), gib(10) + FLOOR)
+    assert decision.headroom_after_bytes == gib(24) - safety_reserve(gib(24), POLICY) - gib(10) - FLOOR
     assert decision.cold_load
 
 
@@ -79,9 +82,10 @@ def test_idle_residents_are_evicted_to_make_room_cheapest_first() -> None:
     assert decision.verdict is Verdict.ADMIT_AFTER_EVICTION
     assert decision.evictions == ("lab-old",)
     assert decision.reclaimed_bytes == gib(8)
-    assert decision.headroom_after_bytes == gib(24) - safety_reserve(gib(24), POLICY) - gib(16) + gib(
-        8
-    ) - gib(10)
+    assert (
+        decision.headroom_after_bytes
+        == gib(24) - safety_reserve(gib(24), POLICY) - gib(16) + gib(8) - gib(10) - FLOOR
+    )
     assert decision.reason_codes == (R.COLD_LOAD, R.EVICTION_REQUIRED)
 
 
@@ -177,6 +181,16 @@ def test_eviction_waits_out_the_cooldown() -> None:
 
     assert decision.verdict is Verdict.QUEUE
     assert decision.reason_codes == (R.EVICTION_COOLDOWN,)
+
+
+def test_a_model_that_just_finished_loading_is_not_evicted_until_a_cooldown_has_passed() -> None:
+    just_loaded = gpu(total_gib=24, residents=(resident("fresh", 16),), last_load_at=NOW - 10.0)
+    decision = plan_placement((just_loaded,), model(), ask(), POLICY, NOW)
+
+    assert decision.verdict is Verdict.QUEUE
+    assert decision.reason_codes == (R.EVICTION_COOLDOWN,)
+    settled = msgspec.structs.replace(just_loaded, last_load_at=NOW - POLICY.eviction_cooldown_seconds)
+    assert plan_placement((settled,), model(), ask(), POLICY, NOW).evictions == ("fresh",)
 
 
 def test_a_deadline_inside_the_cooldown_is_rejected() -> None:
