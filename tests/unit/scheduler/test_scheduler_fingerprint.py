@@ -43,7 +43,7 @@ def fingerprint(fleet: tuple[AcceleratorState, ...] = FLEET, **changes: object) 
 
 def test_the_fingerprint_is_a_stable_known_value() -> None:
     # Changing the canonical encoding changes every stored fingerprint: bump FINGERPRINT_VERSION.
-    assert fingerprint() == "9ff2f4268ac760e017ad2e7ca722aa94f7b73fa0eb37243f17e9ffe708aa91b1"
+    assert fingerprint() == "18c85700bba900e2879f8017744eee402420df6e561f3a7dbec86786b84500e6"
 
 
 def test_order_of_accelerators_residents_and_leases_does_not_matter() -> None:
@@ -111,6 +111,8 @@ def test_every_field_of_every_input_is_covered() -> None:
         "pressure": PressureReading(level=Pressure.HIGH),
         "last_eviction_at": NOW,
         "available": False,
+        "hardware_model": "gpu:L4",
+        "runtimes": ("tensorrt",),
     }
     assert set(states) == set(AcceleratorState.__struct_fields__)
     variants = [
