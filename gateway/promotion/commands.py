@@ -126,10 +126,16 @@ class ChangeResidency(msgspec.Struct, frozen=True):
     residency: s.ResidencyPolicy
 
 
+class ChangeScaling(msgspec.Struct, frozen=True):
+    deployment_id: str
+    replicas: s.Replicas
+    placement: s.PlacementKind
+
+
 class SetExperimentActive(msgspec.Struct, frozen=True):
     deployment_id: str
     active: bool
     reason: str = ""
 
 
-DeploymentCommand = DrainDeployment | CompleteDrain | ChangeResidency | SetExperimentActive
+DeploymentCommand = DrainDeployment | CompleteDrain | ChangeResidency | ChangeScaling | SetExperimentActive

@@ -12,6 +12,7 @@ import msgspec
 
 from gateway.promotion.commands import (
     ChangeResidency,
+    ChangeScaling,
     CompleteDrain,
     DeploymentCommand,
     DrainDeployment,
@@ -28,7 +29,13 @@ from gateway.promotion.model import (
     NodeState,
     ProbeRecord,
 )
-from gateway.promotion.profile import EMBEDDING_CAPABILITIES, max_batch_size, residency_policy, truncatable
+from gateway.promotion.profile import (
+    EMBEDDING_CAPABILITIES,
+    max_batch_size,
+    residency_policy,
+    scaling,
+    truncatable,
+)
 from gateway.promotion.routes import check_model_name, check_route
 from streams.codes import ServingError
 from streams.events import Event
@@ -114,6 +121,7 @@ def plan_promotion(facts: PromotionFacts) -> Promotion:
     space = embedding_space(candidate, artifacts)
     config = candidate.deployment_config
     residency = residency_policy(config)
+    replicas, placement = scaling(config)
     model_name = config.get("model_name") or artifacts.name
     identity = {
         "candidate": candidate.candidate_id,
@@ -154,6 +162,8 @@ def plan_promotion(facts: PromotionFacts) -> Promotion:
         embedding_space=space,
         max_batch_size=max_batch_size(config),
         manifest_sha256=artifacts.manifest_sha256,  # the approved one: the fingerprint matched above
+        replicas=replicas,
+        placement=placement,
     )
     return Promotion(deployment_id, [promoted], space, reindex)
 
@@ -242,6 +252,14 @@ def decide_deployment(
             if state.residency == command.residency:
                 return []
             return [s.ResidencyPolicyChanged(deployment_id=state.deployment_id, residency=command.residency)]
+        case ChangeScaling():
+            if (state.replicas, state.placement) == (command.replicas, command.placement):
+                return []
+            return [
+                s.DeploymentScalingChanged(
+                    deployment_id=state.deployment_id, replicas=command.replicas, placement=command.placement
+                )
+            ]
         case SetExperimentActive():
             if state.channel != "experiment":
                 raise ServingError("EXPERIMENT_NOT_FOUND", "not an experiment", "deployment_id")

@@ -115,6 +115,14 @@ class Operations:
         await self.promotion.settle()
         return await self.promotion.deployment(deployment_id)
 
+    async def change_scaling(
+        self, deployment_id: str, replicas: s.Replicas, placement: s.PlacementKind
+    ) -> DeploymentState:
+        command = cmd.ChangeScaling(deployment_id, replicas, placement)
+        await self.aggregates.execute(A.DEPLOYMENT, deployment_id, decide_deployment, command)
+        await self.promotion.settle()
+        return await self.promotion.deployment(deployment_id)
+
     async def set_experiment_active(
         self, deployment_id: str, active: bool, reason: str = ""
     ) -> DeploymentState:

@@ -25,6 +25,7 @@ from gateway.scheduler import (
     Verdict,
 )
 from gateway.scheduler.placement import plan_placement
+from gateway.scheduler.state import HardwareClass
 from gateway.serving.appends import catch_up_after, stage
 from gateway.serving.background import NATS_FAILURES, append_until_recorded
 from gateway.serving.context import ServingContext
@@ -55,9 +56,15 @@ class Grant(msgspec.Struct, kw_only=True):
     queue_ms: float = 0.0
 
 
-def envelope_of(deployment: DeploymentState, stale: bool = False, outgrown: bool = False) -> ModelEnvelope:
+def envelope_of(
+    deployment: DeploymentState,
+    stale: bool = False,
+    outgrown: bool = False,
+    measured_on: HardwareClass | None = None,
+) -> ModelEnvelope:
     """`stale`: what the probe measured no longer holds (`Catalog.stale_envelope`); `outgrown`: a
-    load measured more than it reserved (`LiveState.outgrown_envelope`)."""
+    load measured more than it reserved (`LiveState.outgrown_envelope`); `measured_on`: the
+    hardware class the probe ran on (`Catalog.measured_class`)."""
     env = deployment.envelope
     return ModelEnvelope(
         deployment_id=deployment.deployment_id,
@@ -68,6 +75,8 @@ def envelope_of(deployment: DeploymentState, stale: bool = False, outgrown: bool
         cold_load_ms=env.cold_load_ms,
         stale=stale,
         outgrown=outgrown,
+        hardware_class=measured_on,
+        spread=deployment.placement == "spread",
     )
 
 
@@ -76,7 +85,9 @@ def live_envelope(live: LiveState, deployment: DeploymentState) -> tuple[ModelEn
     reason a SCHEDULER_STATE_STALE refusal names), if it does not."""
     stale = live.catalog.stale_envelope(deployment)
     outgrown = live.outgrown_envelope(deployment)
-    return envelope_of(deployment, stale is not None, outgrown is not None), stale or outgrown
+    measured_on = live.catalog.measured_class(deployment)
+    envelope = envelope_of(deployment, stale is not None, outgrown is not None, measured_on)
+    return envelope, stale or outgrown
 
 
 def _lease(
