@@ -158,12 +158,14 @@ async def acquire(
     client_id: str,
     deadline: float,
     priority: int = 0,
+    avoid: str = "",
 ) -> Grant:
     """A lease on an accelerator where `deployment` is loaded, or a ServingError. While it waits in
-    line, a higher client `priority` is woken first when capacity frees up."""
+    line, a higher client `priority` is woken first when capacity frees up. `avoid`: an accelerator
+    not to place it on (a retry's, whose node did not answer)."""
     place = Place(deployment.deployment_id, priority)
     try:
-        return await _acquire(ctx, deployment, request_id, client_id, deadline, place)
+        return await _acquire(ctx, deployment, request_id, client_id, deadline, place, avoid)
     finally:
         if place in ctx.waiting:
             ctx.waiting.remove(place)
@@ -178,6 +180,7 @@ async def _acquire(
     client_id: str,
     deadline: float,
     place: Place,
+    avoid: str = "",
 ) -> Grant:
     envelope, stale = live_envelope(ctx.live, deployment)
     spent = {"scheduling": 0.0, "load": 0.0, "queue": 0.0}
@@ -188,8 +191,9 @@ async def _acquire(
             raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline")
         started = time.perf_counter()
         async with ctx.live.decision_lock:
+            accelerators = ctx.live.schedulable_accelerators(now)
             decision = plan_placement(
-                ctx.live.schedulable_accelerators(now),
+                [a for a in accelerators if a.accelerator_id != avoid] if avoid else accelerators,
                 envelope,
                 PlacementRequest(
                     channel=envelope.channel,

@@ -20,7 +20,7 @@ import msgspec
 from gateway.serving import capacity
 from gateway.serving.background import record_request
 from gateway.serving.context import ServingContext
-from gateway.serving.dispatch import NODE_LOST, Invoked, invoke
+from gateway.serving.dispatch import NODE_LOST, Invoked, NodeUnreachable, invoke
 from streams.codes import ServingError
 from streams.events.requests import (
     LatencyBreakdown,
@@ -169,12 +169,15 @@ async def serve(
         try:
             invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
         except ServingError as lost:
-            if lost.code != NODE_LOST:
+            if lost.code != NODE_LOST and not isinstance(lost, NodeUnreachable):
                 raise
-            # Its node was lost mid-flight (the lease left the books with it): once more, elsewhere.
+            # Its node was lost mid-flight (the lease left the books with it), or its agent is gone
+            # (the lease goes back now): once more, on another accelerator.
             log.warning("request %s: %s; trying it again", request_id, lost.message)
-            grant = None
-            grant = await capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority)
+            if isinstance(lost, NodeUnreachable):
+                ctx.spawn(capacity.release(ctx, grant, "failed"))
+            gone, grant = grant.accelerator_id, None
+            grant = await capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority, gone)
             invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
         latency = _latency(grant, invoked, started, validation_ms, resolution_ms)
         usage = Usage(items=shape.items, input_tokens=_output_of(_tokens.decode, invoked.result).input_tokens)
