@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import msgspec
 
+from gateway.promotion.model import DeploymentState
 from gateway.serving import capacity
 from gateway.serving.background import record_request
 from gateway.serving.context import ServingContext
@@ -177,7 +178,7 @@ async def serve(
             if isinstance(lost, NodeUnreachable):
                 ctx.spawn(capacity.release(ctx, grant, "failed"))
             gone, grant = grant.accelerator_id, None
-            grant = await capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority, gone)
+            grant = await _elsewhere(ctx, deployment, request_id, client_id, deadline, priority, gone, lost)
             invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
         latency = _latency(grant, invoked, started, validation_ms, resolution_ms)
         usage = Usage(items=shape.items, input_tokens=_output_of(_tokens.decode, invoked.result).input_tokens)
@@ -247,6 +248,26 @@ def _output_of(read: Callable[[T], U], output: T) -> U:
         raise ServingError(
             "INVALID_OUTPUT", f"the worker's output could not be read ({type(error).__name__})"
         ) from None
+
+
+async def _elsewhere(
+    ctx: ServingContext,
+    deployment: DeploymentState,
+    request_id: str,
+    client_id: str,
+    deadline: float,
+    priority: int,
+    gone: str,
+    lost: ServingError,
+) -> capacity.Grant:
+    """A lease for the retry, anywhere but `gone`. An unreachable agent with no other accelerator
+    to go to is answered as it was (CAPABILITY_UNAVAILABLE), not as a placement refusal."""
+    try:
+        return await capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority, gone)
+    except ServingError as refused:
+        if isinstance(lost, NodeUnreachable) and refused.code == "NO_ELIGIBLE_NODE":
+            raise lost from None
+        raise
 
 
 def _latency(
