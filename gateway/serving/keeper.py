@@ -213,7 +213,9 @@ async def _load_copy(ctx: ServingContext, deployment_id: str, reason: str, may_e
             done = stage(ctx, acc, [load])
             send = partial(send_load, ctx, load, deployment)
         else:
-            log.info(
+            # Under queue pressure with no room, every round asks again: not worth a line each time.
+            say = log.debug if reason == "replica_scale_up" else log.info
+            say(
                 "%s copy of %s not placed yet: %s %s",
                 reason,
                 deployment_id,
