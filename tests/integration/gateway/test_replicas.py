@@ -20,9 +20,11 @@ from gateway.clients.service import ClientService
 from gateway.scheduler import ResidencyState
 from gateway.serving.replicas import copies_of
 from gateway.state.live import LiveState
-from modelforge.devstack.nats_server import NatsServer
+from modelforge.devstack.nats_server import start_nats
+from modelforge.devstack.processes import stop_pid
 from streams import subjects
 from streams.envelope import new_id
+from streams.events import control as c
 from streams.events import serving as s
 from tests.support.agents import MINILM, AgentProcess
 from tests.support.serving import InProcessGateway, events_until, probe, promote, register_artifacts
@@ -45,8 +47,19 @@ class TwoNodes(msgspec.Struct):
 
 
 @contextlib.asynccontextmanager
-async def two_nodes(nats_url: str, root: Path, scratch: Path) -> AsyncIterator[TwoNodes]:
-    """MiniLM probed on the first of two agents and promoted (one copy, on demand), a gateway."""
+async def two_nodes(root: Path, scratch: Path) -> AsyncIterator[TwoNodes]:
+    """MiniLM probed on the first of two agents and promoted (one copy, on demand), a gateway; on a
+    nats-server of its own (another test's nodes and deployment would share the catalogue)."""
+    server = start_nats(scratch / f"nats-{new_id()[:8]}")
+    try:
+        async with _two_nodes(server.url, root, scratch) as stack:
+            yield stack
+    finally:
+        stop_pid(server.pid)
+
+
+@contextlib.asynccontextmanager
+async def _two_nodes(nats_url: str, root: Path, scratch: Path) -> AsyncIterator[TwoNodes]:
     connection = await connect(nats_url, f"replicas-{new_id()[:6]}")
     await provision(connection.client)
     store = EventStore(connection)
@@ -74,13 +87,14 @@ async def two_nodes(nats_url: str, root: Path, scratch: Path) -> AsyncIterator[T
         await connection.close()
 
 
-async def admin(stack: TwoNodes, path: str, body: dict[str, object]) -> None:
+async def admin(stack: TwoNodes, path: str, body: dict[str, object], status: int = 200) -> httpx.Response:
     headers = {"authorization": f"Bearer {OPERATOR}", "x-mf-operator": "tests"}
     async with httpx.AsyncClient(
         base_url=f"{stack.gateway.url}/admin/v1", headers=headers, timeout=60
     ) as http:
         response = await http.post(path, json=body)
-        assert response.status_code == 200, response.text
+        assert response.status_code == status, response.text
+        return response
 
 
 async def embed_concurrently(stack: TwoNodes, rounds: int) -> list[httpx.Response]:
@@ -109,14 +123,21 @@ async def first_event(stack: TwoNodes, wanted: type[s.Event], **fields: object) 
 
 
 async def test_replicas_scale_up_under_queue_pressure_and_back_down_when_idle(
-    module_nats: NatsServer, minilm_root: Path, scratch: Path
+    minilm_root: Path, scratch: Path
 ) -> None:
-    async with two_nodes(module_nats.url, minilm_root, scratch) as stack:
+    async with two_nodes(minilm_root, scratch) as stack:
         await admin(
             stack,
             "/scheduler/policy",
             {"settings": {"replica_scale_up_queue_depth": 2, "replica_idle_seconds": 2}},
         )
+        refused = await admin(
+            stack, f"/deployments/{stack.deployment_id}/replicas", {"min": 3, "max": 2}, 422
+        )
+        assert refused.json()["error"]["code"] == "INVALID_INPUT"
+        assert (
+            stack.live.catalog.deployments[stack.deployment_id].replicas == s.Replicas()
+        )  # nothing recorded
         await admin(stack, f"/deployments/{stack.deployment_id}/replicas", {"min": 1, "max": 2})
         assert all(
             r.status_code == 200 for r in await embed_concurrently(stack, 1)
@@ -139,9 +160,9 @@ async def test_replicas_scale_up_under_queue_pressure_and_back_down_when_idle(
 
 
 async def test_min_copies_stay_on_both_nodes_and_a_lost_one_sends_its_requests_to_the_other(
-    module_nats: NatsServer, minilm_root: Path, scratch: Path
+    minilm_root: Path, scratch: Path
 ) -> None:
-    async with two_nodes(module_nats.url, minilm_root, scratch) as stack:
+    async with two_nodes(minilm_root, scratch) as stack:
         await admin(stack, f"/deployments/{stack.deployment_id}/replicas", {"min": 2, "max": 2})
         for accelerator in stack.agents:  # the upkeep loads both copies, with no request asking
             await first_event(
@@ -164,7 +185,7 @@ async def test_min_copies_stay_on_both_nodes_and_a_lost_one_sends_its_requests_t
         codes = [(r.status_code, r.json()["error"]["code"] if r.status_code != 200 else "") for r in answers]
         assert all(status in (200, 503) for status, _ in codes), codes  # none waited to its deadline
         assert all(code != "REQUEST_TIMEOUT" for _, code in codes), codes
-        await first_event(stack, s.ResidencyReconciled, accelerator_id=victim)  # the lost node's books end
+        await first_event(stack, c.NodeLost, node_id=stack.agents[victim].node)
         survivor = next(a for a in stack.agents if a != victim)
+        assert await stack.live.wait_for(lambda: stack.loaded_on() == {survivor}, 30)  # its books ended
         assert sum(status == 200 for status, _ in codes) > len(codes) // 2  # the other copy served on
-        assert stack.loaded_on() == {survivor}
