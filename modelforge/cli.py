@@ -23,7 +23,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "gateway.admin.clients_cli",
     "gateway.admin.cli",
     "gateway.admin.nodes_cli",
-    "gateway.operators_cli",
+    "gateway.admin.operators_cli",
     "projections.cli",
     "modelforge.backup_cli",
 )

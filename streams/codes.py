@@ -94,6 +94,13 @@ SCHEDULER_STATE_STALE: Final = spec(
     "The scheduler's inputs are incomplete or stale (missing residency or envelope, stale measured "
     "envelope, unknown GPU attribution).",
 )
+ENVELOPE_CLASS_UNMEASURED: Final = spec(
+    "ENVELOPE_CLASS_UNMEASURED",
+    503,
+    "The deployment's resource envelope was measured on another hardware class (accelerator model, "
+    "runtime, precision) than any eligible accelerator has: probe it on that class first.",
+    from_seed=False,
+)
 INSUFFICIENT_SCHEDULABLE_VRAM: Final = spec(
     "INSUFFICIENT_SCHEDULABLE_VRAM",
     503,

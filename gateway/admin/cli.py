@@ -282,6 +282,20 @@ def _deployments(verbs: Any) -> None:
     pol.add_argument("id")
     pol.add_argument("kind", choices=["on_demand", "keep_warm", "always_warm"])
     pol.add_argument("--ttl", type=float, default=0.0)
+    rep = verb(
+        verbs,
+        "replicas",
+        "change how many copies, and where new ones go",
+        lambda a: (
+            "POST",
+            f"/deployments/{a.id}/replicas",
+            {"min": a.min, "max": a.max, "placement": a.placement},
+        ),
+    )
+    rep.add_argument("id")
+    rep.add_argument("--min", type=int, default=1)
+    rep.add_argument("--max", type=int, default=None, help="default: --min")
+    rep.add_argument("--placement", choices=["binpack", "spread"], default="binpack")
     listing(verbs, "deployments", "/deployments", lambda: tables.DEPLOYMENTS)
 
 

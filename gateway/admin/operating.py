@@ -18,6 +18,7 @@ from gateway.admin.scheduler import co_residency, dry_run, overview
 from gateway.operations import node_drain
 from gateway.operations.service import Operations
 from gateway.promotion import commands as cmd
+from gateway.promotion.profile import check_scaling
 from gateway.scheduler import Attribution, SchedulerPolicy, Verdict, account
 from gateway.serving.refusal_log import note_refusal
 from streams import subjects, text
@@ -31,6 +32,12 @@ MAX_DRAIN_WAIT_S = 3600.0
 class Residency(msgspec.Struct, frozen=True, kw_only=True):
     kind: s.ResidencyPolicyKind
     keep_warm_ttl_s: float = 0.0
+
+
+class Scaling(msgspec.Struct, frozen=True, kw_only=True):
+    min: int = 1
+    max: int | None = None  # None: as many as `min`
+    placement: str = "binpack"
 
 
 class PolicyRevision(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +92,12 @@ async def residency(call: Call) -> object:
         raise ServingError("INVALID_INPUT", "keep_warm needs a positive keep_warm_ttl_s", "keep_warm_ttl_s")
     policy = s.ResidencyPolicy(kind=b.kind, keep_warm_ttl_s=b.keep_warm_ttl_s)
     return views.deployment(await ops(call).change_residency(call.path["deployment_id"], policy))
+
+
+async def replicas(call: Call) -> object:
+    b: Scaling = call.body
+    wanted, placement = check_scaling(b.min, b.min if b.max is None else b.max, b.placement)
+    return views.deployment(await ops(call).change_scaling(call.path["deployment_id"], wanted, placement))
 
 
 async def set_experiment(call: Call, active: bool) -> object:
@@ -247,6 +260,10 @@ ENDPOINTS = [
     Endpoint("POST", "/deployments/{deployment_id}/unload", "Unload a resident deployment", unload, tag="operations"),
     Endpoint(
         "POST", "/deployments/{deployment_id}/residency", "Change the residency policy", residency, Residency,
+        "operations",
+    ),
+    Endpoint(
+        "POST", "/deployments/{deployment_id}/replicas", "Change the replicas and placement", replicas, Scaling,
         "operations",
     ),
     Endpoint("POST", "/experiments/{deployment_id}/activate", "Activate an experiment route", activate, tag="operations"),

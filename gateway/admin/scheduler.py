@@ -33,6 +33,7 @@ def overview(live: LiveState, now: float | None = None) -> dict[str, Any]:
                 "accelerator_id": state.accelerator_id,
                 "node_id": state.node_id,
                 "available": state.available,
+                "hardware_model": state.hardware_model,
                 "budget": msgspec.to_builtins(budget),
                 "residents": msgspec.to_builtins(state.residents),
                 "leases": len(state.leases),

@@ -81,6 +81,13 @@ def _residency(row: Row) -> str:
     return f"{policy.get('kind', '-')} {human_duration(ttl)}" if ttl else str(policy.get("kind", "-"))
 
 
+def _replicas(row: Row) -> str:
+    """`min-max placement`, e.g. `2-4 spread` (`1 binpack`: one copy, packed)."""
+    wanted = row.get("replicas") or {}
+    low, high = wanted.get("min", 1), wanted.get("max", 1)
+    return f"{low if low == high else f'{low}-{high}'} {row.get('placement') or 'binpack'}"
+
+
 DEPLOYMENTS: list[Column] = [
     ("MODEL", lambda r: r.get("model_name") or "-"),
     ("DEPLOYMENT", lambda r: r["deployment_id"]),
@@ -88,6 +95,7 @@ DEPLOYMENTS: list[Column] = [
     ("CHANNEL", lambda r: r["channel"] + (f" ({r['route']})" if r.get("route") else "")),
     ("STATUS", lambda r: r["status"]),
     ("RESIDENCY", _residency),
+    ("REPLICAS", _replicas),
     ("NEEDS", lambda r: human_bytes((r.get("envelope") or {}).get("required_bytes", 0))),
 ]
 

@@ -29,4 +29,10 @@ class SetExperimentActive(msgspec.Struct, frozen=True):
     reason: str = ""
 
 
-DeploymentCommand = DrainDeployment | CompleteDrain | ChangeResidency | SetExperimentActive
+class ChangeScaling(msgspec.Struct, frozen=True):
+    deployment_id: str
+    replicas: s.Replicas
+    placement: s.PlacementKind
+
+
+DeploymentCommand = DrainDeployment | CompleteDrain | ChangeResidency | ChangeScaling | SetExperimentActive

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from gateway.deployments.commands import (
     ChangeResidency,
+    ChangeScaling,
     CompleteDrain,
     DeploymentCommand,
     DrainDeployment,
@@ -40,6 +41,14 @@ def decide_deployment(
             if state.residency == command.residency:
                 return []
             return [s.ResidencyPolicyChanged(deployment_id=state.deployment_id, residency=command.residency)]
+        case ChangeScaling():
+            if (state.replicas, state.placement) == (command.replicas, command.placement):
+                return []
+            return [
+                s.DeploymentScalingChanged(
+                    deployment_id=state.deployment_id, replicas=command.replicas, placement=command.placement
+                )
+            ]
         case SetExperimentActive():
             if state.channel != "experiment":
                 raise ServingError("EXPERIMENT_NOT_FOUND", "not an experiment", "deployment_id")

@@ -56,4 +56,6 @@ def evolve_deployment(state: DeploymentState | None, event: Event, seq: int) -> 
             return _replace(state, draining=True, drained=True, active=False)
         case s.ResidencyPolicyChanged() if state is not None:
             return _replace(state, residency=event.residency)
+        case s.DeploymentScalingChanged() if state is not None:
+            return _replace(state, replicas=event.replicas, placement=event.placement)
     return state

@@ -26,6 +26,16 @@ class DeploymentState(msgspec.Struct, frozen=True, kw_only=True):
     max_batch_size: int = 32
     probe_id: str = ""  # the probe that measured `envelope`
     manifest_sha256: str = ""  # the artifact set's manifest it was promoted with: all it loads
+    replicas: s.Replicas = s.Replicas()
+    placement: s.PlacementKind = "binpack"
+
+    @property
+    def resident_floor(self) -> int:
+        """Copies the residency upkeep keeps loaded: `replicas.min` when the deployment asks to
+        stay resident (always-warm, or more than one copy), else none (loaded on demand)."""
+        if self.residency.kind == "always_warm" or self.replicas.min > 1:
+            return self.replicas.min
+        return 0
 
     @property
     def status(self) -> str:

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.deployments.commands import ChangeResidency, CompleteDrain, DrainDeployment, SetExperimentActive
+from gateway.deployments.commands import (
+    ChangeResidency,
+    ChangeScaling,
+    CompleteDrain,
+    DrainDeployment,
+    SetExperimentActive,
+)
 from gateway.deployments.decide import decide_deployment
 from gateway.deployments.model import DeploymentState
 from gateway.promotion import commands as cmd
@@ -113,6 +119,14 @@ class Operations:
         await self.aggregates.execute(
             A.DEPLOYMENT, deployment_id, decide_deployment, ChangeResidency(deployment_id, policy)
         )
+        await self.promotion.settle()
+        return await self.promotion.deployment(deployment_id)
+
+    async def change_scaling(
+        self, deployment_id: str, replicas: s.Replicas, placement: s.PlacementKind
+    ) -> DeploymentState:
+        command = ChangeScaling(deployment_id, replicas, placement)
+        await self.aggregates.execute(A.DEPLOYMENT, deployment_id, decide_deployment, command)
         await self.promotion.settle()
         return await self.promotion.deployment(deployment_id)
 

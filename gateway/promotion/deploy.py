@@ -16,7 +16,13 @@ from gateway.promotion.envelope import envelope_from_probe
 from gateway.promotion.evidence import Evidence, changed_facts, digest, fingerprint
 from gateway.promotion.gates import GateFailure, refusal
 from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState, NodeState, ProbeRecord
-from gateway.promotion.profile import EMBEDDING_CAPABILITIES, max_batch_size, residency_policy, truncatable
+from gateway.promotion.profile import (
+    EMBEDDING_CAPABILITIES,
+    max_batch_size,
+    residency_policy,
+    scaling,
+    truncatable,
+)
 from streams.codes import ServingError
 from streams.events import Event
 from streams.events import serving as s
@@ -101,6 +107,7 @@ def plan_promotion(facts: PromotionFacts) -> Promotion:
     space = embedding_space(candidate, artifacts)
     config = candidate.deployment_config
     residency = residency_policy(config)
+    replicas, placement = scaling(config)
     model_name = config.get("model_name") or artifacts.name
     identity = {
         "candidate": candidate.candidate_id,
@@ -141,6 +148,8 @@ def plan_promotion(facts: PromotionFacts) -> Promotion:
         embedding_space=space,
         max_batch_size=max_batch_size(config),
         manifest_sha256=artifacts.manifest_sha256,  # the approved one: the fingerprint matched above
+        replicas=replicas,
+        placement=placement,
     )
     return Promotion(deployment_id, [promoted], space, reindex)
 

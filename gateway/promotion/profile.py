@@ -8,6 +8,8 @@ from streams.events import control as c
 from streams.events import serving as s
 
 RESIDENCY_KINDS = ("on_demand", "keep_warm", "always_warm")
+PLACEMENTS = ("binpack", "spread")
+MAX_REPLICAS = 64  # more copies than any fleet this serves has nodes: a typo, not a plan
 EMBEDDING_CAPABILITIES = ("rag.embedding@1", "vision.embedding@1")
 
 
@@ -27,6 +29,7 @@ def check_profile(capability: str, profile: dict[str, str], config: dict[str, st
     """A candidate's profile and deployment config, as they must be at its creation."""
     check_runtime_profile(capability, profile)
     residency_policy(config)
+    scaling(config)
     if "max_batch_size" in config:
         _int(config["max_batch_size"], "max_batch_size")
 
@@ -70,6 +73,32 @@ def residency_policy(config: dict[str, str]) -> s.ResidencyPolicy:
     if ttl < 0 or (kind == "keep_warm" and ttl <= 0):
         raise ServingError("INVALID_INPUT", "keep_warm needs a positive `keep_warm_ttl_s`", "keep_warm_ttl_s")
     return s.ResidencyPolicy(kind=kind, keep_warm_ttl_s=ttl)  # type: ignore[arg-type]
+
+
+def scaling(config: dict[str, str]) -> tuple[s.Replicas, s.PlacementKind]:
+    """`replicas_min`, `replicas_max` (default 1 and 1, or max = min) and `placement` of a
+    deployment config, checked as `check_scaling` does."""
+    low = _int(config.get("replicas_min", "1"), "replicas_min")
+    high = _int(config.get("replicas_max", str(low)), "replicas_max")
+    placement = config.get("placement", "binpack")
+    return check_scaling(low, high, placement)
+
+
+def check_scaling(low: int, high: int, placement: str) -> tuple[s.Replicas, s.PlacementKind]:
+    """1 <= min <= max <= MAX_REPLICAS and a known placement, or INVALID_INPUT naming the field."""
+    if not 1 <= low <= MAX_REPLICAS:
+        raise ServingError("INVALID_INPUT", f"`replicas.min` must be 1 to {MAX_REPLICAS}", "replicas.min")
+    if not low <= high <= MAX_REPLICAS:
+        raise ServingError(
+            "INVALID_INPUT",
+            f"`replicas.max` must be at least `replicas.min` and at most {MAX_REPLICAS}",
+            "replicas.max",
+        )
+    if placement not in PLACEMENTS:
+        raise ServingError(
+            "INVALID_INPUT", f"`placement` must be one of {', '.join(PLACEMENTS)}", "placement"
+        )
+    return s.Replicas(min=low, max=high), placement  # type: ignore[return-value]
 
 
 def max_batch_size(config: dict[str, str]) -> int:

@@ -62,6 +62,7 @@ class ReasonCode(enum.StrEnum):
     RUNTIME_UNHEALTHY = "RUNTIME_UNHEALTHY"
     SCHEDULER_STATE_STALE = "SCHEDULER_STATE_STALE"
     RESIDENCY_LOAD_FAILED = "RESIDENCY_LOAD_FAILED"  # its last load there failed, recently
+    ENVELOPE_CLASS_UNMEASURED = "ENVELOPE_CLASS_UNMEASURED"  # no envelope for the hardware class there
 
 
 class CoResidencyStatus(enum.StrEnum):
@@ -92,7 +93,9 @@ class PlacementRequest(msgspec.Struct, frozen=True, kw_only=True):
     in the queue (the global limit is checked as a request joins the queue, so one that waits keeps
     its place when it is decided again); ``deadline_ms`` is what is left of the request's deadline
     (``None``: only the policy's queue wait bounds it); ``accelerator_ids`` restricts placement
-    (empty: any); ``load_failed_on``: accelerators a cold load must avoid for now.
+    (empty: any); ``load_failed_on``: accelerators a cold load must avoid for now;
+    ``new_replica``: place a further copy of the deployment (none goes where one is already, nodes
+    without one first), not serve a request.
     """
 
     channel: Channel = Channel.PRODUCTION
@@ -103,6 +106,7 @@ class PlacementRequest(msgspec.Struct, frozen=True, kw_only=True):
     accelerator_ids: tuple[str, ...] = ()
     # where the deployment's last load failed, recently: no cold load goes there again yet
     load_failed_on: tuple[str, ...] = ()
+    new_replica: bool = False
 
 
 class PlacementDecision(msgspec.Struct, frozen=True, kw_only=True):

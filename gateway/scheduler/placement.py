@@ -2,11 +2,15 @@
 
 Order of preference:
 
-1. The model is loaded somewhere eligible: run it there (the accelerator with the most
-   headroom), evicting idle residents if even the execution floor does not fit.  No second
-   replica is cold-loaded while one is resident: a busy replica means QUEUE.
+0. Only accelerators of a hardware class the envelope was measured on are eligible
+   (``fleet.measured_here``); none: ENVELOPE_CLASS_UNMEASURED.
+1. The model is loaded somewhere eligible: run it on the least-loaded copy (fewest requests,
+   then the most headroom), evicting idle residents if even the execution floor does not fit.
+   A request never cold-loads a second copy while one is resident: a busy copy means QUEUE
+   (further copies are the residency upkeep's, placed with ``new_replica``).
 2. The model is loading somewhere: QUEUE behind the load.
-3. Cold load: best fit (least headroom left) among accelerators where it fits as is; otherwise
+3. Cold load: best fit (least headroom left; the most free memory for a ``spread`` deployment)
+   among accelerators where it fits as is, a further copy on a node without one first; otherwise
    the accelerator whose eviction set is cheapest.  Not where its last load failed, recently.  PROVEN_UNSAFE partners already resident must
    be evicted (or the accelerator is out); critical pressure and unknown attribution keep cold
    loads away; the eviction cooldown is respected.
@@ -46,6 +50,7 @@ from gateway.scheduler.fingerprint import (
     canonical_pair,
     ordered_fingerprint,
 )
+from gateway.scheduler.fleet import holds_copy, leases_of, measured_here, nodes_with_copy
 from gateway.scheduler.policy import SchedulerPolicy
 from gateway.scheduler.pressure import next_pressure
 from gateway.scheduler.state import AcceleratorState, ModelEnvelope, Pressure, ResidencyState, Resident
@@ -66,6 +71,7 @@ _COLD_LOAD = R.COLD_LOAD
 _EVICTION_REQUIRED = R.EVICTION_REQUIRED
 _ATTRIBUTION_UNKNOWN = R.ATTRIBUTION_UNKNOWN
 _NOBODY: frozenset[str] = frozenset()  # no PROVEN_UNSAFE partner, the usual case: no set to build
+_UNMEASURED = (R.ENVELOPE_CLASS_UNMEASURED,)
 
 
 class _Assessment(msgspec.Struct, frozen=True):
@@ -136,6 +142,12 @@ def plan_placement(
             Verdict.REJECT_NO_ELIGIBLE_ACCELERATOR,
             (R.NO_ELIGIBLE_NODE,),
         )
+    eligible = [item for item in eligible if measured_here(envelope, item)]
+    if not eligible:
+        ask = _Ask(envelope, request, policy, now, fingerprint)
+        return _decision(ask, Verdict.REJECT_NO_ELIGIBLE_ACCELERATOR, _UNMEASURED)
+    if request.new_replica:
+        return _place_replica(envelope, request, policy, now, fingerprint, eligible, unsafe)
 
     hosting, loading, unloading = _replicas(eligible, deployment)
     if hosting or loading:
@@ -163,6 +175,33 @@ def plan_placement(
         waiting = _Assessment(unloading[0], account(unloading[0], policy, now), False, waitable=True)
         return _queue(ask, waiting, (R.RESIDENCY_UNLOADING,))
     return _conclude(ask, [_screen_cold(ask, item, unsafe) for item in eligible])
+
+
+def _place_replica(
+    envelope: ModelEnvelope,
+    request: PlacementRequest,
+    policy: SchedulerPolicy,
+    now: float,
+    fingerprint: str,
+    eligible: list[AcceleratorState],
+    unsafe: frozenset[str],
+) -> PlacementDecision:
+    """A further copy: a cold load on an accelerator holding none, on a node holding none if one
+    can take it (as is or by evicting), else beside another copy."""
+    deployment = envelope.deployment_id
+    ask = _Ask(envelope, request, policy, now, fingerprint, required_bytes(envelope, False, policy), True)
+    if envelope.outgrown:
+        return _decision(ask, Verdict.REJECT_STATE_STALE, (R.SCHEDULER_STATE_STALE,))
+    free = [item for item in eligible if not holds_copy(item, deployment)]
+    if not free:
+        return _decision(ask, Verdict.REJECT_INSUFFICIENT_CAPACITY, (R.INSUFFICIENT_SCHEDULABLE_VRAM,))
+    crowded = nodes_with_copy(eligible, deployment)
+    elsewhere = [item for item in free if item.node_id not in crowded]
+    if elsewhere and len(elsewhere) < len(free):
+        decision = _conclude(ask, [_screen_cold(ask, item, unsafe) for item in elsewhere])
+        if decision.verdict.admits:
+            return decision
+    return _conclude(ask, [_screen_cold(ask, item, unsafe) for item in free])
 
 
 def _co_residency(
@@ -237,7 +276,7 @@ def _decision(
 def _conclude(ask: _Ask, assessments: list[_Assessment]) -> PlacementDecision:
     """Pick the winner among assessed accelerators (given in id order), or wait, or refuse."""
     kind = _COLD_LOAD if ask.cold else _RESIDENT_WARM
-    best = _best_fit(ask.cold, assessments)
+    best = _best_fit(ask, assessments)
     if best is not None:
         reasons = (kind, _ATTRIBUTION_UNKNOWN) if best.budget.attribution is _UNKNOWN else (kind,)
         return _decision(ask, _ADMIT, reasons, best)
@@ -282,18 +321,25 @@ def _conclude(ask: _Ask, assessments: list[_Assessment]) -> PlacementDecision:
     return _decision(ask, Verdict.REJECT_INSUFFICIENT_CAPACITY, unique, closest)
 
 
-def _best_fit(cold: bool, assessments: list[_Assessment]) -> _Assessment | None:
-    """The accelerator to use as is: cold, the best fit (least headroom left); warm, the most
-    headroom (spread); the first in id order on a tie.  ``None`` if it fits nowhere as is."""
-    sign = 1 if cold else -1
+def _best_fit(ask: _Ask, assessments: list[_Assessment]) -> _Assessment | None:
+    """The accelerator to use as is (``_preference``); the first in id order on a tie.  ``None``
+    if it fits nowhere as is."""
     best: _Assessment | None = None
-    least = 0
+    least = (0, 0)
     for item in assessments:
         if item.fits:
-            key = sign * item.headroom_after
+            key = _preference(ask, item)
             if best is None or key < least:
                 best, least = item, key
     return best
+
+
+def _preference(ask: _Ask, item: _Assessment) -> tuple[int, int]:
+    """Smaller is better.  Warm: the copy serving the fewest requests, then the most headroom.
+    Cold: the least headroom left (binpack), or the most (spread)."""
+    if not ask.cold:
+        return (leases_of(item.state, ask.envelope.deployment_id), -item.headroom_after)
+    return (0, -item.headroom_after if ask.envelope.spread else item.headroom_after)
 
 
 def _queue(ask: _Ask, waiting: _Assessment, reasons: tuple[ReasonCode, ...]) -> PlacementDecision:

@@ -65,6 +65,12 @@ class SchedulerPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # An eviction's victim no agent reported unloaded within this long goes back on the books.
     unload_timeout_seconds: float = 300.0
 
+    # Replicas: a deployment's further copy (up to its `replicas.max`) is loaded once its requests
+    # running or waiting reach this many per copy; a copy beyond `replicas.min` idle this long is
+    # unloaded by the residency upkeep.
+    replica_scale_up_queue_depth: int = 8
+    replica_idle_seconds: float = 60.0
+
     # Telemetry older than this makes attribution UNKNOWN.
     telemetry_fresh_seconds: float = 10.0
     # Refuse to cold-load onto an accelerator whose memory we cannot currently attribute.
@@ -84,6 +90,7 @@ _WAITS = (
     "pressure_stable_seconds",
     "eviction_cooldown_seconds",
     "fairness_window_seconds",
+    "replica_idle_seconds",
 )  # zero: no waiting
 _TIMEOUTS = ("max_queue_wait_seconds", "load_timeout_seconds", "unload_timeout_seconds",
              "telemetry_fresh_seconds")  # fmt: skip
@@ -160,6 +167,7 @@ def policy_problem(policy: SchedulerPolicy) -> tuple[str, str] | None:
     for name in _TIMEOUTS:
         if getattr(policy, name) <= 0:
             return name, f"`{name}` must be positive"
-    if policy.global_queue_limit < 1:
-        return "global_queue_limit", "`global_queue_limit` must be at least 1"
+    for name in ("global_queue_limit", "replica_scale_up_queue_depth"):
+        if getattr(policy, name) < 1:
+            return name, f"`{name}` must be at least 1"
     return None

@@ -107,6 +107,10 @@ class AcceleratorState(msgspec.Struct, frozen=True, kw_only=True):
     last_load_at: float | None = None
     # False while the node is offline, disabled or draining: nothing new is placed here.
     available: bool = True
+    # Its hardware class's accelerator part (``fleet.accelerator_model``) and its node's runtimes:
+    # an envelope measured elsewhere is not reused here.  "" / (): not known.
+    hardware_model: str = ""
+    runtimes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Canonical order, fixed once at construction (and decoding) rather than per decision:
@@ -117,6 +121,15 @@ class AcceleratorState(msgspec.Struct, frozen=True, kw_only=True):
         leases = [item.lease_id for item in self.leases]
         if leases != sorted(leases):
             msgspec.structs.force_setattr(self, "leases", tuple(sorted(self.leases, key=_lease_key)))
+
+
+class HardwareClass(msgspec.Struct, frozen=True, array_like=True):
+    """What an envelope was measured on: accelerator model, runtime and precision.  A measurement
+    holds on accelerators of its model whose node has its runtime; nowhere else."""
+
+    accelerator_model: str
+    runtime: str
+    precision: str = ""
 
 
 class ModelEnvelope(msgspec.Struct, frozen=True, kw_only=True):
@@ -133,6 +146,10 @@ class ModelEnvelope(msgspec.Struct, frozen=True, kw_only=True):
     # Set when a load measured more than the envelope reserved: no cold load goes by it (a loaded
     # copy, measured as it is, serves on) until a new probe is promoted.
     outgrown: bool = False
+    # The class it was measured on (None: not known, an envelope from before classes were kept).
+    hardware_class: HardwareClass | None = None
+    # Where new copies go: the tightest fit (binpack), or the most free memory (spread).
+    spread: bool = False
 
 
 def find_resident(state: AcceleratorState, deployment_id: str) -> Resident | None:

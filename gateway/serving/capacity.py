@@ -25,6 +25,7 @@ from gateway.scheduler import (
     Verdict,
 )
 from gateway.scheduler.placement import plan_placement
+from gateway.scheduler.state import HardwareClass
 from gateway.serving.appends import catch_up_after, stage
 from gateway.serving.background import NATS_FAILURES, append_until_recorded
 from gateway.serving.context import ServingContext
@@ -55,9 +56,15 @@ class Grant(msgspec.Struct, kw_only=True):
     queue_ms: float = 0.0
 
 
-def envelope_of(deployment: DeploymentState, stale: bool = False, outgrown: bool = False) -> ModelEnvelope:
+def envelope_of(
+    deployment: DeploymentState,
+    stale: bool = False,
+    outgrown: bool = False,
+    measured_on: HardwareClass | None = None,
+) -> ModelEnvelope:
     """`stale`: what the probe measured no longer holds (`Catalog.stale_envelope`); `outgrown`: a
-    load measured more than it reserved (`LiveState.outgrown_envelope`)."""
+    load measured more than it reserved (`LiveState.outgrown_envelope`); `measured_on`: the
+    hardware class the probe ran on (`Catalog.measured_class`)."""
     env = deployment.envelope
     return ModelEnvelope(
         deployment_id=deployment.deployment_id,
@@ -68,6 +75,8 @@ def envelope_of(deployment: DeploymentState, stale: bool = False, outgrown: bool
         cold_load_ms=env.cold_load_ms,
         stale=stale,
         outgrown=outgrown,
+        hardware_class=measured_on,
+        spread=deployment.placement == "spread",
     )
 
 
@@ -76,7 +85,9 @@ def live_envelope(live: LiveState, deployment: DeploymentState) -> tuple[ModelEn
     reason a SCHEDULER_STATE_STALE refusal names), if it does not."""
     stale = live.catalog.stale_envelope(deployment)
     outgrown = live.outgrown_envelope(deployment)
-    return envelope_of(deployment, stale is not None, outgrown is not None), stale or outgrown
+    measured_on = live.catalog.measured_class(deployment)
+    envelope = envelope_of(deployment, stale is not None, outgrown is not None, measured_on)
+    return envelope, stale or outgrown
 
 
 def _lease(
@@ -147,12 +158,14 @@ async def acquire(
     client_id: str,
     deadline: float,
     priority: int = 0,
+    avoid: str = "",
 ) -> Grant:
     """A lease on an accelerator where `deployment` is loaded, or a ServingError. While it waits in
-    line, a higher client `priority` is woken first when capacity frees up."""
+    line, a higher client `priority` is woken first when capacity frees up. `avoid`: an accelerator
+    not to place it on (a retry's, whose node did not answer)."""
     place = Place(deployment.deployment_id, priority)
     try:
-        return await _acquire(ctx, deployment, request_id, client_id, deadline, place)
+        return await _acquire(ctx, deployment, request_id, client_id, deadline, place, avoid)
     finally:
         if place in ctx.waiting:
             ctx.waiting.remove(place)
@@ -167,6 +180,7 @@ async def _acquire(
     client_id: str,
     deadline: float,
     place: Place,
+    avoid: str = "",
 ) -> Grant:
     envelope, stale = live_envelope(ctx.live, deployment)
     spent = {"scheduling": 0.0, "load": 0.0, "queue": 0.0}
@@ -177,8 +191,9 @@ async def _acquire(
             raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline")
         started = time.perf_counter()
         async with ctx.live.decision_lock:
+            accelerators = ctx.live.schedulable_accelerators(now)
             decision = plan_placement(
-                ctx.live.schedulable_accelerators(now),
+                [a for a in accelerators if a.accelerator_id != avoid] if avoid else accelerators,
                 envelope,
                 PlacementRequest(
                     channel=envelope.channel,

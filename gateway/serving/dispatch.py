@@ -28,6 +28,11 @@ NODE_LOST = "WORKER_RESTART_RECONCILED"
 _encoder = msgspec.json.Encoder()
 
 
+class NodeUnreachable(ServingError):
+    """No agent listens for the deployment on the node the lease is on (its agent died, and the
+    node is not declared lost yet): the request never ran there, so it may run on another copy."""
+
+
 class Invoked(msgspec.Struct, frozen=True):
     result: bytes  # the contract's output, JSON
     worker: WorkerTimings
@@ -74,7 +79,7 @@ async def invoke(
             http_status=413,
         ) from None
     except NoRespondersError:
-        raise ServingError(
+        raise NodeUnreachable(
             "CAPABILITY_UNAVAILABLE",
             f"no agent answers for {grant.deployment_id} on {grant.node_id}",
             http_status=503,

@@ -30,6 +30,14 @@ def rejection(decision: PlacementDecision, deployment_id: str, stale_reason: str
             "probe the candidate on the node as it is now and promote that measurement",
             details=details,
         )
+    if decision.reason_codes == (ReasonCode.ENVELOPE_CLASS_UNMEASURED,):
+        return ServingError(
+            "ENVELOPE_CLASS_UNMEASURED",
+            f"no eligible accelerator is of the hardware class {deployment_id}'s envelope was measured "
+            "on: probe the candidate on the accelerator model and runtime it should run on, and promote "
+            "that measurement",
+            details=details,
+        )
     code = next((r.value for r in decision.reason_codes if r.value in codes.ERROR_CODES), None)
     if decision.verdict is Verdict.REJECT_NO_ELIGIBLE_ACCELERATOR and code is None:
         code = ReasonCode.NO_ELIGIBLE_NODE.value

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from functools import partial
 
@@ -19,7 +20,7 @@ from eventstore.errors import ConcurrencyConflict
 from eventstore.store import ExpectedVersion
 from gateway.scheduler import PlacementRequest, Verdict
 from gateway.scheduler.placement import plan_placement
-from gateway.serving import node_loss, upkeep
+from gateway.serving import node_loss, replicas, upkeep
 from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.capacity import live_envelope, planned_eviction, unload_victims
 from gateway.serving.context import ServingContext
@@ -64,6 +65,7 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
                 upkeep.next_ttl_due(live.catalog, live.accelerators.values()),
                 upkeep.next_lease_expiry(live.lease_grants),
                 upkeep.next_warm_retry(live.catalog, live.load_failures, now),
+                replicas.next_idle_extra_due(live.catalog, live.accelerators.values(), live.policy),
                 upkeep.next_pressure_due(ctx.pressure, live.policy),
                 next_load_due(live.loads, live.policy.load_timeout_seconds),
                 next_unload_due(live.evictions, live.policy.unload_timeout_seconds),
@@ -107,21 +109,24 @@ async def upkeep_once(ctx: ServingContext, now: float | None = None) -> None:
     # and the next round sees the copy busy or UNLOADING.
     unservable = upkeep.unservable_idle(live.catalog, live.accelerators.values())
     over = [u for u in upkeep.over_capacity(live.accelerators.values(), policy) if u not in unservable]
+    ttl = upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now)
+    extras = replicas.idle_extras(live.catalog, live.accelerators.values(), policy, now)
     unloads = [
         *[(u, "artifact_set_unservable") for u in unservable],
         *[(u, "over_capacity") for u in over],
-        *[
-            (u, "keep_warm_ttl")
-            for u in upkeep.idle_past_ttl(live.catalog, live.accelerators.values(), now)
-            if u not in unservable and u not in over
-        ],
+        *[(u, "keep_warm_ttl") for u in ttl if u not in unservable and u not in over],
+        *[(u, "replica_idle") for u in extras if u not in unservable and u not in over and u not in ttl],
     ]
     for u, reason in unloads:
         if await unload_idle(ctx, u.node_id, u.accelerator_id, u.deployment_id, reason):
             log.info("unloading %s from %s: %s", u.deployment_id, u.accelerator_id, reason)
     schedulable = live.schedulable_accelerators(now)
     for deployment_id in upkeep.warm_missing(live.catalog, schedulable, live.load_failures, now):
-        await _load_always_warm(ctx, deployment_id)
+        warm = live.catalog.deployments[deployment_id].residency.kind == "always_warm"
+        await _load_copy(ctx, deployment_id, "always_warm" if warm else "replica_min", may_evict=True)
+    waiting = Counter(place.deployment_id for place in ctx.waiting)
+    for deployment_id in replicas.wanting_more(live.catalog, schedulable, policy, waiting):
+        await _load_copy(ctx, deployment_id, "replica_scale_up", may_evict=False)
     ctx.pressure, steps = upkeep.track_pressure(schedulable, ctx.pressure, live.policy, now)
     for step in steps:
         changed = s.PressureChanged(
@@ -170,9 +175,10 @@ async def _record_lease_timeout(ctx: ServingContext, grant: s.LeaseGranted) -> N
     await ctx.store.record_request(deployment.capability, grant.request_id, failed, actor=ctx.actor)
 
 
-async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
-    """Load an always-warm deployment where it fits, evicting idle residents that may be evicted
-    (on-demand or keep-warm) if that is what it takes; a round after the eviction has ended loads it."""
+async def _load_copy(ctx: ServingContext, deployment_id: str, reason: str, may_evict: bool) -> None:
+    """Load a further copy of a deployment where none is (a node without one first), evicting idle
+    residents that may be evicted (on-demand or keep-warm) if that is what it takes and `may_evict`
+    (a copy the deployment must keep); a round after the eviction has ended loads it."""
     live = ctx.live
     if evicting_for(live.evictions, deployment_id):
         return  # room is being made: deciding again now would evict more than needed
@@ -183,17 +189,18 @@ async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
         decision = plan_placement(
             live.schedulable_accelerators(now),
             envelope,
-            PlacementRequest(channel=envelope.channel),
+            PlacementRequest(channel=envelope.channel, new_replica=True),
             live.policy,
             now,
             live.co_residency,
         )
         acc = decision.accelerator_id
-        if decision.verdict is Verdict.ADMIT_AFTER_EVICTION and decision.evictions and acc is not None:
+        evicts = may_evict and decision.verdict is Verdict.ADMIT_AFTER_EVICTION
+        if evicts and decision.evictions and acc is not None:
             eviction = planned_eviction(decision, acc, deployment_id)
             done = stage(ctx, acc, [eviction])
             send = partial(unload_victims, ctx, decision.node_id or "", eviction)
-            log.info("evicting %s to load always-warm %s", ", ".join(eviction.victims), deployment_id)
+            log.info("evicting %s to load %s (%s)", ", ".join(eviction.victims), deployment_id, reason)
         elif decision.verdict is Verdict.ADMIT and acc is not None:
             load = s.ResidencyLoadRequested(
                 load_id=new_id(),
@@ -201,13 +208,16 @@ async def _load_always_warm(ctx: ServingContext, deployment_id: str) -> None:
                 node_id=decision.node_id or "",
                 deployment_id=deployment_id,
                 required_bytes=decision.load_bytes,
-                reason="always_warm",
+                reason=reason,
             )
             done = stage(ctx, acc, [load])
             send = partial(send_load, ctx, load, deployment)
         else:
-            log.info(
-                "always-warm %s not placed yet: %s %s",
+            # Under queue pressure with no room, every round asks again: not worth a line each time.
+            say = log.debug if reason == "replica_scale_up" else log.info
+            say(
+                "%s copy of %s not placed yet: %s %s",
+                reason,
                 deployment_id,
                 decision.verdict.value,
                 [r.value for r in decision.reason_codes],

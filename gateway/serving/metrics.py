@@ -103,7 +103,8 @@ class ServingMetrics:
             Counter(
                 "modelforge_evictions",
                 "Evictions this gateway put on the books, by reason (eviction: room for a request or an "
-                "always-warm load; operator, drain, keep_warm_ttl, artifact_set_unservable, over_capacity)",
+                "always-warm load; operator, drain, keep_warm_ttl, artifact_set_unservable, over_capacity, "
+                "replica_idle)",
                 ["reason"],
                 registry=registry,
             )

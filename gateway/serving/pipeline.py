@@ -17,10 +17,11 @@ from typing import TypeVar
 
 import msgspec
 
+from gateway.deployments.model import DeploymentState
 from gateway.serving import capacity
 from gateway.serving.background import record_request
 from gateway.serving.context import ServingContext
-from gateway.serving.dispatch import NODE_LOST, Invoked, invoke
+from gateway.serving.dispatch import NODE_LOST, Invoked, NodeUnreachable, invoke
 from streams.codes import ServingError
 from streams.events.requests import (
     LatencyBreakdown,
@@ -179,12 +180,15 @@ async def serve(
         try:
             invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
         except ServingError as lost:
-            if lost.code != NODE_LOST:
+            if lost.code != NODE_LOST and not isinstance(lost, NodeUnreachable):
                 raise
-            # Its node was lost mid-flight (the lease left the books with it): once more, elsewhere.
+            # Its node was lost mid-flight (the lease left the books with it), or its agent is gone
+            # (the lease goes back now): once more, on another accelerator.
             log.warning("request %s: %s; trying it again", request_id, lost.message)
-            grant = None
-            grant = await capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority)
+            if isinstance(lost, NodeUnreachable):
+                ctx.spawn(capacity.release(ctx, grant, "failed"))
+            gone, grant = grant.accelerator_id, None
+            grant = await _elsewhere(ctx, deployment, request_id, client_id, deadline, priority, gone, lost)
             invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
         latency = _latency(grant, invoked, started, validation_ms, resolution_ms)
         usage = Usage(items=shape.items, input_tokens=_output_of(_tokens.decode, invoked.result).input_tokens)
@@ -254,6 +258,26 @@ def _output_of(read: Callable[[T], U], output: T) -> U:
         raise ServingError(
             "INVALID_OUTPUT", f"the worker's output could not be read ({type(error).__name__})"
         ) from None
+
+
+async def _elsewhere(
+    ctx: ServingContext,
+    deployment: DeploymentState,
+    request_id: str,
+    client_id: str,
+    deadline: float,
+    priority: int,
+    gone: str,
+    lost: ServingError,
+) -> capacity.Grant:
+    """A lease for the retry, anywhere but `gone`. An unreachable agent with no other accelerator
+    to go to is answered as it was (CAPABILITY_UNAVAILABLE), not as a placement refusal."""
+    try:
+        return await capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority, gone)
+    except ServingError as refused:
+        if isinstance(lost, NodeUnreachable) and refused.code == "NO_ELIGIBLE_NODE":
+            raise lost from None
+        raise
 
 
 def _latency(

@@ -1,7 +1,9 @@
 """Residency upkeep: what the gateway must do without a request asking — pure decisions.
 
-- always-warm deployments are loaded as soon as they are promoted, and again after a restart,
-  evicting idle residents that may be evicted when that is the only way they fit;
+- always-warm deployments (and those asking for more than one copy) are loaded as soon as they
+  are promoted, and again after a restart, up to their `replicas.min` copies (on distinct nodes
+  where they fit), evicting idle residents that may be evicted when that is the only way they fit;
+  further copies under queue pressure, and unloading idle ones, are `replicas`' decisions;
 - an eviction whose victims have all stopped unloading is completed (`EvictionCompleted`,
   `gateway.state.evictions`);
 - keep-warm residents are unloaded once idle for their TTL;
@@ -96,14 +98,14 @@ def next_pressure_due(tracks: Mapping[str, PressureTrack], policy: SchedulerPoli
     return min(times) if times else None
 
 
-def hosted(accelerators: Iterable[AcceleratorState]) -> set[str]:
-    """Deployments resident or on their way there, anywhere."""
-    return {
-        r.deployment_id
-        for state in accelerators
-        for r in state.residents
-        if r.state in (ResidencyState.LOADED, ResidencyState.LOADING)
-    }
+def hosted(accelerators: Iterable[AcceleratorState]) -> dict[str, int]:
+    """Copies resident or on their way there, anywhere, by deployment id."""
+    copies: dict[str, int] = {}
+    for state in accelerators:
+        for r in state.residents:
+            if r.state in (ResidencyState.LOADED, ResidencyState.LOADING):
+                copies[r.deployment_id] = copies.get(r.deployment_id, 0) + 1
+    return copies
 
 
 def warm_missing(
@@ -112,18 +114,18 @@ def warm_missing(
     failures: Mapping[str, LoadFailure] | None = None,
     now: float = 0.0,
 ) -> list[str]:
-    """Always-warm deployments that are resident nowhere, in id order; one whose last load failed
-    (`failures`, by deployment id) is tried again `LOAD_RETRY_S` after that failure."""
+    """Deployments with fewer copies than their resident floor (always-warm ones, and those asking
+    for more than one copy), in id order; one whose last load failed (`failures`, by deployment
+    id) is tried again `LOAD_RETRY_S` after that failure."""
     present = hosted(accelerators)
     failures = failures or {}
     return sorted(
         d.deployment_id
         for d in catalog.deployments.values()
-        if d.residency.kind == "always_warm"
+        if d.resident_floor > present.get(d.deployment_id, 0)
         and d.active
         and not d.draining
         and catalog.unservable(d) is None
-        and d.deployment_id not in present
         and retry_at(failures.get(d.deployment_id)) <= now
     )
 
@@ -137,7 +139,7 @@ def next_warm_retry(catalog: Catalog, failures: Mapping[str, LoadFailure], now: 
             for deployment_id, failure in failures.items()
             if retry_at(failure) > now
             and (d := catalog.deployments.get(deployment_id)) is not None
-            and d.residency.kind == "always_warm"
+            and d.resident_floor > 0
         ),
         default=None,
     )
@@ -149,6 +151,8 @@ def idle_past_ttl(catalog: Catalog, accelerators: Iterable[AcceleratorState], no
         for r in state.residents:
             info = catalog.deployments.get(r.deployment_id)
             if info is None or info.residency.kind != "keep_warm" or r.state is not ResidencyState.LOADED:
+                continue
+            if info.resident_floor > 0:  # its copies beyond the floor go by `replicas.idle_extras`
                 continue
             if r.active_leases == 0 and r.last_used_at + info.residency.keep_warm_ttl_s <= now:
                 due.append(Unload(state.accelerator_id, state.node_id, r.deployment_id))
@@ -188,6 +192,7 @@ def next_ttl_due(catalog: Catalog, accelerators: Iterable[AcceleratorState]) -> 
         for r in state.residents
         if (info := catalog.deployments.get(r.deployment_id)) is not None
         and info.residency.kind == "keep_warm"
+        and info.resident_floor == 0
         and r.state is ResidencyState.LOADED
         and r.active_leases == 0
     ]

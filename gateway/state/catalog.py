@@ -11,6 +11,8 @@ import msgspec
 from gateway.deployments.evolve import evolve_deployment
 from gateway.deployments.model import DeploymentState
 from gateway.deployments.routes import names_stable
+from gateway.scheduler.fleet import accelerator_model
+from gateway.scheduler.state import HardwareClass
 from streams.events import control as c
 from streams.events import serving as s
 from streams.events.base import Event
@@ -42,6 +44,13 @@ class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
     def schedulable(self) -> bool:
         return self.enabled and self.production_eligible and not self.decommissioned and not self.lost
 
+    def accelerator_model(self, accelerator_id: str) -> str:
+        """The accelerator part of its hardware class ("" for an accelerator it does not have)."""
+        for spec in self.accelerators:
+            if spec.accelerator_id == accelerator_id:
+                return accelerator_model(spec.kind, spec.name, spec.compute_capability)
+        return ""
+
 
 class ProbeFacts(msgspec.Struct, frozen=True, kw_only=True):
     """What a candidate's resource envelope was measured on."""
@@ -49,6 +58,8 @@ class ProbeFacts(msgspec.Struct, frozen=True, kw_only=True):
     node_id: str
     hardware_fingerprint: str
     runtime: str
+    accelerator_model: str = ""  # "" when the node was not registered when the probe completed
+    precision: str = ""  # the candidate's runtime profile's
 
 
 class Catalog(msgspec.Struct, frozen=True):
@@ -56,6 +67,14 @@ class Catalog(msgspec.Struct, frozen=True):
     artifact_sets: dict[str, ArtifactSetInfo] = msgspec.field(default_factory=dict)
     nodes: dict[str, NodeInfo] = msgspec.field(default_factory=dict)
     probes: dict[str, ProbeFacts] = msgspec.field(default_factory=dict)  # probe id -> what it ran on
+    precisions: dict[str, str] = msgspec.field(default_factory=dict)  # candidate id -> its precision
+
+    def measured_class(self, deployment: DeploymentState) -> HardwareClass | None:
+        """The hardware class the deployment's envelope was measured on (None: not known)."""
+        probe = self.probes.get(deployment.probe_id)
+        if probe is None or not probe.accelerator_model:
+            return None
+        return HardwareClass(probe.accelerator_model, probe.runtime, probe.precision)
 
     def stale_envelope(self, deployment: DeploymentState) -> str | None:
         """Why the deployment's measured envelope no longer holds (the node it was measured on now
@@ -171,6 +190,7 @@ def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
             | s.DeploymentDraining()
             | s.DeploymentDrained()
             | s.ResidencyPolicyChanged()
+            | s.DeploymentScalingChanged()
         ):
             # One fold of the deployment aggregate serves the promotion pipeline and serving alike.
             updated = evolve_deployment(deployments.get(event.deployment_id), event, 0)
@@ -203,10 +223,18 @@ def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
             updated_art = msgspec.structs.replace(current_art, **flag)
             return _with(catalog, artifact_sets={**artifacts, event.artifact_set_id: updated_art})
         case c.ProbeCompleted():
+            probed_on = nodes.get(event.node_id)
             facts = ProbeFacts(
-                node_id=event.node_id, hardware_fingerprint=event.hardware_fingerprint, runtime=event.runtime
+                node_id=event.node_id,
+                hardware_fingerprint=event.hardware_fingerprint,
+                runtime=event.runtime,
+                accelerator_model=probed_on.accelerator_model(event.accelerator_id) if probed_on else "",
+                precision=catalog.precisions.get(event.candidate_id, ""),
             )
             return _with(catalog, probes={**catalog.probes, event.probe_id: facts})
+        case c.CandidateRegistered():
+            precision = event.runtime_profile.get("precision", "")
+            return _with(catalog, precisions={**catalog.precisions, event.candidate_id: precision})
         case c.NodeRegistered():
             # A node registering again (it restarted on changed hardware or runtimes) keeps what
             # operators decided about it: enabled, eligible, decommissioned, and its generation.

@@ -30,6 +30,7 @@ from gateway.scheduler import (
     CoResidencyStatus,
     SchedulerPolicy,
 )
+from gateway.scheduler.fleet import accelerator_model
 from gateway.scheduler.policy import policy_of
 from gateway.state.accelerators import (
     evolve_accelerator,
@@ -267,10 +268,14 @@ class LiveState:
             ok = node.schedulable and self.node_live(node.node_id, now)
             for spec in node.accelerators:
                 state = self.view(spec.accelerator_id)
-                if state is not None:
-                    out.append(
-                        state if state.available == ok else msgspec.structs.replace(state, available=ok)
+                if state is None:
+                    continue
+                model = accelerator_model(spec.kind, spec.name, spec.compute_capability)
+                if (state.available, state.hardware_model, state.runtimes) != (ok, model, node.runtimes):
+                    state = msgspec.structs.replace(
+                        state, available=ok, hardware_model=model, runtimes=node.runtimes
                     )
+                out.append(state)
         return out
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:

@@ -338,6 +338,7 @@ def _deployment(event: Event, at: str | None) -> list[Op] | None:
                     keep_warm_ttl_s=event.residency.keep_warm_ttl_s,
                     embedding_space=event.embedding_space,
                     max_batch_size=event.max_batch_size,
+                    **_scaling(event.replicas, event.placement),
                     created_at=at,
                     updated_at=at,
                 )
@@ -400,6 +401,13 @@ def _deployment(event: Event, at: str | None) -> list[Op] | None:
                     updated_at=at,
                 )
             ]
+        case s.DeploymentScalingChanged():
+            scaling = _scaling(event.replicas, event.placement)
+            return [up("deployments", (event.deployment_id,), **scaling, updated_at=at)]
         case s.RoutingWeightsChanged():
             return [up("deployments", (event.deployment_id,), routing_weights=event.weights, updated_at=at)]
     return None
+
+
+def _scaling(replicas: s.Replicas, placement: str) -> dict[str, object]:
+    return {"replicas_min": replicas.min, "replicas_max": replicas.max, "placement": placement}

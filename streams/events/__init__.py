@@ -50,6 +50,7 @@ _BY_AGGREGATE: dict[Aggregate, tuple[type[Event], ...]] = {
         s.DeploymentDraining,
         s.DeploymentDrained,
         s.ResidencyPolicyChanged,
+        s.DeploymentScalingChanged,
         s.RoutingWeightsChanged,
     ),
     Aggregate.ACCELERATOR: (

@@ -13,6 +13,7 @@ from streams.events.base import Event
 ResidencyPolicyKind = Literal["on_demand", "keep_warm", "always_warm"]
 Channel = Literal["stable", "experiment", "lab"]
 PressureLevel = Literal["NORMAL", "ELEVATED", "HIGH", "CRITICAL"]
+PlacementKind = Literal["binpack", "spread"]
 
 # ---- deployment ----------------------------------------------------------------------------
 
@@ -41,6 +42,14 @@ class ResidencyPolicy(msgspec.Struct, frozen=True):
     keep_warm_ttl_s: float = 0.0
 
 
+class Replicas(msgspec.Struct, frozen=True):
+    """How many copies of a deployment: `min` kept resident (on distinct nodes where they fit)
+    when it asks to stay resident (always-warm, or min > 1), up to `max` under queue pressure."""
+
+    min: int = 1
+    max: int = 1
+
+
 class DeploymentPromoted(Event, frozen=True):
     deployment_id: str
     capability: str
@@ -57,6 +66,8 @@ class DeploymentPromoted(Event, frozen=True):
     # The manifest of the artifact set as approved: the only files this deployment loads ("" in
     # events from before it was kept: the catalogue binds the set's manifest at the promotion).
     manifest_sha256: str = ""
+    replicas: Replicas = Replicas()
+    placement: PlacementKind = "binpack"  # where new copies go: the tightest fit, or the most free memory
 
 
 class ExperimentCreated(Event, frozen=True):
@@ -93,6 +104,12 @@ class DeploymentDrained(Event, frozen=True):
 class ResidencyPolicyChanged(Event, frozen=True):
     deployment_id: str
     residency: ResidencyPolicy
+
+
+class DeploymentScalingChanged(Event, frozen=True):
+    deployment_id: str
+    replicas: Replicas
+    placement: PlacementKind
 
 
 class RoutingWeightsChanged(Event, frozen=True):

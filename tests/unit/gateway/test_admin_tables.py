@@ -47,9 +47,13 @@ def test_a_deployments_table_puts_the_model_name_before_the_id_with_its_size_in_
         "status": "stable",
         "residency": {"kind": "keep_warm", "keep_warm_ttl_s": 600.0},
         "envelope": {"required_bytes": 90 * 2**20},
+        "replicas": {"min": 2, "max": 4},
+        "placement": "spread",
     }
     header, rule, line = tables.table([row], tables.DEPLOYMENTS).splitlines()
-    assert header.split() == ["MODEL", "DEPLOYMENT", "CAPABILITY", "CHANNEL", "STATUS", "RESIDENCY", "NEEDS"]
+    assert header.split() == [
+        "MODEL", "DEPLOYMENT", "CAPABILITY", "CHANNEL", "STATUS", "RESIDENCY", "REPLICAS", "NEEDS",
+    ]  # fmt: skip
     assert set(rule) <= {"-", " "}
     assert line.split() == [
         "minilm",
@@ -59,6 +63,8 @@ def test_a_deployments_table_puts_the_model_name_before_the_id_with_its_size_in_
         "stable",
         "keep_warm",
         "10m",
+        "2-4",
+        "spread",
         "90.0",
         "MiB",
     ]

@@ -43,7 +43,7 @@ def fingerprint(fleet: tuple[AcceleratorState, ...] = FLEET, **changes: object) 
 
 def test_the_fingerprint_is_a_stable_known_value() -> None:
     # Changing the canonical encoding changes every stored fingerprint: bump FINGERPRINT_VERSION.
-    assert fingerprint() == "ad468cff0f077a67ecf3408b339d943b04b3a3b38db78830b9ddc387b8608a7a"
+    assert fingerprint() == "494d3bd9712200e88cf04b21ce95065dbc7da925b4acb6c98b73ff533c1120c8"
 
 
 def test_order_of_accelerators_residents_and_leases_does_not_matter() -> None:
@@ -112,6 +112,8 @@ def test_every_field_of_every_input_is_covered() -> None:
         "last_eviction_at": NOW,
         "last_load_at": NOW,
         "available": False,
+        "hardware_model": "gpu:L4",
+        "runtimes": ("tensorrt",),
     }
     assert set(states) == set(AcceleratorState.__struct_fields__)
     variants = [

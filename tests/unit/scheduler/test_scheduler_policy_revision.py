@@ -23,6 +23,8 @@ from gateway.scheduler.policy import GIB, PolicyInvalid, policy_of, revise
         ({"pressure_critical_at": 1.2}, "pressure_critical_at"),
         ({"global_queue_limit": 0}, "global_queue_limit"),
         ({"global_queue_limit": 2.5}, "global_queue_limit"),
+        ({"replica_scale_up_queue_depth": 0}, "replica_scale_up_queue_depth"),
+        ({"replica_idle_seconds": -1}, "replica_idle_seconds"),
         ({"max_queue_wait_seconds": 0}, "max_queue_wait_seconds"),
         ({"load_timeout_seconds": -5}, "load_timeout_seconds"),
         ({"telemetry_fresh_seconds": 0}, "telemetry_fresh_seconds"),
