@@ -128,7 +128,7 @@ def _artifacts(verbs: Any) -> None:
     imp = verb(
         verbs,
         "import",
-        "copy a model folder onto a node, register and verify it",
+        "store a model folder in the artifact bucket, register and verify it",
         lambda a: (
             "POST",
             "/artifact-sets/import",
@@ -146,7 +146,10 @@ def _artifacts(verbs: Any) -> None:
     imp.add_argument("--name", required=True)
     imp.add_argument("--node", required=True)
     imp.add_argument("--capability", default="rag.embedding@1")
-    imp.add_argument("--artifact-root", help="the node's artifact root (default: the gateway's)")
+    imp.add_argument(
+        "--artifact-root",
+        help="also copy it onto this artifact root on the gateway's machine (default: the gateway's)",
+    )
     imp.add_argument("--no-verify", action="store_true")
     listing(verbs, "artifact sets", "/artifact-sets", lambda: tables.ARTIFACT_SETS)
     q = verb(
