@@ -105,6 +105,8 @@ class AcceleratorState(msgspec.Struct, frozen=True, kw_only=True):
     last_eviction_at: float | None = None
     # False while the node is offline, disabled or draining: nothing new is placed here.
     available: bool = True
+    # The artifact sets the node holds (its telemetry says), sorted: a cold load there fetches none.
+    cached_sets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Canonical order, fixed once at construction (and decoding) rather than per decision:
@@ -131,6 +133,9 @@ class ModelEnvelope(msgspec.Struct, frozen=True, kw_only=True):
     # Set when a load measured more than the envelope reserved: no cold load goes by it (a loaded
     # copy, measured as it is, serves on) until a new probe is promoted.
     outgrown: bool = False
+    # The files a cold load needs: on a node that lacks them, they are fetched first.
+    artifact_set_id: str = ""
+    artifact_bytes: int = 0
 
 
 def find_resident(state: AcceleratorState, deployment_id: str) -> Resident | None:

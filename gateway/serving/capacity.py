@@ -55,9 +55,12 @@ class Grant(msgspec.Struct, kw_only=True):
     queue_ms: float = 0.0
 
 
-def envelope_of(deployment: DeploymentState, stale: bool = False, outgrown: bool = False) -> ModelEnvelope:
+def envelope_of(
+    deployment: DeploymentState, stale: bool = False, outgrown: bool = False, artifact_bytes: int = 0
+) -> ModelEnvelope:
     """`stale`: what the probe measured no longer holds (`Catalog.stale_envelope`); `outgrown`: a
-    load measured more than it reserved (`LiveState.outgrown_envelope`)."""
+    load measured more than it reserved (`LiveState.outgrown_envelope`); `artifact_bytes`: the
+    deployment's artifact set's, which a node without it fetches before a cold load."""
     env = deployment.envelope
     return ModelEnvelope(
         deployment_id=deployment.deployment_id,
@@ -68,6 +71,8 @@ def envelope_of(deployment: DeploymentState, stale: bool = False, outgrown: bool
         cold_load_ms=env.cold_load_ms,
         stale=stale,
         outgrown=outgrown,
+        artifact_set_id=deployment.artifact_set_id,
+        artifact_bytes=artifact_bytes,
     )
 
 
@@ -76,7 +81,9 @@ def live_envelope(live: LiveState, deployment: DeploymentState) -> tuple[ModelEn
     reason a SCHEDULER_STATE_STALE refusal names), if it does not."""
     stale = live.catalog.stale_envelope(deployment)
     outgrown = live.outgrown_envelope(deployment)
-    return envelope_of(deployment, stale is not None, outgrown is not None), stale or outgrown
+    artifacts = live.catalog.artifact_sets.get(deployment.artifact_set_id)
+    set_bytes = sum(f.size for f in artifacts.files) if artifacts else 0
+    return envelope_of(deployment, stale is not None, outgrown is not None, set_bytes), stale or outgrown
 
 
 def _lease(

@@ -44,6 +44,7 @@ class ArtifactCache:
         self.folder = self.node_root / CACHE_FOLDER
         self.client = client
         self.books = CacheBooks(budget_bytes)
+        self.local: set[str] = set()  # sets found in the node's own folders, this generation
         self.folder.mkdir(exist_ok=True)
         by_last_use = sorted(self.folder.iterdir(), key=lambda path: path.stat().st_mtime)
         for found in by_last_use:
@@ -52,8 +53,9 @@ class ArtifactCache:
             elif found.is_dir():
                 self.books.add(found.name, _size_on_disk(found))
 
-    def cached_set_ids(self) -> list[str]:
-        return self.books.set_ids()
+    def held_set_ids(self) -> list[str]:
+        """The sets this node can load without a fetch (its telemetry reports them)."""
+        return sorted(self.local.union(self.books.set_ids()))
 
     async def verified(
         self,
@@ -75,7 +77,9 @@ class ArtifactCache:
 
         local = resolve_artifact_path(self.node_root, folder)
         if local.is_dir():
-            return await asyncio.to_thread(verify, local)
+            verified = await asyncio.to_thread(verify, local)
+            self.local.add(set_id)
+            return verified
         cached = self.folder / subjects.token(set_id, "artifact set id")
         if set_id in self.books:
             try:

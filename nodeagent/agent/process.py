@@ -78,6 +78,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             state.residencies_on,
             state.pids_on,
             config.telemetry_interval_s,
+            state.cache.held_set_ids,
         )
         consumer = JobConsumer(
             connection.client,

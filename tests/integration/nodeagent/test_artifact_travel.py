@@ -9,21 +9,23 @@ import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from artifacts import build_manifest
 from artifacts.bucket import put_set
 from eventstore.connection import Connection
 from nodeagent.agent.artifact_cache import CACHE_FOLDER
-from streams import codes
+from streams import codes, subjects
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.events.control import ArtifactSetFetchProgressed
-from streams.messages import LoadJob
+from streams.messages import AcceleratorTelemetry, LoadJob
 from streams.subjects import Aggregate
 from tests.integration.nodeagent.test_agent_artifacts import flip_one_byte
 from tests.support.agents import (
     MINILM,
+    WAIT_S,
     AgentProcess,
     aggregate_events,
     checked_health,
@@ -85,6 +87,23 @@ async def test_an_agent_whose_root_never_had_the_files_fetches_the_set_and_serve
     assert [p.total_bytes for p in progress] == [total] * len(progress)
     assert (progress[0].fetched_bytes, progress[-1].fetched_bytes) == (0, total)
     assert len(progress) <= 5  # its start, each quarter, its end: never one per file or chunk
+
+
+async def test_a_nodes_telemetry_names_the_sets_it_holds_once_it_fetched_one(
+    connection: Connection, fresh_agent: AgentProcess, stored_minilm: list[dict[str, object]]
+) -> None:
+    sub = await connection.client.subscribe(f"{subjects.TELEMETRY_PREFIX}.{fresh_agent.node}.>")
+    try:
+        job, outcome = await loaded(connection, fresh_agent, "dep-told", stored_minilm)
+        assert isinstance(outcome, s.ResidencyLoaded), outcome
+        while True:  # each sample until one names the set (the next one after the load)
+            msg = await sub.next_msg(timeout=WAIT_S)
+            sample = msgspec.json.decode(msg.data, type=AcceleratorTelemetry)
+            if sample.cached_sets:
+                break
+    finally:
+        await sub.unsubscribe()
+    assert sample.cached_sets == [job.artifact_set_id]
 
 
 async def test_a_tampered_cached_file_is_refused_and_fetched_again(
