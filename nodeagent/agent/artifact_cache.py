@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from nats.aio.client import Client
+from nats.errors import Error as NatsError
 
 from artifacts import ArtifactManifest, VerifiedArtifactSet, resolve_artifact_path, verify_artifact_set
 from artifacts.bucket import get_file, open_bucket
@@ -129,7 +130,11 @@ class ArtifactCache:
             if progress is not None:
                 await progress(0, total)
             for entry in manifest.files:
-                await get_file(bucket, entry, resolve_artifact_path(staging, entry.path))
+                try:
+                    await get_file(bucket, entry, resolve_artifact_path(staging, entry.path))
+                except NatsError as error:  # the bucket went away mid-fetch: this fetch's outcome
+                    detail = f"{set_id}: fetching {entry.path} failed: {error!r}"
+                    raise ServingError(codes.ARTIFACT_FETCH_FAILED.code, detail) from None
                 fetched += entry.size_bytes
                 if progress is not None:
                     await progress(fetched, total)
