@@ -229,7 +229,7 @@ ENDPOINTS = [
     Endpoint("GET", "/contracts", "The capability contracts and their schemas", list_contracts, tag="contracts", response=ROWS),
     Endpoint("GET", "/contracts/{capability}", "One contract", show_contract, tag="contracts"),
     Endpoint(
-        "POST", "/artifact-sets/import", "Import a local model folder onto a node, register it, verify it",
+        "POST", "/artifact-sets/import", "Import a local model folder into the artifact bucket, register it, verify it",
         import_artifacts, ImportArtifacts, "artifacts",
     ),
     Endpoint("GET", "/artifact-sets", "Artifact sets", list_artifacts, tag="artifacts", response=ROWS),
