@@ -2,9 +2,10 @@
 the memory it was measured at.
 
 Loading verifies the artifact set first (fetched into the node's cache where it lacks it;
-confinement, sha256 and size, no pickle, no remote code) while the worker starts, then has the worker load the runtime and run one warm-up inference. The
-residency's memory is the worker process's own: its RSS on the CPU device, its NVML figure on a
-GPU. Nothing else's memory is in it, and killing the worker gives all of it back.
+confinement, sha256 and size, no pickle, no remote code) while the worker starts, then has the
+worker load the runtime and run one warm-up inference. The residency's memory is the worker
+process's own: its RSS on the CPU device, its NVML figure on a GPU. Nothing else's memory is in
+it, and killing the worker gives all of it back.
 """
 
 from __future__ import annotations
