@@ -29,6 +29,9 @@ from streams.envelope import new_id
 
 CACHE_FOLDER = ".cache"  # not a set folder name: those are subject tokens, which have no dot
 _FETCHING_PREFIX = ".fetch-"
+# What a cached copy that was changed on disk fails with (a file altered or lost, a link planted):
+# it is dropped and fetched again. A bad manifest fails the same way again and is refused then.
+_DAMAGED = frozenset({codes.ARTIFACT_NOT_VERIFIED.code, codes.ARTIFACT_PATH_INVALID.code})
 log = logging.getLogger("modelforge.agent.cache")
 
 # Told (fetched bytes, total bytes) after each file of a fetch.
@@ -82,11 +85,13 @@ class ArtifactCache:
             self.local.add(set_id)
             return verified
         cached = self.folder / subjects.token(set_id, "artifact set id")
+        if set_id in self.books and not cached.is_dir():  # removed by hand since
+            self.books.remove(set_id)
         if set_id in self.books:
             try:
                 verified = await asyncio.to_thread(verify, cached)
             except ServingError as error:
-                if error.code != codes.ARTIFACT_NOT_VERIFIED.code:
+                if error.code not in _DAMAGED:
                     raise
                 log.warning("cached set %s failed verification (%s): fetching it again", set_id, error)
                 await self._drop(set_id)
@@ -97,7 +102,7 @@ class ArtifactCache:
         try:
             verified = await asyncio.to_thread(verify, cached)
         except ServingError as error:
-            if error.code == codes.ARTIFACT_NOT_VERIFIED.code:
+            if error.code in _DAMAGED:
                 await self._drop(set_id)  # fetched bytes that do not verify are never kept
             raise
         self._touch(set_id, cached)
