@@ -36,7 +36,7 @@ from pathlib import Path
 import msgspec
 import uvloop
 
-from artifacts import build_manifest
+from artifacts import build_manifest, verify_artifact_set
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
 from eventstore.subscription import subscribe
@@ -44,7 +44,7 @@ from modelforge.devstack.nats_server import start_nats
 from modelforge.devstack.processes import stop_pid
 from nodeagent.adapters.base import run_rows
 from nodeagent.adapters.embedding import EmbeddingAdapter
-from nodeagent.agent.residency import verify
+from nodeagent.agent.residency import manifest_from_job
 from nodeagent.agent.workers import Worker
 from nodeagent.models.pull import pull_minilm
 from nodeagent.runtimes.base import RuntimeOptions
@@ -160,7 +160,7 @@ async def paired(first: Call, second: Call, payloads: list[bytes], seconds: floa
 
 
 async def worker_hop(root: Path, manifest: list[dict[str, object]], seconds: float) -> None:
-    verified = verify(root, "minilm", manifest)
+    verified = verify_artifact_set(root / "minilm", manifest_from_job(manifest))
     warm = await asyncio.to_thread(load_blocking, verified, "rag.embedding@1", None, 64, DEFAULT_CPU_THREADS)
     worker = await Worker.spawn("bench-hop")
     loading = Load(

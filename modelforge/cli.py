@@ -31,7 +31,6 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 
 def _cmd_up(args: argparse.Namespace) -> int:
     from modelforge.devstack import demo, stack
-    from nodeagent.settings import ARTIFACT_ROOT_ENV
 
     home = stack.state_dir()
     print(f"ModelForge embedded stack in {home}")
@@ -41,11 +40,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     demo.wait_until_ready(gateway_url, int(state.extra["gateway_port"]), gateway_log)
     print(f"gateway     {gateway_url}")
     nats_url = state.nats.url if state.nats else os.environ["NATS_URL"]
-    others = [
-        Path(stack.extra_node_settings(home, i)[ARTIFACT_ROOT_ENV])
-        for i in range(2, stack.node_count(state) + 1)
-    ]
-    demo.bootstrap(gateway_url, stack.operator_token(home), home, stack.NODE_ID, nats_url, print, others)
+    demo.bootstrap(gateway_url, stack.operator_token(home), home, stack.NODE_ID, nats_url, print)
     print("stop it with: ./dev down (or .venv/bin/modelforge down)")
     return 0
 

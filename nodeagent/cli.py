@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nodeagent.settings import ARTIFACT_ROOT_ENV, CPU_THREADS_ENV, DEFAULT_CPU_THREADS, NODE_ID_ENV
+from nodeagent.settings import (
+    ARTIFACT_CACHE_BYTES_ENV,
+    ARTIFACT_ROOT_ENV,
+    CPU_THREADS_ENV,
+    DEFAULT_ARTIFACT_CACHE_BYTES,
+    DEFAULT_CPU_THREADS,
+    NODE_ID_ENV,
+)
 
 DEFAULT_TELEMETRY_INTERVAL_S = 5.0
 
@@ -85,8 +92,27 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         job_ack_wait_s=args.job_ack_wait,
         job_attempts=args.job_attempts,
         cpu_threads=_cpu_threads(args.cpu_threads),
+        artifact_cache_bytes=_cache_bytes(args.artifact_cache_bytes),
     )
     return main(config)
+
+
+def _cache_bytes(given: int | None) -> int:
+    raw = (
+        given
+        if given is not None
+        else os.environ.get(ARTIFACT_CACHE_BYTES_ENV) or DEFAULT_ARTIFACT_CACHE_BYTES
+    )
+    try:
+        budget = int(raw)
+    except ValueError:
+        budget = 0
+    if budget < 1:
+        raise SystemExit(
+            f"modelforge agent: --artifact-cache-bytes (or {ARTIFACT_CACHE_BYTES_ENV}) must be a whole "
+            f"number of bytes ≥ 1, not {raw!r}"
+        )
+    return budget
 
 
 def _cpu_threads(given: int | None) -> int:
@@ -172,6 +198,12 @@ def register(subparsers: Any) -> None:
         type=int,
         help=f"threads ONNX Runtime runs one batch on (default: {CPU_THREADS_ENV}, else every core it may use: "
         f"{DEFAULT_CPU_THREADS})",
+    )
+    agent.add_argument(
+        "--artifact-cache-bytes",
+        type=int,
+        help=f"bytes of fetched artifact sets kept under <artifact root>/.cache (default: "
+        f"{ARTIFACT_CACHE_BYTES_ENV}, else {DEFAULT_ARTIFACT_CACHE_BYTES})",
     )
     agent.add_argument(
         "--telemetry-interval", type=float, default=DEFAULT_TELEMETRY_INTERVAL_S, help="seconds"

@@ -9,6 +9,9 @@ import os
 from artifacts.paths import ARTIFACT_ROOT_ENV as ARTIFACT_ROOT_ENV
 
 NODE_ID_ENV = "MODELFORGE_NODE_ID"
+# Bytes of artifact sets fetched from the artifact bucket a node keeps under <root>/.cache (LRU).
+ARTIFACT_CACHE_BYTES_ENV = "MODELFORGE_ARTIFACT_CACHE_BYTES"
+DEFAULT_ARTIFACT_CACHE_BYTES = 20 << 30
 # Threads ONNX Runtime runs one batch on (the CPU runtime only; TensorRT runs on its GPU). Every
 # core this process may use by default: on a node of its own the agent has nothing to leave them
 # to (MiniLM alone: 458 against 272 sequences/s in batches of 32 with two threads rather than one,

@@ -228,6 +228,18 @@ ARTIFACT_NOT_VERIFIED: Final = spec(
     409,
     "The artifact set, or one of its members, is not verified or is quarantined.",
 )
+ARTIFACT_SET_EXCEEDS_CACHE: Final = spec(
+    "ARTIFACT_SET_EXCEEDS_CACHE",
+    409,
+    "The artifact set is larger than the node's artifact cache budget (MODELFORGE_ARTIFACT_CACHE_BYTES), "
+    "or than what the sets its workers hold leave of it.",
+)
+ARTIFACT_FETCH_FAILED: Final = spec(
+    "ARTIFACT_FETCH_FAILED",
+    409,
+    "The node could not fetch the artifact set from the artifact bucket (a file missing there, or its "
+    "digest or size not the manifest's).",
+)
 PICKLE_PRESENT: Final = spec(
     "PICKLE_PRESENT", 409, "The artifact set contains pickle files, which can never be approved."
 )

@@ -81,12 +81,32 @@ def telemetry_stream(replicas: int = 1) -> StreamConfig:
     )
 
 
+def artifacts_stream(replicas: int = 1) -> StreamConfig:
+    # The artifact bucket's stream, as nats-py's create_object_store makes one (chunks and meta
+    # subjects, rollup for meta, direct gets), provisioned with the others so it is replicated like
+    # them. Objects are named by their sha256 and never replaced, so nothing here is deleted.
+    bucket = subjects.ARTIFACTS_BUCKET
+    return StreamConfig(
+        name=subjects.ARTIFACTS_STREAM,
+        description="ModelForge artifact files by sha256 (a JetStream Object Store bucket)",
+        subjects=[f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        num_replicas=replicas,
+        discard=DiscardPolicy.NEW,
+        allow_rollup_hdrs=True,
+        allow_direct=True,
+        deny_delete=True,
+    )
+
+
 def all_streams(replicas: int = 1, request_max_age_days: float = 30.0) -> list[StreamConfig]:
     return [
         events_stream(replicas),
         requests_stream(request_max_age_days, replicas),
         work_stream(replicas),
         telemetry_stream(replicas),
+        artifacts_stream(replicas),
     ]
 
 

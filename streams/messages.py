@@ -105,6 +105,9 @@ class AcceleratorTelemetry(msgspec.Struct, frozen=True, kw_only=True):
     residencies: list[str]  # deployment ids resident on this accelerator
     healthy: bool
     interval_s: float = 0.0  # the publishing interval, so a reader can judge staleness
+    # The artifact sets this node holds (fetched into its cache, or found in its artifact root),
+    # sorted: placement prefers a node that need not fetch a set first.
+    cached_sets: list[str] = []
 
 
 class QueueDepth(msgspec.Struct, frozen=True, kw_only=True):

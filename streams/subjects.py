@@ -13,6 +13,10 @@ EVENTS_STREAM = "MF_EVENTS"
 REQUESTS_STREAM = "MF_REQUESTS"
 WORK_STREAM = "MF_WORK"
 TELEMETRY_STREAM = "MF_TELEMETRY"
+# The JetStream Object Store bucket holding every imported artifact file, by its sha256; its stream
+# is OBJ_<bucket> and its subjects $O.<bucket>.C.> (chunks) and $O.<bucket>.M.> (object meta).
+ARTIFACTS_BUCKET = "MF_ARTIFACTS"
+ARTIFACTS_STREAM = f"OBJ_{ARTIFACTS_BUCKET}"
 PROJECTED_STREAMS = (EVENTS_STREAM, REQUESTS_STREAM)  # what the projector applies to the read model
 
 EVENTS_PREFIX = "mf.evt"

@@ -9,16 +9,19 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gateway.admin import projection_text, tables
 from gateway.admin.client import AdminClient, AdminError
+from gateway.admin.fetch_bar import fetch_bar
 
 OPERATOR_ENV = "MODELFORGE_OPERATOR"  # the approver `approvals production` records by default
 Build = Callable[[argparse.Namespace], tuple[str, str, object]]  # method, path, body
 Render = Callable[[Any], str]
+Around = Callable[[argparse.Namespace], AbstractContextManager[object]]  # held while the call runs
 CALL_S = 300.0  # how long a call may take, beyond a wait it asks the gateway for
 
 
@@ -49,23 +52,29 @@ def verb(
     build: Build,
     render: Render | None = None,
     exit_status: Callable[[Any], int] | None = None,
+    around: Around | None = None,
 ) -> argparse.ArgumentParser:
-    """A verb calling the admin API; `exit_status` judges its answer (0 when none is given)."""
+    """A verb calling the admin API; `exit_status` judges its answer (0 when none is given);
+    `around` is held while the call runs (a progress bar)."""
     sub: argparse.ArgumentParser = parser.add_parser(name, help=help_)
     # a verb may take --approved-by (the operator) and --wait-s (how much longer the call may take)
-    sub.set_defaults(handler=run(build, render, exit_status), operator="cli", wait_s=0.0)
+    sub.set_defaults(handler=run(build, render, exit_status, around), operator="cli", wait_s=0.0)
     if render is not None:
         sub.add_argument("--json", action="store_true", help="print the API's JSON")
     return sub
 
 
 def run(
-    build: Build, render: Render | None = None, exit_status: Callable[[Any], int] | None = None
+    build: Build,
+    render: Render | None = None,
+    exit_status: Callable[[Any], int] | None = None,
+    around: Around | None = None,
 ) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         method, path, body = build(args)
         try:
-            result = AdminClient(operator=args.operator).call(method, path, body, CALL_S + args.wait_s)
+            with around(args) if around is not None else nullcontext():
+                result = AdminClient(operator=args.operator).call(method, path, body, CALL_S + args.wait_s)
         except AdminError as exc:
             print(f"error {exc.code} ({exc.status}): {exc.message}", file=sys.stderr)
             if exc.details:
@@ -128,7 +137,7 @@ def _artifacts(verbs: Any) -> None:
     imp = verb(
         verbs,
         "import",
-        "copy a model folder onto a node, register and verify it",
+        "store a model folder in the artifact bucket, register and verify it",
         lambda a: (
             "POST",
             "/artifact-sets/import",
@@ -141,12 +150,16 @@ def _artifacts(verbs: Any) -> None:
                 "verify": not a.no_verify,
             },
         ),
+        around=lambda a: fetch_bar(f"as-{a.name}"),
     )
     imp.add_argument("source")
     imp.add_argument("--name", required=True)
     imp.add_argument("--node", required=True)
     imp.add_argument("--capability", default="rag.embedding@1")
-    imp.add_argument("--artifact-root", help="the node's artifact root (default: the gateway's)")
+    imp.add_argument(
+        "--artifact-root",
+        help="also copy it onto this artifact root on the gateway's machine (default: the gateway's)",
+    )
     imp.add_argument("--no-verify", action="store_true")
     listing(verbs, "artifact sets", "/artifact-sets", lambda: tables.ARTIFACT_SETS)
     q = verb(
@@ -162,6 +175,7 @@ def _artifacts(verbs: Any) -> None:
         "verify",
         "have the node's agent verify a set",
         lambda a: ("POST", f"/artifact-sets/{a.id}/verify", {}),
+        around=lambda a: fetch_bar(a.id),
     )
     v.add_argument("id")
 

@@ -33,11 +33,12 @@ def promotion(call: Call) -> PromotionContext:
 
 class ImportArtifacts(msgspec.Struct, frozen=True, kw_only=True):
     source: Annotated[str, text.LONG]  # a model folder on the gateway's machine
-    name: str  # the folder under the node's artifact root; the set's id is `as-<name>`
+    name: str  # the set's folder name (under an artifact root); its id is `as-<name>`
     node_id: str
     capability: str = "rag.embedding@1"
     artifact_root: Annotated[str | None, text.LONG] = (
-        None  # the node's artifact root (default: $MODELFORGE_ARTIFACT_ROOT)
+        None  # an artifact root on the gateway's machine to copy the set onto as well (default:
+        # $MODELFORGE_ARTIFACT_ROOT; with neither, the set is only in the artifact bucket)
     )
     verify: bool = True  # have the node's agent verify the files at once
 
@@ -111,13 +112,9 @@ async def show_contract(call: Call) -> object:
 async def import_artifacts(call: Call) -> object:
     body: ImportArtifacts = call.body
     root_text = body.artifact_root or os.environ.get(ARTIFACT_ROOT_ENV, "")
-    if not root_text:
-        raise ServingError(
-            "INVALID_INPUT", f"name the node's artifact_root (or set {ARTIFACT_ROOT_ENV})", "artifact_root"
-        )
     p = promotion(call)
     state = await artifacts.import_artifacts(
-        p, Path(body.source), Path(root_text), body.name, body.capability, body.node_id
+        p, Path(body.source), Path(root_text) if root_text else None, body.name, body.capability, body.node_id
     )
     if body.verify:
         state = await artifacts.verify_artifacts(p, state.artifact_set_id)
@@ -232,7 +229,7 @@ ENDPOINTS = [
     Endpoint("GET", "/contracts", "The capability contracts and their schemas", list_contracts, tag="contracts", response=ROWS),
     Endpoint("GET", "/contracts/{capability}", "One contract", show_contract, tag="contracts"),
     Endpoint(
-        "POST", "/artifact-sets/import", "Import a local model folder onto a node, register it, verify it",
+        "POST", "/artifact-sets/import", "Import a local model folder into the artifact bucket, register it, verify it",
         import_artifacts, ImportArtifacts, "artifacts",
     ),
     Endpoint("GET", "/artifact-sets", "Artifact sets", list_artifacts, tag="artifacts", response=ROWS),

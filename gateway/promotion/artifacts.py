@@ -1,5 +1,5 @@
-"""Artifact sets on the command side: import a local model folder onto a node's artifact root and
-register it, have the node's agent verify the files, quarantine. Each can move a fingerprinted
+"""Artifact sets on the command side: import a local model folder into the artifact bucket (and onto
+a local artifact root, where one is named) and register it, have the node's agent verify the files, quarantine. Each can move a fingerprinted
 fact, so each ends by refreshing the staleness of production approvals."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 
+from artifacts.bucket import put_set
 from artifacts.registration import registration
 from gateway.promotion import commands as cmd
 from gateway.promotion.approvals import refresh_staleness
@@ -29,7 +30,7 @@ A = Aggregate
 
 
 async def import_artifacts(
-    p: PromotionContext, source: Path, artifact_root: Path, name: str, capability: str, node_id: str
+    p: PromotionContext, source: Path, artifact_root: Path | None, name: str, capability: str, node_id: str
 ) -> ArtifactSetState:
     node = await p.node(node_id)
     if capability not in CONTRACTS:
@@ -47,7 +48,9 @@ async def import_artifacts(
     command = cmd.RegisterArtifactSet(event)
     # Decided before a file is copied: a registered set's folder is never replaced with other files.
     decide_artifact_set(await p.aggregates.get(A.ARTIFACT_SET, event.artifact_set_id), command, p.now)
-    await asyncio.to_thread(import_directory, source, manifest, artifact_root, name)
+    await put_set(p.ctx.client, source, manifest)
+    if artifact_root is not None:
+        await asyncio.to_thread(import_directory, source, manifest, artifact_root, name)
     await p.aggregates.execute(A.ARTIFACT_SET, event.artifact_set_id, decide_artifact_set, command)
     await refresh_staleness(p)
     return await p.artifact_set(event.artifact_set_id)

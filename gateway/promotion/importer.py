@@ -1,5 +1,7 @@
-"""Importing a local model directory onto a node's artifact root (the embedded stack shares a
-machine with its agent). Blocking: callers run it on a worker thread.
+"""Importing a local model directory: its manifest, and optionally a copy onto an artifact root on
+this machine (the embedded stack shares a machine with its first agent, which then need not fetch
+it; every other node fetches the set from the artifact bucket). Blocking: callers run it on a
+worker thread.
 
 The source is walked with the agent's own manifest builder (symlinks that leave it are refused);
 the copy goes to a hidden folder beside the destination, is checked against the source manifest,
@@ -36,11 +38,12 @@ def destination(artifact_root: Path, folder: str) -> Path:
     return target
 
 
-def source_manifest(source: Path, artifact_root: Path, folder: str) -> ArtifactManifest:
+def source_manifest(source: Path, artifact_root: Path | None, folder: str) -> ArtifactManifest:
     """What importing `source` as `folder` would register; nothing is copied yet."""
     if not source.is_dir():
         raise _invalid(f"{str(source)!r} is not a folder", "source")
-    destination(artifact_root, folder)
+    if artifact_root is not None:
+        destination(artifact_root, folder)
     manifest = build_manifest(source)
     if not manifest.files:
         raise ServingError("ARTIFACT_INCOMPLETE", f"{str(source)!r} holds no files", "source")

@@ -273,10 +273,30 @@ def _decision(
     )
 
 
+def cold_load_estimate_ms(envelope: ModelEnvelope, state: AcceleratorState, policy: SchedulerPolicy) -> float:
+    """How long a cold load on `state`'s node is expected to take: the measured load, plus fetching
+    the artifact set from the bucket where the node does not hold it."""
+    if not envelope.artifact_set_id or envelope.artifact_set_id in state.cached_sets:
+        return envelope.cold_load_ms
+    return envelope.cold_load_ms + envelope.artifact_bytes * 1000.0 / policy.artifact_fetch_bytes_per_s
+
+
+def _soonest_loaded(ask: _Ask, assessments: list[_Assessment]) -> list[_Assessment]:
+    """Of the accelerators a cold load fits as is, those it is expected to finish on soonest
+    (locality); all of them when it fits on none, or for a warm request."""
+    if not ask.cold:
+        return assessments
+    fitting = [(cold_load_estimate_ms(ask.envelope, a.state, ask.policy), a) for a in assessments if a.fits]
+    if not fitting:
+        return assessments
+    soonest = min(estimate for estimate, _ in fitting)
+    return [a for estimate, a in fitting if estimate == soonest]
+
+
 def _conclude(ask: _Ask, assessments: list[_Assessment]) -> PlacementDecision:
     """Pick the winner among assessed accelerators (given in id order), or wait, or refuse."""
     kind = _COLD_LOAD if ask.cold else _RESIDENT_WARM
-    best = _best_fit(ask, assessments)
+    best = _best_fit(ask, _soonest_loaded(ask, assessments))
     if best is not None:
         reasons = (kind, _ATTRIBUTION_UNKNOWN) if best.budget.attribution is _UNKNOWN else (kind,)
         return _decision(ask, _ADMIT, reasons, best)

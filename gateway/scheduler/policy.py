@@ -75,6 +75,9 @@ class SchedulerPolicy(msgspec.Struct, frozen=True, kw_only=True):
     telemetry_fresh_seconds: float = 10.0
     # Refuse to cold-load onto an accelerator whose memory we cannot currently attribute.
     cold_load_requires_known_attribution: bool = True
+    # What a node fetching an artifact set from the bucket is expected to manage: a cold load on a
+    # node without the set counts its fetch (set bytes / this) on top of the measured load.
+    artifact_fetch_bytes_per_s: float = 100e6
 
 
 DEFAULT_POLICY = SchedulerPolicy()
@@ -167,6 +170,8 @@ def policy_problem(policy: SchedulerPolicy) -> tuple[str, str] | None:
     for name in _TIMEOUTS:
         if getattr(policy, name) <= 0:
             return name, f"`{name}` must be positive"
+    if policy.artifact_fetch_bytes_per_s <= 0:
+        return "artifact_fetch_bytes_per_s", "`artifact_fetch_bytes_per_s` must be positive"
     for name in ("global_queue_limit", "replica_scale_up_queue_depth"):
         if getattr(policy, name) < 1:
             return name, f"`{name}` must be at least 1"

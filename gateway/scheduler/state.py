@@ -111,6 +111,8 @@ class AcceleratorState(msgspec.Struct, frozen=True, kw_only=True):
     # an envelope measured elsewhere is not reused here.  "" / (): not known.
     hardware_model: str = ""
     runtimes: tuple[str, ...] = ()
+    # The artifact sets the node holds (its telemetry says), sorted: a cold load there fetches none.
+    cached_sets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Canonical order, fixed once at construction (and decoding) rather than per decision:
@@ -150,6 +152,9 @@ class ModelEnvelope(msgspec.Struct, frozen=True, kw_only=True):
     hardware_class: HardwareClass | None = None
     # Where new copies go: the tightest fit (binpack), or the most free memory (spread).
     spread: bool = False
+    # The files a cold load needs: on a node that lacks them, they are fetched first.
+    artifact_set_id: str = ""
+    artifact_bytes: int = 0
 
 
 def find_resident(state: AcceleratorState, deployment_id: str) -> Resident | None:

@@ -61,10 +61,12 @@ def envelope_of(
     stale: bool = False,
     outgrown: bool = False,
     measured_on: HardwareClass | None = None,
+    artifact_bytes: int = 0,
 ) -> ModelEnvelope:
     """`stale`: what the probe measured no longer holds (`Catalog.stale_envelope`); `outgrown`: a
     load measured more than it reserved (`LiveState.outgrown_envelope`); `measured_on`: the
-    hardware class the probe ran on (`Catalog.measured_class`)."""
+    hardware class the probe ran on (`Catalog.measured_class`); `artifact_bytes`: the
+    deployment's artifact set's, which a node without it fetches before a cold load."""
     env = deployment.envelope
     return ModelEnvelope(
         deployment_id=deployment.deployment_id,
@@ -77,6 +79,8 @@ def envelope_of(
         outgrown=outgrown,
         hardware_class=measured_on,
         spread=deployment.placement == "spread",
+        artifact_set_id=deployment.artifact_set_id,
+        artifact_bytes=artifact_bytes,
     )
 
 
@@ -86,7 +90,9 @@ def live_envelope(live: LiveState, deployment: DeploymentState) -> tuple[ModelEn
     stale = live.catalog.stale_envelope(deployment)
     outgrown = live.outgrown_envelope(deployment)
     measured_on = live.catalog.measured_class(deployment)
-    envelope = envelope_of(deployment, stale is not None, outgrown is not None, measured_on)
+    artifacts = live.catalog.artifact_sets.get(deployment.artifact_set_id)
+    set_bytes = sum(f.size for f in artifacts.files) if artifacts else 0
+    envelope = envelope_of(deployment, stale is not None, outgrown is not None, measured_on, set_bytes)
     return envelope, stale or outgrown
 
 

@@ -184,5 +184,9 @@ def _freed(state: AcceleratorState, reclaimed: int, when: float) -> AcceleratorS
     return msgspec.structs.replace(state, observed_used_bytes=max(0, observed - reclaimed))
 
 
-def with_telemetry(state: AcceleratorState, used_bytes: int, observed_at: float) -> AcceleratorState:
-    return msgspec.structs.replace(state, observed_used_bytes=used_bytes, observed_at=observed_at)
+def with_telemetry(
+    state: AcceleratorState, used_bytes: int, observed_at: float, cached_sets: tuple[str, ...] = ()
+) -> AcceleratorState:
+    return msgspec.structs.replace(
+        state, observed_used_bytes=used_bytes, observed_at=observed_at, cached_sets=cached_sets
+    )

@@ -250,7 +250,9 @@ class LiveState:
         for table in (self.accelerators, self.tentative):
             state = table.get(sample.accelerator_id)
             if state is not None:
-                table[sample.accelerator_id] = with_telemetry(state, sample.used_bytes, observed_at)
+                table[sample.accelerator_id] = with_telemetry(
+                    state, sample.used_bytes, observed_at, tuple(sorted(sample.cached_sets))
+                )
 
     # ---- queries -------------------------------------------------------------------------
 

@@ -7,8 +7,7 @@ cannot be imported or promoted, the demo serves MiniLM alone and says why."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,22 +83,21 @@ def bootstrap_demo(
     residency: str = "on_demand",
     sources: Path | None = None,
     ocr: bool = True,
-    other_roots: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """Returns {deployment_id, deployment_status (MiniLM's), ocr ({deployment_id, deployment_status},
     or None), ocr_unserved (why not, or None), client_id, key (None when the client already
-    existed), steps}. `residency` is MiniLM's; OCR loads on demand. `other_roots`: the model folders
-    of further nodes on this machine (`up --nodes`), given a copy of each set before it is promoted,
-    so that whichever node a load goes to holds its files."""
+    existed), steps}. `residency` is MiniLM's; OCR loads on demand. Each set is imported into the
+    artifact bucket (and copied onto `artifact_root`, the first node's): further nodes (`up --nodes`)
+    fetch it from the bucket when a load goes to them."""
     admin = AdminClient(gateway_url, token, operator="bootstrap")
     steps: list[str] = []
     folders = sources or artifact_root.parent / "model-sources"
-    deployment = _serve(admin, _minilm(residency), folders, artifact_root, node_id, steps, other_roots)
+    deployment = _serve(admin, _minilm(residency), folders, artifact_root, node_id, steps)
     served = [EMBEDDING]
     ocr_deployment = unserved = None
     if ocr:
         try:
-            ocr_deployment = _serve(admin, _ppocr(), folders, artifact_root, node_id, steps, other_roots)
+            ocr_deployment = _serve(admin, _ppocr(), folders, artifact_root, node_id, steps)
             served.append(OCR)
         except (ServingError, AdminError, OSError) as exc:
             unserved = str(exc)
@@ -125,7 +123,6 @@ def _serve(
     artifact_root: Path,
     node_id: str,
     steps: list[str],
-    other_roots: Sequence[Path] = (),
 ) -> Any:
     """The pipeline for one model, each step skipped where it was done; returns the deployment."""
     artifact_set_id = f"as-{model.set_name}"
@@ -138,9 +135,6 @@ def _serve(
              "capability": model.capability, "artifact_root": str(artifact_root)},
         )  # fmt: skip
         steps.append(f"imported and verified the {model.model_name} artifact set")
-    for root in other_roots:  # as each further node would pull its own copy
-        if not (root / model.set_name).exists():
-            shutil.copytree(artifact_root / model.set_name, root / model.set_name)
     candidate = admin.post(
         "/candidates",
         {"candidate_id": model.candidate_id, "artifact_set_id": artifact_set_id,

@@ -8,7 +8,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,6 @@ def bootstrap(
     node_id: str,
     nats_url: str,
     echo: Callable[[str], None],
-    other_roots: Sequence[Path] = (),
 ) -> None:
     from modelforge.devstack.bootstrap import EMBEDDING, OCR, OCR_MODEL, bootstrap_demo
 
@@ -105,9 +104,7 @@ def bootstrap(
     echo(
         "demo        pulling all-MiniLM-L6-v2 and PP-OCRv4 and running them through the promotion pipeline ..."
     )
-    result = bootstrap_demo(
-        gateway_url, token, home / "artifacts", node_id, residency="always_warm", other_roots=other_roots
-    )
+    result = bootstrap_demo(gateway_url, token, home / "artifacts", node_id, residency="always_warm")
     for step in result.get("steps", []):
         echo(f"            {step}")
     key = result.get("key") or kept_demo_key(home, gateway_url) or demo_key(nats_url, result["client_id"])

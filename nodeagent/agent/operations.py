@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventstore.store import EventStore, ExpectedVersion
+from nodeagent.agent.artifact_cache import ArtifactCache
+from nodeagent.agent.fetch_progress import FetchProgress
 from nodeagent.agent.hardware import Accelerator, Hardware
 from nodeagent.agent.invoke import InvokeServer
 from nodeagent.agent.probing import run_probe
 from nodeagent.agent.residency import LoadRequest, Residency, start_worker, stop_worker, verify_integrity
 from nodeagent.agent.workers import Worker
-from nodeagent.settings import DEFAULT_CPU_THREADS
+from nodeagent.settings import DEFAULT_ARTIFACT_CACHE_BYTES, DEFAULT_CPU_THREADS
 from streams import codes
 from streams.codes import ServingError
 from streams.envelope import Actor
@@ -56,6 +58,15 @@ class AgentState:
     residencies: dict[str, Residency] = field(default_factory=dict)
     cpu_threads: int = DEFAULT_CPU_THREADS
     probing: dict[str, Worker] = field(default_factory=dict)  # by accelerator: a probe's worker
+    cache_budget_bytes: int = DEFAULT_ARTIFACT_CACHE_BYTES
+    cache: ArtifactCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cache = ArtifactCache(self.artifact_root, self.store.client, self.cache_budget_bytes)
+
+    def held_sets(self) -> frozenset[str]:
+        """The artifact sets loaded workers hold: never evicted from the cache."""
+        return frozenset(r.artifact_set_id for r in self.residencies.values())
 
     def residencies_on(self, accelerator_id: str) -> list[str]:
         return sorted(d for d, r in self.residencies.items() if r.accelerator_id == accelerator_id)
@@ -155,6 +166,7 @@ class Operations:
         )
         request = LoadRequest(
             job.deployment_id,
+            job.artifact_set_id,
             job.artifact_root,
             job.manifest,
             job.capability,
@@ -163,7 +175,9 @@ class Operations:
             self.state.cpu_threads,
         )
         try:
-            worker, measurement = await start_worker(self.state.artifact_root, request)
+            worker, measurement = await start_worker(
+                self.state.cache, request, self.state.held_sets(), self._progress(job, job.artifact_set_id)
+            )
         except ServingError as error:
             await self._record(job, self._load_failed(job, error.code, error.message))
             return
@@ -178,6 +192,7 @@ class Operations:
             generation=self.state.generation,
             worker=worker,
             measurement=measurement,
+            artifact_set_id=job.artifact_set_id,
         )
         self.state.residencies[job.deployment_id] = residency
         await self.state.invokes.start(residency)  # serving before anyone reads "loaded"
@@ -262,10 +277,12 @@ class Operations:
             completed = await run_probe(
                 job,
                 accelerator,
-                self.state.artifact_root,
+                self.state.cache,
                 self.state.cpu_threads,
                 self.state.hardware.fingerprint,
                 self.state.probing,
+                self.state.held_sets(),
+                self._progress(job, job.artifact_set_id),
             )
         except ServingError as error:
             await self.fail(job, error.code, error.message)
@@ -279,8 +296,8 @@ class Operations:
 
     async def verify(self, job: VerifyJob) -> None:
         try:
-            verified_bytes = await asyncio.to_thread(
-                verify_integrity, self.state.artifact_root, job.artifact_root, job.manifest
+            verified_bytes = await verify_integrity(
+                self.state.cache, job.artifact_set_id, job.artifact_root, job.manifest, self.state.held_sets()
             )
         except ServingError as error:
             await self.fail(job, error.code, error.message)
@@ -294,6 +311,12 @@ class Operations:
         await self._append(Aggregate.ARTIFACT_SET, job.artifact_set_id, verified, job.job_id)
 
     # ---- helpers ------------------------------------------------------------------------------
+
+    def _progress(self, job: AnyJob, artifact_set_id: str) -> FetchProgress:
+        async def record(event: Event) -> None:
+            await self._append(Aggregate.ARTIFACT_SET, artifact_set_id, event, job.job_id)
+
+        return FetchProgress(artifact_set_id, self.state.node_id, job.job_id, record)
 
     def _accelerator(self, job: AnyJob) -> Accelerator | None:
         return self.state.hardware.accelerator(job.accelerator_id)

@@ -3,8 +3,7 @@ its fixed test inference run and checked, the worker killed, and what all of it 
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from nodeagent.agent.artifact_cache import ArtifactCache, Progress
 from nodeagent.agent.hardware import Accelerator
 from nodeagent.agent.residency import LoadRequest, start_worker, stop_worker
 from nodeagent.agent.workers import Worker
@@ -19,15 +18,18 @@ PROBE_MAX_BATCH = 8
 async def run_probe(
     job: ProbeJob,
     accelerator: Accelerator,
-    node_root: Path,
+    cache: ArtifactCache,
     cpu_threads: int,
     fingerprint: str,
     probing: dict[str, Worker],
+    held: frozenset[str],
+    progress: Progress | None = None,
 ) -> ProbeCompleted:
     """The probe's findings; raises ServingError where the candidate does not load. While it runs,
     its worker is in `probing` (by accelerator), so telemetry counts its memory."""
     request = LoadRequest(
         job.candidate_id,
+        job.artifact_set_id,
         job.artifact_root,
         job.manifest,
         job.capability,
@@ -35,7 +37,7 @@ async def run_probe(
         PROBE_MAX_BATCH,
         cpu_threads,
     )
-    worker, measured = await start_worker(node_root, request)
+    worker, measured = await start_worker(cache, request, held, progress)
     probing[accelerator.id] = worker
     try:
         model_ok, detail, output = True, "", await worker.test_inference()

@@ -25,7 +25,7 @@ from nodeagent.agent.operations import AgentState, Operations
 from nodeagent.agent.registration import start_generation
 from nodeagent.agent.telemetry import TelemetryPublisher
 from nodeagent.runtimes.gpu import tensorrt_installed
-from nodeagent.settings import DEFAULT_CPU_THREADS
+from nodeagent.settings import DEFAULT_ARTIFACT_CACHE_BYTES, DEFAULT_CPU_THREADS
 from streams import subjects
 from streams.envelope import Actor, ActorKind
 
@@ -43,6 +43,7 @@ class AgentConfig:
     job_attempts: int = 4  # runs of one job before it is recorded failed
     fetch_expiry_s: float = 5.0
     cpu_threads: int = DEFAULT_CPU_THREADS
+    artifact_cache_bytes: int = DEFAULT_ARTIFACT_CACHE_BYTES
 
 
 async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
@@ -68,6 +69,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             invokes,
             actor,
             cpu_threads=config.cpu_threads,
+            cache_budget_bytes=config.artifact_cache_bytes,
         )
         telemetry = TelemetryPublisher(
             connection.client,
@@ -76,6 +78,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             state.residencies_on,
             state.pids_on,
             config.telemetry_interval_s,
+            state.cache.held_set_ids,
         )
         consumer = JobConsumer(
             connection.client,

@@ -1,10 +1,11 @@
 """A residency: one deployment's model loaded in its own worker process on one accelerator, with
 the memory it was measured at.
 
-Loading verifies the artifact set first (confinement, sha256 and size, no pickle, no remote code)
-while the worker starts, then has the worker load the runtime and run one warm-up inference. The
-residency's memory is the worker process's own: its RSS on the CPU device, its NVML figure on a
-GPU. Nothing else's memory is in it, and killing the worker gives all of it back.
+Loading verifies the artifact set first (fetched into the node's cache where it lacks it;
+confinement, sha256 and size, no pickle, no remote code) while the worker starts, then has the
+worker load the runtime and run one warm-up inference. The residency's memory is the worker
+process's own: its RSS on the CPU device, its NVML figure on a GPU. Nothing else's memory is in
+it, and killing the worker gives all of it back.
 """
 
 from __future__ import annotations
@@ -12,14 +13,9 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from artifacts import (
-    ArtifactManifest,
-    VerifiedArtifactSet,
-    resolve_artifact_path,
-    verify_artifact_set,
-)
+from artifacts import ArtifactManifest
+from nodeagent.agent.artifact_cache import ArtifactCache, Progress
 from nodeagent.agent.hardware import Accelerator
 from nodeagent.agent.workers import Worker, WorkerDied
 from nodeagent.worker.protocol import Load, Loaded
@@ -51,6 +47,7 @@ class Residency:
     generation: int
     worker: Worker
     measurement: LoadMeasurement
+    artifact_set_id: str = ""  # whose cached files back it: never evicted while it is loaded
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -86,22 +83,14 @@ def manifest_from_job(records: list[dict[str, object]]) -> ArtifactManifest:
         raise ServingError(codes.ARTIFACT_INCOMPLETE.code, f"malformed manifest: {error}") from None
 
 
-def verify(node_root: Path, artifact_root: str, records: list[dict[str, object]]) -> VerifiedArtifactSet:
-    """Confine the set's folder to the node's artifact root, then verify every file in it."""
-    folder = resolve_artifact_path(node_root, artifact_root)
-    if not folder.is_dir():
-        raise ServingError(codes.ARTIFACT_NOT_VERIFIED.code, f"artifact folder {artifact_root!r} is missing")
-    return verify_artifact_set(folder, manifest_from_job(records))
-
-
-def verify_integrity(node_root: Path, artifact_root: str, records: list[dict[str, object]]) -> int:
-    """Every file present, confined, of the manifest's size and sha256; returns the bytes checked.
-    Pickles and remote code pass here (they are facts for the production gates); loads refuse them."""
-    folder = resolve_artifact_path(node_root, artifact_root)
-    if not folder.is_dir():
-        raise ServingError(codes.ARTIFACT_NOT_VERIFIED.code, f"artifact folder {artifact_root!r} is missing")
-    manifest = manifest_from_job(records)
-    return verify_artifact_set(folder, manifest, allow_pickle=True, allow_remote_code=True).bytes_verified
+async def verify_integrity(
+    cache: ArtifactCache, set_id: str, folder: str, records: list[dict[str, object]], held: frozenset[str]
+) -> int:
+    """Every file present (fetched where the node lacks it), confined, of the manifest's size and
+    sha256; returns the bytes checked. Pickles and remote code pass here (they are facts for the
+    production gates); loads refuse them."""
+    verified = await cache.verified(set_id, folder, manifest_from_job(records), held, allow_risks=True)
+    return verified.bytes_verified
 
 
 @dataclass(frozen=True)
@@ -109,7 +98,8 @@ class LoadRequest:
     """What a load (or a probe's load) asks of this node."""
 
     name: str  # the deployment or candidate, for the worker's messages
-    artifact_root: str
+    artifact_set_id: str
+    artifact_root: str  # the set's folder name
     manifest: list[dict[str, object]]
     capability: str
     accelerator: Accelerator
@@ -117,14 +107,20 @@ class LoadRequest:
     cpu_threads: int
 
 
-async def start_worker(node_root: Path, request: LoadRequest) -> tuple[Worker, LoadMeasurement]:
+async def start_worker(
+    cache: ArtifactCache, request: LoadRequest, held: frozenset[str], progress: Progress | None = None
+) -> tuple[Worker, LoadMeasurement]:
     """A worker with the model loaded and warmed up, and what it holds. The worker starts (its
-    interpreter and runtime imports) while the files are verified; it hears of them only once they
-    are. Raises ServingError with a stable code on any refusal, and leaves no worker behind."""
+    interpreter and runtime imports) while the files are fetched where needed and verified; it hears
+    of them only once they are. `held`: the sets other workers hold (never evicted from the cache).
+    Raises ServingError with a stable code on any refusal, and leaves no worker behind."""
     started = time.perf_counter()
     worker = await Worker.spawn(request.name)
     try:
-        verified = await asyncio.to_thread(verify, node_root, request.artifact_root, request.manifest)
+        manifest = manifest_from_job(request.manifest)
+        verified = await cache.verified(
+            request.artifact_set_id, request.artifact_root, manifest, held, progress=progress
+        )
         accelerator = request.accelerator
         call = Load(
             folder=str(verified.root),

@@ -33,6 +33,7 @@ def observe(
     pids: list[int],
     healthy: bool,
     interval_s: float,
+    cached_sets: list[str],
 ) -> AcceleratorTelemetry:
     reading = accelerator.read_memory(pids)
     return AcceleratorTelemetry(
@@ -46,6 +47,7 @@ def observe(
         residencies=residencies,
         healthy=healthy,
         interval_s=interval_s,
+        cached_sets=cached_sets,
     )
 
 
@@ -58,8 +60,10 @@ class TelemetryPublisher:
         residencies_of: Callable[[str], list[str]],
         pids_of: Callable[[str], list[int]],
         interval_s: float,
+        cached_sets: Callable[[], list[str]] = list,
     ) -> None:
         self.js = client.jetstream()
+        self.cached_sets = cached_sets
         self.hardware = hardware
         self.generation = generation
         self.residencies_of = residencies_of
@@ -76,6 +80,7 @@ class TelemetryPublisher:
                 self.pids_of(accelerator.id),
                 healthy,
                 self.interval_s,
+                self.cached_sets(),
             )
             subject = subjects.telemetry_subject(self.hardware.node_id, accelerator.id)
             try:

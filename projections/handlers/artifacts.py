@@ -67,6 +67,9 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     updated_at=at,
                 )
             ]
+        case c.ArtifactSetFetchProgressed():
+            # For whoever waits on the fetching job; the set's row only shows it was touched.
+            return [up("artifact_sets", (event.artifact_set_id,), updated_at=at)]
         case c.ArtifactSetQuarantined():
             return [
                 up(

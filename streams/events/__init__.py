@@ -19,6 +19,7 @@ _BY_AGGREGATE: dict[Aggregate, tuple[type[Event], ...]] = {
         c.ArtifactSetVerified,
         c.ArtifactSetVerificationFailed,
         c.ArtifactSetQuarantined,
+        c.ArtifactSetFetchProgressed,
     ),
     Aggregate.NODE: (
         c.NodeRegistered,

@@ -62,6 +62,17 @@ class ArtifactSetVerificationFailed(Event, frozen=True):
     detail: str
 
 
+class ArtifactSetFetchProgressed(Event, frozen=True):
+    """A node fetching the set from the artifact bucket into its cache for a job: at the start, at
+    each quarter of its bytes, and once whole (a few per fetch, so the log is not flooded)."""
+
+    artifact_set_id: str
+    node_id: str
+    job_id: str
+    fetched_bytes: int
+    total_bytes: int
+
+
 class ArtifactSetQuarantined(Event, frozen=True):
     artifact_set_id: str
     reason: str

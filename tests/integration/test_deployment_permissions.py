@@ -19,6 +19,8 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from artifacts import build_manifest
+from artifacts.bucket import get_file, open_bucket, put_set
 from eventstore import audit
 from eventstore.backup import BACKED_UP, backup
 from eventstore.connection import Connection, connect
@@ -189,7 +191,12 @@ async def test_the_provisioner_user_creates_and_updates_every_stream(
     provisioner: Connection, gateway: Connection
 ) -> None:
     made = await provision(provisioner.client) + await provision_limits(provisioner.client)
-    every = [*subjects.PROJECTED_STREAMS, subjects.WORK_STREAM, subjects.TELEMETRY_STREAM]
+    every = [
+        *subjects.PROJECTED_STREAMS,
+        subjects.WORK_STREAM,
+        subjects.TELEMETRY_STREAM,
+        subjects.ARTIFACTS_STREAM,
+    ]
     assert set(made) == {*every, subjects.LIMITS_RATE_STREAM, subjects.LIMITS_CONCURRENCY_STREAM}
     js = gateway.client.jetstream()
     await provision(provisioner.client, request_max_age_days=7.0)
@@ -275,3 +282,22 @@ async def test_the_agent_user_starts_a_generation_and_publishes_telemetry(
     telemetry = subjects.telemetry_subject(hardware.node_id, hardware.accelerators[0].id)
     info = await gateway.client.jetstream().stream_info(subjects.TELEMETRY_STREAM, subjects_filter=telemetry)
     assert info.state.subjects == {telemetry: 1}
+
+
+async def test_the_gateway_user_stores_an_artifact_set_and_the_agent_user_fetches_it(
+    deployment_nats: NatsServer, gateway: Connection, tmp_path: Path
+) -> None:
+    # `artifacts import` runs in the gateway; an agent fetches the files into its cache.
+    source = tmp_path / "set"
+    source.mkdir()
+    (source / "config.json").write_text(f'{{"run": "{uuid.uuid4().hex}"}}')
+    manifest = build_manifest(source)
+    assert await put_set(gateway.client, source, manifest) == manifest.total_bytes
+    assert await put_set(gateway.client, source, manifest) == 0  # stored once, by sha256
+    agent = await connect(url(deployment_nats, "agent"), "permissions-agent")
+    try:
+        [entry] = manifest.files
+        await get_file(await open_bucket(agent.client), entry, tmp_path / "fetched.json")
+    finally:
+        await agent.close()
+    assert (tmp_path / "fetched.json").read_bytes() == (source / "config.json").read_bytes()

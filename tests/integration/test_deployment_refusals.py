@@ -51,6 +51,8 @@ WRITES = [
     subjects.invoke_subject("node-1", "dep"),
     subjects.telemetry_subject("node-1", "gpu0"),
     subjects.rate_window_subject("client", 1),
+    f"$O.{subjects.ARTIFACTS_BUCKET}.C.intruder",  # the artifact bucket's chunks and object meta
+    f"$O.{subjects.ARTIFACTS_BUCKET}.M.intruder",
 ]
 
 FORBIDDEN: list[tuple[str, str, bytes]] = [
@@ -60,6 +62,8 @@ FORBIDDEN: list[tuple[str, str, bytes]] = [
     *((role, TELEMETRY_CONSUMER, b"") for role in ("agent", "projector", "audit")),
     *((role, subject, b"{}") for role in READERS for subject in WRITES),
     ("agent", EVENT, b"{}"),  # an agent appends only node, accelerator, artifact-set, candidate events
+    ("agent", f"$O.{subjects.ARTIFACTS_BUCKET}.C.intruder", b"x"),  # and only reads the artifact bucket
+    ("agent", f"$O.{subjects.ARTIFACTS_BUCKET}.M.intruder", b"{}"),
     ("agent", subjects.job_subject("node-1", "dep", "load"), b"{}"),
     ("agent", subjects.rate_window_subject("client", 1), b"{}"),
     ("gateway", subjects.telemetry_subject("node-1", "gpu0"), b"{}"),
@@ -128,5 +132,5 @@ async def test_a_gateway_that_may_not_make_the_streams_names_the_missing_ones(sc
                 await provision(conn.client)
         finally:
             await conn.close()
-    assert refused.value.problems == [f"{name} is missing" for name in STREAMS[:4]]
+    assert refused.value.problems == [f"{name} is missing" for name in STREAMS[:5]]
     assert "run `modelforge provision`" in str(refused.value)

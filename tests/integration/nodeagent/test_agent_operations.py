@@ -13,12 +13,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from artifacts import verify_artifact_set
 from eventstore.connection import Connection
 from eventstore.store import EventStore
 from nodeagent.agent.hardware import Hardware, cpu_accelerator, fingerprint
 from nodeagent.agent.invoke import InvokeServer
 from nodeagent.agent.operations import AgentState, Operations
-from nodeagent.agent.residency import verify
+from nodeagent.agent.residency import manifest_from_job
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from nodeagent.worker.loading import load_blocking
 from streams import codes
@@ -79,7 +80,7 @@ async def test_a_load_for_a_deployment_held_on_another_device_of_the_node_is_ref
 async def test_a_worker_runs_its_cpu_runtime_on_the_threads_its_load_names(
     artifact_root: Path, minilm_manifest: list[dict[str, object]]
 ) -> None:
-    verified = verify(artifact_root, MINILM, minilm_manifest)
+    verified = verify_artifact_set(artifact_root / MINILM, manifest_from_job(minilm_manifest))
     warm = await asyncio.to_thread(load_blocking, verified, "rag.embedding@1", None, 8, 1)
     try:
         assert isinstance(warm.runtime, OnnxRuntimeCpu)
