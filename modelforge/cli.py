@@ -26,6 +26,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "gateway.admin.operators_cli",
     "projections.cli",
     "modelforge.backup_cli",
+    "modelforge.certs_cli",
 )
 
 
