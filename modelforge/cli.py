@@ -211,6 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _embedded_defaults(args.command)
     from eventstore.connection import NatsUnreachable
     from eventstore.errors import ServerTooOld, StreamsNotProvisioned
+    from eventstore.tls import TlsSettingsInvalid
 
     handler: Handler = args.handler
     try:
@@ -220,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the interpreter's final flush does not fail again (the recipe of Python's signal docs).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (NatsUnreachable, ServerTooOld, StreamsNotProvisioned) as refused:
+    except (NatsUnreachable, ServerTooOld, StreamsNotProvisioned, TlsSettingsInvalid) as refused:
         print(f"modelforge: {refused}", file=sys.stderr)
         if hint := no_stack_hint():
             print(f"modelforge: {hint}", file=sys.stderr)
