@@ -10,6 +10,7 @@ unless the server requires TLS (nats-py then upgrades with the system's CAs).
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 from collections.abc import Mapping
@@ -17,6 +18,18 @@ from collections.abc import Mapping
 CA_ENV = "MODELFORGE_NATS_CA"
 CERT_ENV = "MODELFORGE_NATS_CERT"
 KEY_ENV = "MODELFORGE_NATS_KEY"
+
+
+class _UpgradedConnectionsEof(logging.Filter):
+    """asyncio warns that a stream's EOF handling "has no effect when using ssl" whenever a peer
+    closes a connection that was upgraded to TLS after it opened (NATS sends its INFO in the clear
+    first, so every TLS connection is one). The stream closes all the same: say nothing."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "eof_received() has no effect when using ssl" not in record.getMessage()
+
+
+logging.getLogger("asyncio").addFilter(_UpgradedConnectionsEof())
 
 
 class TlsSettingsInvalid(ValueError):

@@ -1,0 +1,68 @@
+"""Three nats-server processes from the wheel routed into one JetStream cluster on this machine:
+`up --cluster`, and the suite's cluster (tests/support/cluster.py), the production shape of
+compose.yaml. With certificates (`modelforge certs`, one folder per server named like it) every
+client connection and every route is TLS with verify on, as deploy/nats/nats.conf has it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from modelforge.devstack.nats_server import CONFIG, NatsServer, start_nats
+from modelforge.devstack.nats_tls import tls_block
+from modelforge.devstack.processes import free_port, port_is_free
+
+CLUSTER_NAME = "modelforge"
+MEMBERS = ("nats-1", "nats-2", "nats-3")  # compose.yaml's names, which `modelforge certs` signs
+
+
+def member_config(name: str, route_port: int, route_ports: Sequence[int], certs: Path | None) -> str:
+    """One member's config; its client port and store come from start_nats's flags."""
+    routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports)
+    route_tls = tls_block(certs / name) if certs else ""
+    client_tls = tls_block(certs / name) if certs else ""
+    return (
+        CONFIG
+        + f"server_name: {name}\n"
+        + f"cluster {{\n  name: {CLUSTER_NAME}\n  listen: 127.0.0.1:{route_port}\n  routes: [{routes}]\n"
+        + (f"  {route_tls}" if route_tls else "")
+        + "}\n"
+        + client_tls
+    )
+
+
+def plan_members(previous: Sequence[NatsServer] = ()) -> list[NatsServer]:
+    """Each member's ports: the ones it had (a restart keeps the routes every member names), else
+    free ones. pid 0: not started."""
+    kept = {server.name: server for server in previous}
+    planned = []
+    for name in MEMBERS:
+        before = kept.get(name)
+        port = before.port if before and port_is_free(before.port) else free_port()
+        route_port = before.route_port if before and port_is_free(before.route_port) else free_port()
+        planned.append(NatsServer(0, port, "", "", name=name, route_port=route_port))
+    return planned
+
+
+def start_member(
+    home: Path, member: NatsServer, members: Sequence[NatsServer], certs: Path | None, *, detach: bool = True
+) -> NatsServer:
+    """Starts `member` (of `members`, which name every route) in home/<its name>."""
+    config = member_config(member.name, member.route_port, [m.route_port for m in members], certs)
+    started = start_nats(home / member.name, member.port, detach=detach, config_text=config)
+    return NatsServer(
+        started.pid, started.port, started.store_dir, started.log,
+        name=member.name, route_port=member.route_port, tls=certs is not None,
+    )  # fmt: skip
+
+
+def start_cluster(home: Path, certs: Path | None, *, detach: bool = True) -> list[NatsServer]:
+    """Starts the three members on free ports; JetStream answers once they elect a meta leader
+    (provisioning waits for that itself)."""
+    members = plan_members()
+    return [start_member(home, member, members, certs, detach=detach) for member in members]
+
+
+def cluster_urls(members: Sequence[NatsServer]) -> str:
+    return ",".join(member.url for member in members)
+
