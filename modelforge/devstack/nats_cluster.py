@@ -8,12 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from eventstore.provision import REPLICAS_ENV
+from modelforge.certs_cli import client_settings, make_certificates
 from modelforge.devstack.nats_server import CONFIG, NatsServer, start_nats
 from modelforge.devstack.nats_tls import tls_block
-from modelforge.devstack.processes import free_port, port_is_free
+from modelforge.devstack.processes import free_port, pid_alive, port_is_free
+from modelforge.pki import default_identities
 
 CLUSTER_NAME = "modelforge"
 MEMBERS = ("nats-1", "nats-2", "nats-3")  # compose.yaml's names, which `modelforge certs` signs
+CERTS_FOLDER = "certs"
 
 
 def member_config(name: str, route_port: int, route_ports: Sequence[int], certs: Path | None) -> str:
@@ -66,3 +70,23 @@ def start_cluster(home: Path, certs: Path | None, *, detach: bool = True) -> lis
 def cluster_urls(members: Sequence[NatsServer]) -> str:
     return ",".join(member.url for member in members)
 
+
+def _running(member: NatsServer) -> bool:
+    return member.pid > 0 and pid_alive(member.pid)
+
+
+def ensure_cluster(home: Path, members: Sequence[NatsServer]) -> list[NatsServer]:
+    """`up --cluster`: the members as they run, each one down started again on its ports (all on
+    new free ones when none runs), with TLS from the certificates in home/certs, made on the first
+    run and kept after."""
+    certs = home / CERTS_FOLDER
+    make_certificates(certs, default_identities())
+    if not any(_running(member) for member in members):
+        members = plan_members(members)
+    return [member if _running(member) else start_member(home, member, members, certs) for member in members]
+
+
+def client_environment(home: Path, role: str) -> dict[str, str]:
+    """What a process of `role` (a folder of home/certs) needs to use the cluster: its TLS
+    settings, and three copies of every stream it provisions."""
+    return {**client_settings(home / CERTS_FOLDER, role), REPLICAS_ENV: str(len(MEMBERS))}
