@@ -1,6 +1,6 @@
 """`modelforge up --cluster`: three nats-servers of the wheel with TLS on clients and routes and
-every stream on all three, the rest of the stack as `up` runs it; `status` checks each server and
-`down` stops them all."""
+every stream on all three, the rest of the stack as `up` runs it; `status` checks each server, a
+later `up` restarts a lost one on its ports, and `down` stops them all."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from eventstore.connection import connect
 from modelforge.devstack.nats_cluster import MEMBERS, client_environment, cluster_urls
-from modelforge.devstack.processes import pid_alive
+from modelforge.devstack.processes import pid_alive, stop_pid
 from modelforge.devstack.stack import OPERATOR_ROLE, StackState
 from streams import subjects
 from tests.integration.test_devstack import _embed_with_the_printed_key, run
@@ -44,7 +44,25 @@ async def test_up_cluster_serves_over_tls_from_three_servers_and_down_stops_them
         finally:
             await connection.close()
         assert events.config.num_replicas == 3
+        await _a_lost_server_shows_in_status_and_up_restarts_it_on_its_port(home, state)
     finally:
         down = await asyncio.to_thread(run, home, "down")
     assert down.returncode == 0, down.stderr
     assert not any(pid_alive(member.pid) for member in state.cluster)
+
+
+async def _a_lost_server_shows_in_status_and_up_restarts_it_on_its_port(
+    home: Path, state: StackState
+) -> None:
+    lost = state.cluster[1]
+    stop_pid(lost.pid)
+    status = await asyncio.to_thread(run, home, "status")
+    assert status.returncode == 1
+    assert f"{lost.name:<11} DOWN  down (pid {lost.pid} is gone)" in status.stdout
+    again = await asyncio.to_thread(run, home, "up")  # a later `up` keeps the cluster
+    assert again.returncode == 0, again.stdout + again.stderr
+    after = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
+    assert [m.port for m in after.cluster] == [m.port for m in state.cluster]  # the routes still name it
+    assert after.cluster[0].pid == state.cluster[0].pid  # the others ran on
+    assert pid_alive(after.cluster[1].pid)
+    state.cluster[1] = after.cluster[1]  # for the caller's `down`
