@@ -13,6 +13,8 @@ import time
 
 from nats.aio.client import DEFAULT_FLUSH_TIMEOUT, Client
 
+from eventstore.tls import nats_tls
+
 log = logging.getLogger("modelforge.nats")
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
@@ -112,6 +114,7 @@ async def connect(
     opening = client.connect(
         servers=servers,
         name=name,
+        tls=nats_tls(),  # None: a TLS server is checked against the system's CAs
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.25,  # type: ignore[arg-type]  # nats-py annotates int, accepts float
         allow_reconnect=True,

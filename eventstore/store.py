@@ -203,6 +203,11 @@ class EventStore:
         landed = next((r.sequence for r in records if r.envelope and r.envelope.event_id == event_id), 0)
         return landed, version
 
+    def saw(self, sequence: int) -> None:
+        """An MF_EVENTS sequence this process read live (another process's append, say): later
+        loads include it too, whichever replica answers them."""
+        self.last_sequence = max(self.last_sequence, sequence)
+
     async def load(
         self, aggregate: subjects.Aggregate | str, aggregate_id: str, after_sequence: int = 0
     ) -> tuple[list[RecordedEvent], int]:

@@ -11,16 +11,17 @@ import uvicorn
 import uvloop
 
 from gateway.http.server import server_config
+from gateway.https import HttpsSettingsInvalid, https_options
 from gateway.process import start_replica
 from streams.subjects import token
 
 log = logging.getLogger("modelforge.gateway")
 
 
-async def run_gateway(host: str, port: int, gateway_id: str) -> None:
+async def run_gateway(host: str, port: int, gateway_id: str, https: dict[str, str]) -> None:
     replica = await start_replica(gateway_id)
-    server = uvicorn.Server(server_config(replica.app, host=host, port=port, log_level="warning"))
-    log.info("gateway %s listening on http://%s:%d", gateway_id, host, port)
+    server = uvicorn.Server(server_config(replica.app, host=host, port=port, log_level="warning", **https))
+    log.info("gateway %s listening on %s://%s:%d", gateway_id, "https" if https else "http", host, port)
     try:
         await server.serve()
     finally:
@@ -28,7 +29,12 @@ async def run_gateway(host: str, port: int, gateway_id: str) -> None:
 
 
 def _cmd_gateway(args: argparse.Namespace) -> int:
-    uvloop.run(run_gateway(args.host, args.port, token(args.gateway_id, "gateway id")))
+    try:
+        https = https_options()
+    except HttpsSettingsInvalid as bad:
+        log.error("%s", bad)
+        return 2
+    uvloop.run(run_gateway(args.host, args.port, token(args.gateway_id, "gateway id"), https))
     return 0
 
 

@@ -26,6 +26,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "gateway.admin.operators_cli",
     "projections.cli",
     "modelforge.backup_cli",
+    "modelforge.certs_cli",
 )
 
 
@@ -34,12 +35,16 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
     home = stack.state_dir()
     print(f"ModelForge embedded stack in {home}")
-    state = stack.up(home, lambda url: asyncio.run(_provision(url)), print, args.nodes)
+    try:
+        state = stack.up(home, lambda url: asyncio.run(_provision(url)), print, args.nodes, args.cluster)
+    except stack.StackRefused as refused:
+        print(f"modelforge up: {refused}", file=sys.stderr)
+        return 2
     gateway_url = state.extra["gateway_url"]
     gateway_log = next(Path(c.log) for c in state.components if c.name == "gateway")
     demo.wait_until_ready(gateway_url, int(state.extra["gateway_port"]), gateway_log)
     print(f"gateway     {gateway_url}")
-    nats_url = state.nats.url if state.nats else os.environ["NATS_URL"]
+    nats_url = stack.nats_urls(state)
     demo.bootstrap(gateway_url, stack.operator_token(home), home, stack.NODE_ID, nats_url, print)
     print("stop it with: ./dev down (or .venv/bin/modelforge down)")
     return 0
@@ -134,6 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run this many node agents, each its own node with its own CPU device and model folder "
         "(default: as many as the last `up`, 1 at first)",
     )
+    up.add_argument(
+        "--cluster",
+        action="store_true",
+        help="three NATS servers (streams on all three) with TLS on clients and routes, certificates in "
+        "$MODELFORGE_HOME/certs (a new MODELFORGE_HOME; every later `up` there keeps the cluster)",
+    )
     up.set_defaults(handler=_cmd_up)
     sub.add_parser("down", help="stop what `up` started").set_defaults(handler=_cmd_down)
     status = sub.add_parser(
@@ -170,10 +181,13 @@ def _embedded_defaults(command: str) -> None:
     """What the environment leaves unset (NATS_URL, DATABASE_URL, MODELFORGE_GATEWAY_URL,
     MODELFORGE_OPERATOR_TOKEN, the embedded node's MODELFORGE_NODE_ID and MODELFORGE_ARTIFACT_ROOT)
     defaults to the embedded stack `up` started, while it runs."""
+    from eventstore.tls import CA_ENV, CERT_ENV, KEY_ENV
     from modelforge.devstack import stack
 
     home = stack.state_dir()
     settings = stack.running_environment(home)
+    if os.environ.get("NATS_URL"):  # another NATS: the embedded cluster's TLS settings are not its
+        settings = {k: v for k, v in settings.items() if k not in (CA_ENV, CERT_ENV, KEY_ENV)}
     if command == "agent":  # another agent is another node: never the embedded node's identity
         settings = {k: v for k, v in settings.items() if k not in stack.node_settings(home)}
     for name, value in settings.items():
@@ -205,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _embedded_defaults(args.command)
     from eventstore.connection import NatsUnreachable
     from eventstore.errors import ServerTooOld, StreamsNotProvisioned
+    from eventstore.tls import TlsSettingsInvalid
 
     handler: Handler = args.handler
     try:
@@ -214,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the interpreter's final flush does not fail again (the recipe of Python's signal docs).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (NatsUnreachable, ServerTooOld, StreamsNotProvisioned) as refused:
+    except (NatsUnreachable, ServerTooOld, StreamsNotProvisioned, TlsSettingsInvalid) as refused:
         print(f"modelforge: {refused}", file=sys.stderr)
         if hint := no_stack_hint():
             print(f"modelforge: {hint}", file=sys.stderr)

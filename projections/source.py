@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from urllib.parse import unquote, urlparse
 import msgspec
 
 from eventstore.connection import nats_url
+from eventstore.tls import nats_tls
 
 
 class Delivery(msgspec.Struct, gc=False):  # a Struct: built per message, 3x cheaper than a NamedTuple
@@ -63,8 +65,6 @@ def _server(url: str) -> tuple[str, int, dict[str, Any]]:
         options = {"user": unquote(parsed.username), "pass": unquote(parsed.password)}
     elif parsed.username:
         options = {"auth_token": unquote(parsed.username)}
-    if parsed.scheme == "tls":
-        raise SourceLost(f"{url}: TLS servers are not supported by the projector's reader yet")
     return parsed.hostname or "127.0.0.1", parsed.port or 4222, options
 
 
@@ -94,9 +94,16 @@ class RawNats:
                 errors.append(f"{url}: {exc}")
                 continue
             info = json.loads(info_line.partition(b" ")[2] or b"{}")
-            if info.get("tls_required"):
-                writer.close()
-                raise SourceLost(f"{url}: server requires TLS; the projector's reader does not speak it yet")
+            if info.get("tls_required"):  # as nats-py does: the INFO in the clear, then the handshake
+                try:
+                    async with asyncio.timeout(5.0):
+                        await writer.start_tls(
+                            nats_tls() or ssl.create_default_context(), server_hostname=host
+                        )
+                except (OSError, TimeoutError, ssl.SSLError) as exc:
+                    writer.close()
+                    errors.append(f"{url}: TLS handshake: {exc}")
+                    continue
             connect = {
                 "verbose": False,
                 "pedantic": False,

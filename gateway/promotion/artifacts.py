@@ -74,7 +74,7 @@ async def verify_artifacts(p: PromotionContext, artifact_set_id: str) -> Artifac
         manifest_sha256=arts.manifest_sha256,
     )
     await publish_job(p.ctx, job, "verify")
-    await next_event(
+    _, outcome_sequence = await next_event(
         p.ctx.client,
         A.ARTIFACT_SET,
         arts.artifact_set_id,
@@ -83,6 +83,7 @@ async def verify_artifacts(p: PromotionContext, artifact_set_id: str) -> Artifac
         p.job_timeout_s,
         "verification",
     )
+    p.aggregates.store.saw(outcome_sequence)  # the agent's append: a cluster's replica may lag behind it
     await refresh_staleness(p)
     return await p.artifact_set(artifact_set_id)
 

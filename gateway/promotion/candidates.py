@@ -87,7 +87,7 @@ async def probe(
         manifest_sha256=arts.manifest_sha256,
     )
     await publish_job(p.ctx, job, "probe")
-    await next_event(
+    _, outcome_sequence = await next_event(
         p.ctx.client,
         A.CANDIDATE,
         candidate_id,
@@ -96,5 +96,7 @@ async def probe(
         p.job_timeout_s,
         "probe outcome",
     )
+    # The agent appended it; on a cluster the replica answering the next read may not hold it yet.
+    p.aggregates.store.saw(outcome_sequence)
     await p.aggregates.execute(A.CANDIDATE, candidate_id, decide_candidate, cmd.MarkLabReady(probe_id))
     return await p.candidate(candidate_id)

@@ -87,7 +87,11 @@ def _readiness(url: str) -> tuple[bool, str]:
 
 def observe(home: Path) -> Observed:
     state = stack.load_state(home)
-    servers = [("nats", state.nats), ("postgres", state.postgres)]
+    servers = [
+        ("nats", state.nats),
+        *((member.name, member) for member in state.cluster),
+        ("postgres", state.postgres),
+    ]
     processes = [Process(name, server.pid, pid_alive(server.pid)) for name, server in servers if server]
     processes += [Process(c.name, c.pid, pid_alive(c.pid)) for c in state.components]
     url = state.extra.get("gateway_url", "")

@@ -26,10 +26,13 @@ class NatsServer(msgspec.Struct):
     port: int
     store_dir: str
     log: str
+    name: str = "nats"
+    route_port: int = 0  # a cluster member's (modelforge/devstack/nats_cluster.py)
+    tls: bool = False  # its clients must speak TLS
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"{'tls' if self.tls else 'nats'}://127.0.0.1:{self.port}"
 
 
 def binary() -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from gateway.operators import OPERATORS_FILE_ENV
+from modelforge.devstack import nats_cluster
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.postgres import PostgresServer, start_postgres, stop_postgres
 from modelforge.devstack.processes import free_port, pid_alive, port_is_free, stop_pid
@@ -31,6 +32,7 @@ class Component(msgspec.Struct):
 
 class StackState(msgspec.Struct):
     nats: NatsServer | None = None
+    cluster: list[NatsServer] = msgspec.field(default_factory=list)  # `up --cluster`'s servers
     postgres: PostgresServer | None = None
     components: list[Component] = msgspec.field(default_factory=list)
     extra: dict[str, str] = msgspec.field(default_factory=dict)  # e.g. gateway URL
@@ -38,6 +40,11 @@ class StackState(msgspec.Struct):
 
 NODE_ID = "local"
 DEFAULT_GATEWAY_PORT = 8080
+OPERATOR_ROLE = "provisioner"  # whose certificate `up` and the CLI verbs use on the cluster
+
+
+class StackRefused(Exception):
+    """`up` was asked for what this state folder cannot become (its log lives elsewhere)."""
 
 
 def components(home: Path, state: StackState) -> list[tuple[str, list[str], dict[str, str]]]:
@@ -54,11 +61,30 @@ def components(home: Path, state: StackState) -> list[tuple[str, list[str], dict
         settings = extra_node_settings(home, index)
         Path(settings.get(ARTIFACT_ROOT_ENV, home / "artifacts")).mkdir(parents=True, exist_ok=True)
         agents.append(("agent" if index == 1 else f"agent-{index}", ["agent"], settings))
-    return [
+    started = [
         ("projector", ["projector"], {}),
         *agents,
         ("gateway", ["gateway", "--port", str(port), "--gateway-id", "local"], {}),
     ]
+    if not clustered(state):
+        return started
+    roles = {"projector": "projector", "gateway": "gateway"}  # every agent: "agent"
+    return [
+        (name, argv, {**nats_cluster.client_environment(home, roles.get(name, "agent")), **own})
+        for name, argv, own in started
+    ]
+
+
+def clustered(state: StackState) -> bool:
+    """Whether `up` runs the three-server cluster here (`up --cluster` once: every `up` after)."""
+    return state.extra.get("cluster") == "1"
+
+
+def nats_urls(state: StackState) -> str:
+    """Where the stack's NATS answers (the cluster's three servers, or the one)."""
+    if clustered(state):
+        return nats_cluster.cluster_urls(state.cluster)
+    return state.nats.url if state.nats else os.environ["NATS_URL"]
 
 
 def node_count(state: StackState) -> int:
@@ -116,6 +142,9 @@ def running_environment(home: Path) -> dict[str, str]:
     env: dict[str, str] = {}
     if state.nats and pid_alive(state.nats.pid):
         env["NATS_URL"] = state.nats.url
+    if clustered(state) and any(pid_alive(member.pid) for member in state.cluster):
+        env["NATS_URL"] = nats_urls(state)
+        env.update(nats_cluster.client_environment(home, OPERATOR_ROLE))
     if state.postgres and pid_alive(state.postgres.pid):
         env["DATABASE_URL"] = state.postgres.url
     if (
@@ -137,6 +166,10 @@ def node_settings(home: Path) -> dict[str, str]:
 
 
 def ensure_nats(home: Path, state: StackState) -> str:
+    if clustered(state):
+        state.cluster = nats_cluster.ensure_cluster(home, state.cluster)
+        os.environ.update(nats_cluster.client_environment(home, OPERATOR_ROLE))  # provisioning, the demo
+        return nats_urls(state)
     if os.environ.get("NATS_URL"):
         return os.environ["NATS_URL"]
     current = state.nats
@@ -175,10 +208,23 @@ def start_component(home: Path, name: str, argv: list[str], env: dict[str, str])
 
 
 def up(
-    home: Path, provision: Callable[[str], None], echo: Callable[[str], None], nodes: int | None = None
+    home: Path,
+    provision: Callable[[str], None],
+    echo: Callable[[str], None],
+    nodes: int | None = None,
+    cluster: bool = False,
 ) -> StackState:
-    """`nodes`: run that many agents from now on (None: as many as the last `up`)."""
+    """`nodes`: run that many agents from now on (None: as many as the last `up`). `cluster`: three
+    NATS servers with TLS from now on (StackRefused where the log already lives on one server)."""
     state = load_state(home)
+    if cluster and not clustered(state):
+        if state.nats or os.environ.get("NATS_URL"):
+            where = f"the NATS_URL {os.environ['NATS_URL']}" if os.environ.get("NATS_URL") else "one server"
+            raise StackRefused(
+                f"the event log of {home} lives on {where}: `up --cluster` starts its own three servers,"
+                " in a MODELFORGE_HOME of its own (and NATS_URL unset)"
+            )
+        state.extra["cluster"] = "1"
     if nodes is not None:
         state.extra["nodes"] = str(nodes)
     nats_url = ensure_nats(home, state)
@@ -224,6 +270,11 @@ def down(home: Path, echo: Callable[[str], None]) -> None:
         stop_pid(state.nats.pid)
         echo(f"stopped nats (pid {state.nats.pid})")
         stopped += 1
+    for member in state.cluster:
+        if pid_alive(member.pid):
+            stop_pid(member.pid)
+            echo(f"stopped {member.name} (pid {member.pid})")
+            stopped += 1
     if not stopped:  # often a shell without the MODELFORGE_HOME `up` ran with
         echo(f"nothing of the embedded stack runs in {home} (set MODELFORGE_HOME to the folder `up` used)")
     if _state_file(home).exists():  # never make a state folder where no stack ran

@@ -1,8 +1,8 @@
 """A nats-server running deploy/nats/nats.conf itself, and a URL per role, for the deployment tests.
 
 Only what ties the file to the compose network is left out (the cluster block, whose routes name
-the other containers, the monitoring port, and the jetstream block with the container's store
-folder); the port and JetStream's store come from the command line, the passwords and server name
+the other containers, the monitoring port, the tls block with the container's certificates, and the
+jetstream block with the container's store folder); the port and JetStream's store come from the command line, the passwords and server name
 from the environment, as in compose.yaml. The accounts, users and permissions are the file's own.
 """
 
@@ -35,7 +35,9 @@ def _without_block(text: str, name: str) -> str:
 
 
 def single_server_config() -> str:
-    text = _without_block(_without_block(CONFIG.read_text(), "cluster"), "jetstream")
+    # Its client TLS block names the container's certificate folder: tests/integration/
+    # test_nats_tls.py speaks TLS to a server with the block our configs render.
+    text = _without_block(_without_block(_without_block(CONFIG.read_text(), "cluster"), "jetstream"), "tls")
     return re.sub(r"^http:.*$", "", text, flags=re.MULTILINE)
 
 

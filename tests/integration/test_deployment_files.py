@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from modelforge.certs_cli import make_certificates
+from modelforge.pki import default_identities
+
 ROOT = Path(__file__).resolve().parents[2]
 SECRETS = {
     "GATEWAY_PASSWORD": "g",
@@ -62,9 +65,16 @@ def test_compose_refuses_to_start_without_its_secrets() -> None:
     assert "is missing a value" in result.stderr
 
 
-def test_the_nats_cluster_config_parses() -> None:
+def test_the_nats_cluster_config_parses(tmp_path: Path) -> None:
+    # with the certificates `modelforge certs` makes where compose mounts them
+    certs = tmp_path / "certs"
+    make_certificates(certs, default_identities())
+    config = tmp_path / "nats.conf"
+    config.write_text(
+        (ROOT / "deploy/nats/nats.conf").read_text().replace("/etc/nats/certs/", f"{certs}/nats-1/")
+    )
     result = subprocess.run(
-        [_bin("nats-server"), "-c", str(ROOT / "deploy/nats/nats.conf"), "-t"],
+        [_bin("nats-server"), "-c", str(config), "-t"],
         capture_output=True,
         text=True,
         env={**os.environ, **SECRETS, "SERVER_NAME": "nats-1"},
@@ -93,16 +103,37 @@ def test_every_service_starts_once_the_provisioner_made_the_streams() -> None:
     provision = services["provision"]
     assert provision["command"] == ["provision"]
     assert provision["restart"] == "no"
-    assert "nats://provisioner:" in provision["environment"]["NATS_URL"]
+    assert "tls://provisioner:" in provision["environment"]["NATS_URL"]
     assert provision["environment"]["MODELFORGE_STREAM_REPLICAS"] == "3"
     assert "/readyz" in " ".join(services["gateway"]["healthcheck"]["test"])
     for name in ("gateway", "projector", "agent"):
         assert services[name]["depends_on"]["provision"]["condition"] == "service_completed_successfully", (
             name
         )
-        assert f"nats://{name}:" in services[name]["environment"]["NATS_URL"], name
+        assert f"tls://{name}:" in services[name]["environment"]["NATS_URL"], name
         for infra in ("nats-1", "nats-2", "nats-3", "postgres"):
             assert services[name]["depends_on"][infra]["condition"] == "service_healthy", name
+
+
+def test_every_nats_client_and_server_mounts_only_its_own_certificates() -> None:
+    services = _compose_services()
+    mounts = {
+        name: {volume["target"]: volume["source"] for volume in service.get("volumes") or []}
+        for name, service in services.items()
+    }
+    for server in ("nats-1", "nats-2", "nats-3"):
+        assert mounts[server]["/etc/nats/certs"] == str(ROOT / "deploy/certs" / server)
+    for name, role in {
+        "provision": "provisioner",
+        "gateway": "gateway",
+        "projector": "projector",
+        "agent": "agent",
+    }.items():
+        assert mounts[name]["/etc/modelforge/nats-tls"] == str(ROOT / "deploy/certs" / role), name
+        environment = services[name]["environment"]
+        assert environment["MODELFORGE_NATS_KEY"] == "/etc/modelforge/nats-tls/key.pem", name
+        assert all(url.startswith("tls://") for url in environment["NATS_URL"].split(",")), name
+    assert not any(source.endswith("/ca") for volumes in mounts.values() for source in volumes.values())
 
 
 def test_every_app_command_parses_and_every_variable_it_is_given_is_read() -> None:

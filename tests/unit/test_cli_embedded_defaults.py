@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from eventstore.errors import ServerTooOld
+from eventstore.tls import CA_ENV
 from modelforge import cli
 from modelforge.devstack import stack
 
@@ -24,6 +25,17 @@ def test_an_empty_variable_takes_the_embedded_stacks_value(monkeypatch: pytest.M
     cli._embedded_defaults("clients")
     assert os.environ["MODELFORGE_OPERATOR_TOKEN"] == "from-the-stack"
     assert os.environ["NATS_URL"] == "nats://elsewhere:4222"  # a set variable wins
+
+
+def test_another_nats_url_takes_none_of_the_embedded_clusters_tls_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    running = {"NATS_URL": "tls://127.0.0.1:1", CA_ENV: "/stack/certs/provisioner/ca.pem"}
+    monkeypatch.setattr(stack, "running_environment", lambda home: running)
+    monkeypatch.setenv("NATS_URL", "nats://elsewhere:4222")
+    monkeypatch.delenv(CA_ENV, raising=False)
+    cli._embedded_defaults("clients")
+    assert CA_ENV not in os.environ  # the stack's CA would refuse the other server's certificate
 
 
 def test_a_too_old_default_server_names_the_missing_stack(

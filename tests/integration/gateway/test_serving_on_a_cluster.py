@@ -14,7 +14,7 @@ from nats.js.api import ConsumerInfo, DeliverPolicy
 from eventstore.provision import REPLICAS_ENV
 from streams import subjects
 from tests.integration.gateway.conftest import Stack, another_deployment
-from tests.support.cluster import Cluster, start_cluster
+from tests.support.cluster import Cluster, running_cluster
 
 STREAMS = (
     subjects.EVENTS_STREAM,
@@ -36,9 +36,8 @@ class ClusterUrl(msgspec.Struct):
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with pytest.MonkeyPatch.context() as env:
         env.setenv(REPLICAS_ENV, "3")  # the stack provisions, and its agent process inherits it
-        started = start_cluster(tmp_path_factory.mktemp("cluster"))
-        yield started
-        started.stop()
+        with running_cluster(tmp_path_factory.mktemp("cluster")) as started:
+            yield started
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +109,7 @@ async def test_requests_are_answered_through_the_loss_of_the_server_leading_ever
     await _lead_every_stream_from(stack, doomed)
     async with httpx.AsyncClient(timeout=60) as http:
         assert (await _embed(http, stack, "before")).status_code == 200
-        cluster.node(doomed).process.kill()
+        cluster.kill(doomed)
         during = await asyncio.gather(
             _embed(http, stack, "cold", model="cold"), *(_embed(http, stack, f"warm {i}") for i in range(8))
         )
