@@ -39,10 +39,13 @@ def _stream_acts() -> Iterator[tuple[str, bytes]]:
             yield f"$JS.API.STREAM.MSG.DELETE.{config.name}", b'{"seq": 1}'
 
 
-# Consumers of other roles: an agent's job consumer, a projector's reader, a gateway's follower.
+# Consumers of other roles: an agent's job consumer, a projector's reader, a gateway's followers.
 AGENT_CONSUMER = f"$JS.API.CONSUMER.DELETE.{subjects.WORK_STREAM}.agent-node-1"
 PROJECTOR_CONSUMER = f"$JS.API.CONSUMER.DELETE.{subjects.EVENTS_STREAM}.mfproj_0123456789abcdef"
 TELEMETRY_CONSUMER = f"$JS.API.CONSUMER.DELETE.{subjects.TELEMETRY_STREAM}.gatewayfollower"
+GATEWAY_CONSUMERS = [
+    f"$JS.API.CONSUMER.DELETE.{stream}.gatewayfollower" for stream in subjects.PROJECTED_STREAMS
+]
 EVENT = subjects.event_subject(subjects.Aggregate.CLIENT, "intruder", "ClientCreated")
 WRITES = [
     EVENT,
@@ -56,8 +59,9 @@ WRITES = [
 FORBIDDEN: list[tuple[str, str, bytes]] = [
     *((role, subject, body) for role in ROLES for subject, body in _stream_acts()),
     *((role, AGENT_CONSUMER, b"") for role in ("gateway", "projector", "audit")),
-    *((role, PROJECTOR_CONSUMER, b"") for role in ("gateway", "agent", "audit")),
+    *((role, PROJECTOR_CONSUMER, b"") for role in ("gateway", "agent", "audit", "projector")),
     *((role, TELEMETRY_CONSUMER, b"") for role in ("agent", "projector", "audit")),
+    *(("projector", subject, b"") for subject in GATEWAY_CONSUMERS),
     *((role, subject, b"{}") for role in READERS for subject in WRITES),
     ("agent", EVENT, b"{}"),  # an agent appends only node, accelerator, artifact-set, candidate events
     ("agent", subjects.job_subject("node-1", "dep", "load"), b"{}"),
