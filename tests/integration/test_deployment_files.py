@@ -13,7 +13,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 SECRETS = {
     "GATEWAY_PASSWORD": "g",
-    "AGENT_PASSWORD": "a",
     "PROJECTOR_PASSWORD": "p",
     "AUDIT_PASSWORD": "r",
     "PROVISIONER_PASSWORD": "v",
@@ -100,7 +99,11 @@ def test_every_service_starts_once_the_provisioner_made_the_streams() -> None:
         assert services[name]["depends_on"]["provision"]["condition"] == "service_completed_successfully", (
             name
         )
-        assert f"nats://{name}:" in services[name]["environment"]["NATS_URL"], name
+        if name == "agent":  # signs in with its node's nkey, not a shared password
+            assert "@" not in services[name]["environment"]["NATS_URL"]
+            assert services[name]["environment"]["NATS_NKEY_SEED"].endswith("/node-1.nk")
+        else:
+            assert f"nats://{name}:" in services[name]["environment"]["NATS_URL"], name
         for infra in ("nats-1", "nats-2", "nats-3", "postgres"):
             assert services[name]["depends_on"][infra]["condition"] == "service_healthy", name
 
