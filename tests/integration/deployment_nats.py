@@ -84,3 +84,16 @@ async def connect_node(server: NatsServer, node: str) -> Connection:
     return await connect(
         f"nats://127.0.0.1:{server.port}", f"agent-{node}", nkey_seed=str(seed_file(server, node))
     )
+
+
+def restarted(server: NatsServer) -> NatsServer:
+    """The same server (port, store) started anew on the configuration file as it now reads."""
+    stop_pid(server.pid)
+    env = {f"{role.upper()}_PASSWORD": password for role, password in PASSWORDS.items()}
+    return start_nats(
+        Path(server.store_dir).parent,
+        server.port,
+        detach=False,
+        config_text=config_file(server).read_text(),
+        env={**env, "SERVER_NAME": "nats-permissions"},
+    )
