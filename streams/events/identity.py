@@ -31,3 +31,4 @@ class ForgedEventRefused(Event, frozen=True):
     claimed_node_id: str
     subject: str
     refused_type: str  # the refused event's type ("AcceleratorTelemetry" for a telemetry sample)
+    refused_sequence: int = 0  # its sequence in MF_EVENTS (MF_TELEMETRY for a sample)
