@@ -16,7 +16,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from eventstore.connection import Connection, connect, inbox_prefix, public_key_of
+from eventstore.connection import NKEY_SEED_ENV, Connection, connect, inbox_prefix, public_key_of
 from eventstore.provision import provision
 from eventstore.store import EventStore
 from gateway.identity.registry import recorded_identities
@@ -26,6 +26,7 @@ from streams import subjects
 from streams.events.identity import NodeCredentialsIssued, NodeCredentialsRevoked
 from streams.subjects import Aggregate
 from tests.integration.deployment_nats import config_file, deployment_server, restarted, url
+from tests.support.agents import AgentProcess
 
 WAIT_S = 30.0  # a bound on waits that end at once when the server does its part
 FLEET = ("edge-1", "edge-2")
@@ -46,22 +47,23 @@ def nodes_cli(server: NatsServer, seeds: Path, *args: str) -> str:
     return result.stdout
 
 
+async def provisioned(server: NatsServer) -> None:
+    conn = await connect(url(server, "provisioner"), "credentials-provisioner")
+    await provision(conn.client)
+    await conn.close()
+
+
 @pytest.fixture(scope="module")
 def fleet(scratch: Path) -> Iterator[tuple[NatsServer, Path]]:
     """A provisioned server whose node users are FLEET's, made by `nodes credentials` (it starts
     anew on the rendered file, so that they can sign in: reloading is what revocation tests)."""
     seeds = scratch / "fleet-seeds"
     with deployment_server(scratch) as first:
-
-        async def provisioned() -> None:
-            conn = await connect(url(first, "provisioner"), "credentials-provisioner")
-            await provision(conn.client)
-            await conn.close()
-
-        asyncio.run(provisioned())
+        asyncio.run(provisioned(first))
         for node in FLEET:
             nodes_cli(first, seeds, "credentials", node)
         server = restarted(first)
+    asyncio.run(provisioned(server))  # (the streams kept in memory are gone with the first run)
     try:
         yield server, seeds
     finally:
@@ -91,6 +93,12 @@ async def signed_in(server: NatsServer, seed: Path, closed: asyncio.Event | None
         closed_cb=on_closed,
     )
     return client
+
+
+def violations(server: NatsServer, seed: Path) -> list[str]:
+    """The server's log lines of permission or authorization violations of that seed's user."""
+    key = public_key_of(seed.read_bytes())
+    return [line for line in Path(server.log).read_text().splitlines() if key in line and "Violation" in line]
 
 
 async def answering(client: Client, node: str) -> None:
@@ -123,6 +131,30 @@ async def test_a_node_signs_in_with_its_seed_and_answers_its_invokes(
     finally:
         await node.close()
     assert reply.data == FLEET[1].encode()
+
+
+async def test_a_node_agent_signed_in_with_its_seed_registers_and_reports_and_is_refused_nothing(
+    fleet: tuple[NatsServer, Path], gateway: Connection, scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, seeds = fleet
+    node = FLEET[1]
+    monkeypatch.setenv(NKEY_SEED_ENV, str(seeds / f"{node}.nk"))
+    root = scratch / "fleet-artifacts"
+    root.mkdir()
+    agent = AgentProcess(f"nats://127.0.0.1:{server.port}", node, root, scratch)
+    reports = await gateway.client.jetstream().subscribe(
+        f"{subjects.TELEMETRY_PREFIX}.{node}.>", stream=subjects.TELEMETRY_STREAM, ordered_consumer=True
+    )
+    agent.launch()
+    try:
+        first = await reports.next_msg(timeout=WAIT_S)
+    finally:
+        assert agent.stop() == 0
+        await reports.unsubscribe()
+    records, _version = await EventStore(gateway).load(Aggregate.NODE, node)
+    assert [type(r.event).__name__ for r in records[-2:]] == ["NodeRegistered", "WorkerStarted"]
+    assert first.subject.startswith(f"{subjects.TELEMETRY_PREFIX}.{node}.{node}-")
+    assert violations(server, seeds / f"{node}.nk") == []
 
 
 async def test_a_revoked_node_is_refused_at_once_and_the_other_serves_on(
