@@ -16,6 +16,7 @@ import msgspec
 
 from streams import subjects
 from streams.events.base import Event
+from streams.events.control import NodeRegistered, WorkerStarted
 from streams.events.identity import NodeCredentialsIssued, NodeCredentialsRevoked
 
 BEGIN = "# BEGIN node users"
@@ -24,7 +25,7 @@ _PUBLIC_KEY = re.compile(r"^U[A-Z2-7]{55}$")
 
 # The node aggregate's events an agent appends (nodeagent/agent/registration.py); the rest of the
 # node's history (cordons, losses, its credentials) is the gateway's and the operator's.
-AGENT_NODE_EVENTS = ("NodeRegistered", "WorkerStarted")
+AGENT_NODE_EVENTS = (NodeRegistered.event_type(), WorkerStarted.event_type())
 # Aggregates an agent appends to that are not the node's own (jobs name them); the gateway checks
 # what they claim (gateway/state/senders.py covers node and accelerator events).
 SHARED_AGGREGATES = (subjects.Aggregate.ARTIFACT_SET, subjects.Aggregate.CANDIDATE)
