@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from projections.handlers import control, requests, serving
+from projections.handlers import control, identity, requests, serving
 from projections.handlers.ops import Op, Pending, up
 from streams.events.base import Event
 
 Area = Callable[[Event, int, str | None], list[Op] | None]
-_AREAS: tuple[Area, ...] = (requests.ops, serving.ops, control.ops)
+_AREAS: tuple[Area, ...] = (requests.ops, serving.ops, control.ops, identity.ops)
 # Event type -> the area that has rows for it (areas match on the type alone): one call per event.
 _AREA_OF: dict[type[Event], Area] = {}
 
