@@ -8,32 +8,21 @@ from streams.events.base import Event
 from streams.events.identity import ForgedEventRefused, NodeCredentialsIssued, NodeCredentialsRevoked
 
 
+def _node(node_id: str, at: str | None, **columns: object) -> list[Op]:
+    return [up("nodes", (node_id,), updated_at=at, **columns)]
+
+
 def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
     """Rows for an identity event; None when the event is not one of this module's."""
     match event:
         case NodeCredentialsIssued():
-            return [
-                up(
-                    "nodes",
-                    (event.node_id,),
-                    nkey_public_key=event.public_key,
-                    credentials_issued_at=at,
-                    credentials_revoked_at=None,
-                    credentials_revoked_reason=None,
-                    updated_at=at,
-                )
-            ]
+            issued = {"nkey_public_key": event.public_key, "credentials_issued_at": at}
+            return _node(
+                event.node_id, at, **issued, credentials_revoked_at=None, credentials_revoked_reason=None
+            )
         case NodeCredentialsRevoked():
-            return [
-                up(
-                    "nodes",
-                    (event.node_id,),
-                    nkey_public_key=None,
-                    credentials_revoked_at=at,
-                    credentials_revoked_reason=event.reason,
-                    updated_at=at,
-                )
-            ]
+            revoked = {"credentials_revoked_at": at, "credentials_revoked_reason": event.reason}
+            return _node(event.node_id, at, nkey_public_key=None, **revoked)
         case ForgedEventRefused():
             # Each replica that refused it records it: one row, the recordings counted.
             refused = Op(
