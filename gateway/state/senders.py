@@ -57,12 +57,15 @@ def forged_event(
         if isinstance(event, c.NodeRegistered):  # accelerators another node registered first
             claimed += [_owner(catalog, a.accelerator_id) or sender for a in event.accelerators]
     else:
+        others = {envelope.aggregate_id, getattr(event, "accelerator_id", "") or subject_id} - {subject_id}
+        node = getattr(event, "node_id", "")
+        if not others and not node:  # its own accelerator alone: every lease and residency event
+            return None
         owner = _owner(catalog, subject_id)
         sender = owner or subject_id  # (an accelerator no node registered yet)
-        accelerators = {envelope.aggregate_id, getattr(event, "accelerator_id", "") or subject_id}
-        claimed = [_owner(catalog, a) or a for a in accelerators - {subject_id}]
-        if owner is not None:
-            claimed.append(getattr(event, "node_id", "") or owner)
+        claimed = [_owner(catalog, a) or a for a in others]
+        if owner is not None and node:
+            claimed.append(node)
     return _refusal(sender, claimed, subject, event_type, sequence)
 
 
