@@ -10,10 +10,13 @@ import asyncio
 import logging
 import os
 import time
+from pathlib import Path
 
-from nats.aio.client import DEFAULT_FLUSH_TIMEOUT, Client
+import nkeys
+from nats.aio.client import DEFAULT_FLUSH_TIMEOUT, DEFAULT_INBOX_PREFIX, Client
 
 from eventstore.tls import nats_tls
+from streams import subjects
 
 log = logging.getLogger("modelforge.nats")
 
@@ -22,6 +25,24 @@ DEFAULT_URL = "nats://127.0.0.1:4222"
 
 def nats_url() -> str:
     return os.environ.get("NATS_URL", DEFAULT_URL)
+
+
+# A node agent signs in with its node's nkey (`modelforge nodes credentials` writes the seed file);
+# other roles with a user and password in NATS_URL.
+NKEY_SEED_ENV = "NATS_NKEY_SEED"
+
+
+def public_key_of(seed: bytes) -> str:
+    """The public half ("U...") of a NATS user nkey seed ("SU...")."""
+    return bytes(nkeys.from_seed(bytearray(seed.strip())).public_key).decode()
+
+
+def inbox_prefix(seed_file: str | None) -> str:
+    """Where replies come: for a connection signing in with a seed, the inbox that key's user
+    alone may read; else nats-py's own."""
+    if not seed_file:
+        return DEFAULT_INBOX_PREFIX.decode()
+    return subjects.node_inbox_prefix(public_key_of(Path(seed_file).read_bytes()))
 
 
 class Connection:
@@ -81,10 +102,13 @@ UNREACHABLE_WARN_S = 10.0  # how often a service waiting for its first connectio
 
 
 async def connect(
-    url: str | None = None, name: str = "modelforge", first_connect_s: float | None = None
+    url: str | None = None,
+    name: str = "modelforge",
+    first_connect_s: float | None = None,
+    nkey_seed: str | None = None,
 ) -> Connection:
     """`first_connect_s`: give up (NatsUnreachable) if no server answers within it; None: keep
-    trying, as a service must."""
+    trying, as a service must. `nkey_seed`: a seed file to sign in with (default $NATS_NKEY_SEED)."""
     connected = asyncio.Event()
 
     async def on_disconnect() -> None:
@@ -109,6 +133,7 @@ async def connect(
         else:
             log.debug("nats error (%s): %s", name, exc)
 
+    seed_file = nkey_seed or os.environ.get(NKEY_SEED_ENV) or None
     client = OrderedFlushClient()
     servers = (url or nats_url()).split(",")
     opening = client.connect(
@@ -124,6 +149,8 @@ async def connect(
         disconnected_cb=on_disconnect,
         reconnected_cb=on_reconnect,
         error_cb=on_error,
+        nkeys_seed=seed_file,
+        inbox_prefix=inbox_prefix(seed_file),
     )
     try:
         async with asyncio.timeout(first_connect_s):

@@ -324,11 +324,9 @@ async def read(
             if done:
                 return
     finally:
-        try:
-            raw.publish(f"$JS.API.CONSUMER.DELETE.{stream}.{name}", b"", f"{raw.inbox}.deleted")
-            await raw.writer.drain()
-        except (OSError, RuntimeError):
-            pass
+        # The consumer is not deleted: the server removes it once idle for its inactive threshold.
+        # The projector's user may delete no consumer (a name is one token: one it could delete,
+        # it could delete any, a gateway's included).
         await raw.close()
 
 

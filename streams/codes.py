@@ -208,6 +208,11 @@ NODE_OWNERSHIP_MISMATCH: Final = spec(
     403,
     "The job or deployment belongs to another node (raised with 409 when found at claim time).",
 )
+NODE_CREDENTIALS_NOT_FOUND: Final = spec(
+    "NODE_CREDENTIALS_NOT_FOUND",
+    404,
+    "The node has no NATS credentials (none were made, or they were revoked).",
+)
 SERVING_JOB_NOT_FOUND: Final = spec("SERVING_JOB_NOT_FOUND", 404, "The serving job does not exist.")
 RUNTIME_DEPENDENCY_MISSING: Final = spec(
     "RUNTIME_DEPENDENCY_MISSING", 409, "The runtime profile or runtime environment is missing."

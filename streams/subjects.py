@@ -107,6 +107,22 @@ def invoke_subject(node_id: str, deployment_id: str) -> str:
     return f"{INVOKE_PREFIX}.{token(node_id, 'node id')}.{token(deployment_id, 'deployment id')}"
 
 
+# A node's NATS user may publish events for the accelerators whose ids it would give them: the CPU
+# device and this many GPUs (deploy/nats/nats.conf lists them; a GPU past the last is refused).
+MAX_GPUS_PER_NODE = 16
+
+
+def accelerator_id(node_id: str, kind: str, index: int) -> str:
+    """`node-1-gpu0`: an accelerator's id names its node, so the node's permissions can list it."""
+    return token(f"{node_id}-{kind}{index}", "accelerator id")
+
+
+def node_inbox_prefix(public_key: str) -> str:
+    """The reply subjects of a connection that signs in with this nkey: its user may read these
+    alone, so it never reads the replies other nodes (or gateways) receive."""
+    return f"_INBOX.{token(public_key, 'public key')}"
+
+
 def telemetry_subject(node_id: str, accelerator_id: str) -> str:
     return f"{TELEMETRY_PREFIX}.{token(node_id, 'node id')}.{token(accelerator_id, 'accelerator id')}"
 

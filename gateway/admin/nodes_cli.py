@@ -9,6 +9,7 @@ from typing import Any
 from gateway.admin import tables
 from gateway.admin.cli import Render, listing, verb
 from gateway.admin.tables import human_bytes
+from gateway.identity.cli import register_identity_verbs
 
 DRAIN_INCOMPLETE = 3  # the exit status of a drain that left copies resident (busy or failed)
 
@@ -51,7 +52,7 @@ def _changed(what: str) -> Render:
 
 
 def register(subparsers: Any) -> None:
-    verbs = subparsers.add_parser("nodes", help="nodes: list, cordon, drain").add_subparsers(
+    verbs = subparsers.add_parser("nodes", help="nodes: list, cordon, drain, credentials").add_subparsers(
         dest="verb", required=True
     )
     listing(verbs, "nodes and their liveness", "/nodes", lambda: tables.NODES)
@@ -87,3 +88,4 @@ def register(subparsers: Any) -> None:
     drain.add_argument(
         "--wait-s", type=float, default=0.0, help="wait up to this long, in all, for running requests to end"
     )
+    register_identity_verbs(verbs)

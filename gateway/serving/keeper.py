@@ -90,6 +90,7 @@ async def upkeep_once(ctx: ServingContext, now: float | None = None) -> None:
         log.info("lease %s on %s expired", grant.lease_id, grant.accelerator_id)
         await _record_lease_timeout(ctx, grant)
     await _declare_lost_nodes(ctx, time.time())  # telemetry ages on the wall clock, whatever `now` is
+    await _record_refused_forgeries(ctx)
     # Transitions nobody finished (a lost job, a stuck agent) and evictions that have ended. Every
     # replica books them; whoever is second gets a conflict, and the next round sees them done.
     policy = live.policy
@@ -137,6 +138,16 @@ async def upkeep_once(ctx: ServingContext, now: float | None = None) -> None:
         )
         await append_to_accelerator(ctx, step.accelerator_id, [changed])
         log.info("pressure on %s: %s -> %s", step.accelerator_id, step.previous, step.current)
+
+
+async def _record_refused_forgeries(ctx: ServingContext) -> None:
+    """Record each message the live view refused as forged on its sender's node aggregate (every
+    replica that refused it and had not seen it recorded yet: each says it refused it)."""
+    for key, refused in list(ctx.live.forged.items()):
+        await ctx.store.append(
+            Aggregate.NODE, refused.node_id, [refused], ExpectedVersion.ANY, actor=ctx.actor
+        )
+        ctx.live.forged.pop(key, None)
 
 
 async def _declare_lost_nodes(ctx: ServingContext, now: float) -> None:

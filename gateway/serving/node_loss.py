@@ -1,7 +1,7 @@
 """Declaring a node lost: pure decisions for the upkeep.
 
 A node whose telemetry stopped for two of its publishing intervals (or whose last sample said it
-stopped), while it holds residents or leases on the books, is declared lost: `NodeLost` on its node
+stopped, or whose credentials were revoked), while it holds residents or leases on the books, is declared lost: `NodeLost` on its node
 aggregate, once (the aggregate's expected version: of several gateway replicas one wins, the others
 conflict and see it done). Each of its accelerators is then reconciled to cold
 (`ResidencyReconciled`, nothing held), which ends its leases and residencies; an invoke still in
@@ -32,10 +32,19 @@ class LostNode(msgspec.Struct, frozen=True):
     reason: str
 
 
-def _loss_after(sample: AcceleratorTelemetry) -> float:
-    """When a node whose last sample is `sample` counts as lost (POSIX seconds)."""
+def _loss_after(sample: AcceleratorTelemetry, catalog: Catalog) -> float:
+    """When a node whose last sample is `sample` counts as lost (POSIX seconds): at once once its
+    credentials are revoked (its NATS user is gone: it can neither serve nor report)."""
+    if catalog.nodes[sample.node_id].revoked:
+        return 0.0
     seen = sample.observed_at_unix_ms / 1000
     return seen if not sample.healthy else seen + max(2 * sample.interval_s, NODE_LOSS_FLOOR_S)
+
+
+def _loss_reason(sample: AcceleratorTelemetry, catalog: Catalog) -> str:
+    if catalog.nodes[sample.node_id].revoked:
+        return "its credentials were revoked"
+    return "its agent stopped" if not sample.healthy else "no telemetry for two of its intervals"
 
 
 def _newest_samples(
@@ -74,10 +83,10 @@ def nodes_lost(
             node_id,
             sample.generation,
             sample.observed_at_unix_ms / 1000,
-            "its agent stopped" if not sample.healthy else "no telemetry for two of its intervals",
+            _loss_reason(sample, catalog),
         )
         for node_id, sample in sorted(_newest_samples(catalog, accelerators, telemetry).items())
-        if _loss_after(sample) <= now
+        if _loss_after(sample, catalog) <= now
     ]
 
 
@@ -86,7 +95,10 @@ def next_node_loss_due(
 ) -> float | None:
     """When the next node holding something on the books counts as lost if it stays silent."""
     return min(
-        (_loss_after(sample) for sample in _newest_samples(catalog, accelerators, telemetry).values()),
+        (
+            _loss_after(sample, catalog)
+            for sample in _newest_samples(catalog, accelerators, telemetry).values()
+        ),
         default=None,
     )
 

@@ -16,6 +16,7 @@ from gateway.scheduler.state import HardwareClass
 from streams.events import control as c
 from streams.events import serving as s
 from streams.events.base import Event
+from streams.events.identity import NodeCredentialsIssued, NodeCredentialsRevoked
 
 
 class ArtifactSetInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,10 +40,17 @@ class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
     decommissioned: bool = False
     generation: int = 0
     lost: bool = False  # a gateway declared this generation gone (NodeLost); WorkerStarted ends it
+    revoked: bool = False  # its NATS credentials were revoked (`nodes revoke`); new ones end it
 
     @property
     def schedulable(self) -> bool:
-        return self.enabled and self.production_eligible and not self.decommissioned and not self.lost
+        return (
+            self.enabled
+            and self.production_eligible
+            and not self.decommissioned
+            and not self.lost
+            and not self.revoked
+        )
 
     def accelerator_model(self, accelerator_id: str) -> str:
         """The accelerator part of its hardware class ("" for an accelerator it does not have)."""
@@ -244,6 +252,10 @@ def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
                 hardware_fingerprint=event.hardware_fingerprint,
                 runtimes=event.runtimes,
             )
+            return _with(catalog, nodes={**nodes, event.node_id: node})
+        case NodeCredentialsIssued() | NodeCredentialsRevoked() if event.node_id in nodes:
+            revoked = isinstance(event, NodeCredentialsRevoked)
+            node = msgspec.structs.replace(nodes[event.node_id], revoked=revoked)
             return _with(catalog, nodes={**nodes, event.node_id: node})
         case (
             c.NodeEnabled()

@@ -41,12 +41,14 @@ from gateway.state.accelerators import (
 from gateway.state.catalog import Catalog, evolve_catalog
 from gateway.state.evictions import PendingEviction, fold_evictions
 from gateway.state.loads import LoadFailure, Outgrown, PendingLoad, fold_loads, outgrown
+from gateway.state.senders import forged_event, forged_telemetry
 from streams import subjects
 from streams.codec import UnknownEvent
 from streams.envelope import ActorKind
 from streams.events import control as c
 from streams.events import serving as s
 from streams.events.base import Event
+from streams.events.identity import ForgedEventRefused
 from streams.messages import AcceleratorTelemetry
 
 log = logging.getLogger("modelforge.gateway.state")
@@ -92,6 +94,10 @@ class LiveState:
         # decided without it, so the writer refuses them as a conflict (gateway.serving.appends).
         self.interrupted: set[str] = set()
         self.listeners: list[Callable[[], None]] = []  # called after every change (cheap, sync)
+        # Node messages refused as forged (gateway.state.senders) by (subject, sequence), until the
+        # upkeep records them; telemetry is refused on every sample but noted once per claim.
+        self.forged: dict[tuple[str, int], ForgedEventRefused] = {}
+        self._claims_refused: set[tuple[str, str]] = set()
         self._tasks: list[asyncio.Task[None]] = []
 
     # ---- folding -------------------------------------------------------------------------
@@ -106,6 +112,12 @@ class LiveState:
             )
             self.applied = max(self.applied, record.sequence)
             return
+        forged = forged_event(record.subject, record.sequence, envelope, event, self.catalog)
+        if forged is not None:
+            self._refuse(record, forged)
+            return
+        if isinstance(event, ForgedEventRefused):  # recorded, by this replica or another
+            self.forged.pop((event.subject, event.refused_sequence), None)
         if envelope.aggregate_type == subjects.Aggregate.ACCELERATOR.value:
             acc_id = envelope.aggregate_id
             match event:
@@ -168,6 +180,25 @@ class LiveState:
                             spec.accelerator_id, event.node_id, spec.total_bytes
                         )
         self.applied = max(self.applied, record.sequence)
+
+    def _refuse(self, record: RecordedEvent, forged: ForgedEventRefused) -> None:
+        """Leave a forged event out of the view (its aggregate's version still moves past it)."""
+        log.warning("refused %s: it speaks for node %s", record.subject, forged.claimed_node_id)
+        self.forged[(record.subject, record.sequence)] = forged
+        aggregate, aggregate_id, _type = record.subject.split(".")[2:]
+        versions = self.versions if aggregate == subjects.Aggregate.ACCELERATOR.value else self.node_versions
+        versions[aggregate_id] = max(versions.get(aggregate_id, 0), record.sequence)
+        self.applied = max(self.applied, record.sequence)
+
+    def apply_sample(self, subject: str, sequence: int, sample: AcceleratorTelemetry) -> None:
+        """Apply a telemetry sample that speaks for its sender alone; refuse any other."""
+        forged = forged_telemetry(subject, sequence, sample, self.catalog)
+        if forged is None:
+            self.apply_telemetry(sample)
+        elif (subject, forged.claimed_node_id) not in self._claims_refused:
+            self._claims_refused.add((subject, forged.claimed_node_id))
+            log.warning("refused telemetry on %s: it speaks for node %s", subject, forged.claimed_node_id)
+            self.forged[(subject, sequence)] = forged
 
     def watch_lease(self, lease_id: str, ended: Callable[[], None]) -> None:
         """Call `ended` if the lease leaves the books with its node (lost, or restarted without what
@@ -348,9 +379,11 @@ class LiveState:
             async for msg in sub.messages:
                 self.telemetry_seq = msg.metadata.sequence.stream
                 try:
-                    self.apply_telemetry(_telemetry_decoder.decode(msg.data))
+                    sample = _telemetry_decoder.decode(msg.data)
                 except msgspec.DecodeError:
                     log.warning("ignoring malformed telemetry on %s", msg.subject)
+                else:
+                    self.apply_sample(msg.subject, self.telemetry_seq, sample)
                 await self.notify()
         finally:
             await sub.unsubscribe()  # and its heartbeat task, which a closed connection ends only later

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodeagent.runtimes.process_memory import peak_rss_of, rss_of
+from streams import subjects
 from streams.events.control import AcceleratorSpec
 
 DEFAULT_CPU_MEMORY_BUDGET = 4 << 30
@@ -123,7 +124,7 @@ def nvml_accelerators(node_id: str) -> tuple[Accelerator, ...]:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
         spec = AcceleratorSpec(
-            accelerator_id=f"{node_id}-gpu{index}",
+            accelerator_id=subjects.accelerator_id(node_id, "gpu", index),
             kind="gpu",
             name=_text(nvml.nvmlDeviceGetName(handle)),
             total_bytes=int(nvml.nvmlDeviceGetMemoryInfo(handle).total),
@@ -144,7 +145,10 @@ def cpu_accelerator(node_id: str, budget_bytes: int) -> Accelerator:
         return MemoryReading(budget_bytes, rss, rss)
 
     spec = AcceleratorSpec(
-        accelerator_id=f"{node_id}-cpu0", kind="cpu", name=_cpu_model(), total_bytes=budget_bytes
+        accelerator_id=subjects.accelerator_id(node_id, "cpu", 0),
+        kind="cpu",
+        name=_cpu_model(),
+        total_bytes=budget_bytes,
     )
     return Accelerator(spec, -1, read, _cpu_process)
 

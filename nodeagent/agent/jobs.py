@@ -52,7 +52,10 @@ def consumer_name(node_id: str) -> str:
 
 
 def consumer_config(node_id: str, ack_wait_s: float, attempts: int) -> ConsumerConfig:
+    # Named as well as durable: the create request's subject then carries the filter, which a
+    # node's NATS user may send only for its own jobs (deploy/nats/nats.conf).
     return ConsumerConfig(
+        name=consumer_name(node_id),
         durable_name=consumer_name(node_id),
         filter_subject=subjects.node_jobs_filter(node_id),
         deliver_policy=DeliverPolicy.ALL,

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from projections.handlers import artifacts, clients, nodes, promotion, requests, serving
+from projections.handlers import artifacts, clients, identity, nodes, promotion, requests, serving
 from projections.handlers.ops import Op, Pending, up
 from streams.events.base import Event
 
 Area = Callable[[Event, int, str | None], list[Op] | None]
-_AREAS: tuple[Area, ...] = (requests.ops, serving.ops, artifacts.ops, nodes.ops, promotion.ops, clients.ops)
+_AREAS: tuple[Area, ...] = (
+    requests.ops,
+    serving.ops,
+    artifacts.ops,
+    nodes.ops,
+    promotion.ops,
+    clients.ops,
+    identity.ops,
+)
 # Event type -> the area that has rows for it (areas match on the type alone): one call per event.
 _AREA_OF: dict[type[Event], Area] = {}
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from streams.events import control as c
+from streams.events import identity as i
 from streams.events import requests as r
 from streams.events import serving as s
 from streams.events.base import Event
@@ -29,6 +30,9 @@ _BY_AGGREGATE: dict[Aggregate, tuple[type[Event], ...]] = {
         c.NodeDecommissioned,
         c.WorkerStarted,
         c.NodeLost,
+        i.NodeCredentialsIssued,
+        i.NodeCredentialsRevoked,
+        i.ForgedEventRefused,
     ),
     Aggregate.CANDIDATE: (
         c.CandidateRegistered,

@@ -1,9 +1,11 @@
 """A nats-server running deploy/nats/nats.conf itself, and a URL per role, for the deployment tests.
 
 Only what ties the file to the compose network is left out (the cluster block, whose routes name
-the other containers, the monitoring port, the tls block with the container's certificates, and the
-jetstream block with the container's store folder); the port and JetStream's store come from the command line, the passwords and server name
-from the environment, as in compose.yaml. The accounts, users and permissions are the file's own.
+the other containers, the monitoring port, the tls block with the container's certificates, and
+the jetstream block with the container's store folder); the port and JetStream's store come from the
+command line, the passwords and server name from the environment, as in compose.yaml. The accounts,
+users and permissions are the file's own, with the node users rendered for NODES (each with a seed
+file of its own) as `modelforge nodes credentials` renders them.
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from eventstore.connection import Connection, connect, public_key_of
+from gateway.identity.nats_users import NodeIdentity, with_node_users
+from gateway.identity.registry import new_seed, write_private
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.processes import stop_pid
 
 CONFIG = Path(__file__).resolve().parents[2] / "deploy/nats/nats.conf"
-ROLES = ("provisioner", "gateway", "agent", "projector", "audit", "sys")
+ROLES = ("provisioner", "gateway", "projector", "audit", "sys")
 PASSWORDS = {role: f"{role}-secret" for role in ROLES}
+NODES = ("node-a", "node-b")
 
 
 def _without_block(text: str, name: str) -> str:
@@ -41,13 +47,28 @@ def single_server_config() -> str:
     return re.sub(r"^http:.*$", "", text, flags=re.MULTILINE)
 
 
+def seed_file(server: NatsServer, node: str) -> Path:
+    return Path(server.store_dir).parent / "seeds" / f"{node}.nk"
+
+
+def config_file(server: NatsServer) -> Path:
+    """The file the server runs (start_nats writes it next to the store)."""
+    return Path(server.store_dir).parent / "nats.conf"
+
+
 @contextmanager
 def deployment_server(scratch: Path) -> Iterator[NatsServer]:
     env = {f"{role.upper()}_PASSWORD": password for role, password in PASSWORDS.items()}
+    state = scratch / f"nats-deploy-{uuid.uuid4().hex[:8]}"
+    identities = {}
+    for node in NODES:
+        seed = new_seed()
+        write_private(state / "seeds" / f"{node}.nk", seed)
+        identities[node] = NodeIdentity(node, public_key_of(seed))
     server = start_nats(
-        scratch / f"nats-deploy-{uuid.uuid4().hex[:8]}",
+        state,
         detach=False,
-        config_text=single_server_config(),
+        config_text=with_node_users(single_server_config(), identities),
         env={**env, "SERVER_NAME": "nats-permissions"},
     )
     try:
@@ -58,3 +79,23 @@ def deployment_server(scratch: Path) -> Iterator[NatsServer]:
 
 def url(server: NatsServer, role: str) -> str:
     return f"nats://{role}:{PASSWORDS[role]}@127.0.0.1:{server.port}"
+
+
+async def connect_node(server: NatsServer, node: str) -> Connection:
+    """A node agent's connection: it signs in with its node's seed, as NATS_NKEY_SEED makes it."""
+    return await connect(
+        f"nats://127.0.0.1:{server.port}", f"agent-{node}", nkey_seed=str(seed_file(server, node))
+    )
+
+
+def restarted(server: NatsServer) -> NatsServer:
+    """The same server (port, store) started anew on the configuration file as it now reads."""
+    stop_pid(server.pid)
+    env = {f"{role.upper()}_PASSWORD": password for role, password in PASSWORDS.items()}
+    return start_nats(
+        Path(server.store_dir).parent,
+        server.port,
+        detach=False,
+        config_text=config_file(server).read_text(),
+        env={**env, "SERVER_NAME": "nats-permissions"},
+    )

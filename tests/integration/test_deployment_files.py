@@ -16,7 +16,6 @@ from modelforge.pki import default_identities
 ROOT = Path(__file__).resolve().parents[2]
 SECRETS = {
     "GATEWAY_PASSWORD": "g",
-    "AGENT_PASSWORD": "a",
     "PROJECTOR_PASSWORD": "p",
     "AUDIT_PASSWORD": "r",
     "PROVISIONER_PASSWORD": "v",
@@ -71,7 +70,7 @@ def test_the_nats_cluster_config_parses(tmp_path: Path) -> None:
     make_certificates(certs, default_identities())
     config = tmp_path / "nats.conf"
     config.write_text(
-        (ROOT / "deploy/nats/nats.conf").read_text().replace("/etc/nats/certs/", f"{certs}/nats-1/")
+        (ROOT / "deploy/nats/nats.conf").read_text().replace("/etc/nats-certs/", f"{certs}/nats-1/")
     )
     result = subprocess.run(
         [_bin("nats-server"), "-c", str(config), "-t"],
@@ -110,7 +109,11 @@ def test_every_service_starts_once_the_provisioner_made_the_streams() -> None:
         assert services[name]["depends_on"]["provision"]["condition"] == "service_completed_successfully", (
             name
         )
-        assert f"tls://{name}:" in services[name]["environment"]["NATS_URL"], name
+        if name == "agent":  # signs in with its node's nkey, not a shared password
+            assert "@" not in services[name]["environment"]["NATS_URL"]
+            assert services[name]["environment"]["NATS_NKEY_SEED"].endswith("/node-1.nk")
+        else:
+            assert f"tls://{name}:" in services[name]["environment"]["NATS_URL"], name
         for infra in ("nats-1", "nats-2", "nats-3", "postgres"):
             assert services[name]["depends_on"][infra]["condition"] == "service_healthy", name
 
@@ -122,7 +125,7 @@ def test_every_nats_client_and_server_mounts_only_its_own_certificates() -> None
         for name, service in services.items()
     }
     for server in ("nats-1", "nats-2", "nats-3"):
-        assert mounts[server]["/etc/nats/certs"] == str(ROOT / "deploy/certs" / server)
+        assert mounts[server]["/etc/nats-certs"] == str(ROOT / "deploy/certs" / server)
     for name, role in {
         "provision": "provisioner",
         "gateway": "gateway",

@@ -1,6 +1,7 @@
 """Each role's user in deploy/nats/nats.conf (compose.yaml runs each service as its role) may do
 that role's work: the provisioner makes the streams, the gateway starts on them, appends, dispatches
-and keeps client limits, the agent takes its jobs, answers invokes and publishes telemetry, the
+and keeps client limits, a node's agent (its own nkey user) takes its jobs, answers its invokes and
+publishes its telemetry, the
 projector reads the streams (as the projector and `replay` do), and `audit tail` follows the events
 as the audit user or the projector's. The server runs that file itself (tests/integration/
 deployment_nats.py); test_deployment_refusals.py tries what each role must not do.
@@ -46,7 +47,7 @@ from streams.contracts import CONTRACTS
 from streams.envelope import Actor, ActorKind
 from streams.events.control import ProjectRegistered
 from streams.subjects import Aggregate
-from tests.integration.deployment_nats import url
+from tests.integration.deployment_nats import NODES, connect_node, url
 from tests.integration.projections.helpers import publish
 
 WAIT_S = 30.0  # a bound on a wait that succeeds at once when permitted, not a measured time
@@ -114,13 +115,13 @@ async def test_the_projector_user_reads_a_stream_and_its_store_times_as_replay_d
 
 
 @pytest.mark.parametrize("ack_waits", [(30.0,), (30.0, 60.0)], ids=["made", "remade-on-new-settings"])
-async def test_the_agent_user_takes_the_jobs_the_gateway_user_dispatches_through_its_consumer(
+async def test_a_node_user_takes_the_jobs_the_gateway_user_dispatches_through_its_consumer(
     deployment_nats: NatsServer, gateway: Connection, ack_waits: tuple[float, ...]
 ) -> None:
     # A consumer whose settings changed is deleted and made anew (nodeagent/agent/jobs.py).
-    node = f"node-{uuid.uuid4().hex[:6]}"
+    node = NODES[0]
     await gateway.client.jetstream().publish(subjects.job_subject(node, "dep", "load"), b"{}")
-    agent = await connect(url(deployment_nats, "agent"), "permissions-agent")
+    agent = await connect_node(deployment_nats, node)
     try:
         for ack_wait_s in ack_waits:
             jobs = await JobConsumer(agent.client, node, cast(Operations, None), ack_wait_s=ack_wait_s).bind()
@@ -131,11 +132,11 @@ async def test_the_agent_user_takes_the_jobs_the_gateway_user_dispatches_through
     assert job.subject == subjects.job_subject(node, "dep", "load")
 
 
-async def test_the_agent_user_answers_the_invokes_the_gateway_user_sends(
+async def test_a_node_user_answers_the_invokes_the_gateway_user_sends_it(
     deployment_nats: NatsServer, gateway: Connection
 ) -> None:
-    subject = subjects.invoke_subject(f"node-{uuid.uuid4().hex[:6]}", "dep")
-    agent = await connect(url(deployment_nats, "agent"), "permissions-agent")
+    subject = subjects.invoke_subject(NODES[0], "dep")
+    agent = await connect_node(deployment_nats, NODES[0])
     try:
 
         async def answer(msg: Msg) -> None:
@@ -264,11 +265,11 @@ async def test_the_gateway_user_reads_its_own_latest_appends_from_the_leader_and
     assert await requests_from_log(gateway.client, 1_000, None)
 
 
-async def test_the_agent_user_starts_a_generation_and_publishes_telemetry(
+async def test_a_node_user_starts_a_generation_and_publishes_its_telemetry(
     deployment_nats: NatsServer, gateway: Connection
 ) -> None:
-    hardware = detect(f"node-{uuid.uuid4().hex[:6]}")
-    agent = await connect(url(deployment_nats, "agent"), "permissions-agent")
+    hardware = detect(NODES[1])
+    agent = await connect_node(deployment_nats, NODES[1])
     try:
         store, actor = EventStore(agent), Actor(ActorKind.AGENT, hardware.node_id)
         # The second start loads the node after this store's own appends: a leader read too.
@@ -294,7 +295,7 @@ async def test_the_gateway_user_stores_an_artifact_set_and_the_agent_user_fetche
     manifest = build_manifest(source)
     assert await put_set(gateway.client, source, manifest) == manifest.total_bytes
     assert await put_set(gateway.client, source, manifest) == 0  # stored once, by sha256
-    agent = await connect(url(deployment_nats, "agent"), "permissions-agent")
+    agent = await connect_node(deployment_nats, NODES[0])
     try:
         [entry] = manifest.files
         await get_file(await open_bucket(agent.client), entry, tmp_path / "fetched.json")

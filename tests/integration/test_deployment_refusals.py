@@ -1,6 +1,7 @@
 """No role of deploy/nats/nats.conf but the provisioner may change a stream, and none may delete or
-purge one: each role tries each forbidden act and the server refuses it (a permissions violation,
-sent back before the PONG of the flush that follows), leaving every stream as it was."""
+purge one; a node's user touches only its own node's jobs, invokes and events: each role tries each
+forbidden act and the server refuses it (a permissions violation, sent back before the PONG of the
+flush that follows), leaving every stream as it was."""
 
 from __future__ import annotations
 
@@ -12,18 +13,19 @@ from pathlib import Path
 import pytest
 from nats.aio.client import Client
 
-from eventstore.connection import Connection, OrderedFlushClient, connect
+from eventstore.connection import Connection, OrderedFlushClient, connect, inbox_prefix
 from eventstore.errors import StreamsNotProvisioned
 from eventstore.provision import provision
 from eventstore.store import EventStore
 from modelforge.devstack.nats_server import NatsServer
 from projections.scenario import control_plane, traffic
 from streams import configs, subjects
-from tests.integration.deployment_nats import deployment_server, url
+from tests.integration.deployment_nats import NODES, deployment_server, seed_file, url
 from tests.integration.projections.helpers import publish
 
 STREAMS = [config.name or "" for config in configs.all_streams() + configs.limit_streams()]
-ROLES = ("gateway", "agent", "projector", "audit")
+NODE, OTHER = NODES  # node-a tries node-b's
+ROLES = ("gateway", NODE, "projector", "audit")
 READERS = ("projector", "audit")
 
 
@@ -39,10 +41,38 @@ def _stream_acts() -> Iterator[tuple[str, bytes]]:
             yield f"$JS.API.STREAM.MSG.DELETE.{config.name}", b'{"seq": 1}'
 
 
-# Consumers of other roles: an agent's job consumer, a projector's reader, a gateway's follower.
-AGENT_CONSUMER = f"$JS.API.CONSUMER.DELETE.{subjects.WORK_STREAM}.agent-node-1"
+# Consumers of other roles: an agent's job consumer, a projector's reader, a gateway's followers.
+AGENT_CONSUMER = f"$JS.API.CONSUMER.DELETE.{subjects.WORK_STREAM}.agent-{OTHER}"
 PROJECTOR_CONSUMER = f"$JS.API.CONSUMER.DELETE.{subjects.EVENTS_STREAM}.mfproj_0123456789abcdef"
 TELEMETRY_CONSUMER = f"$JS.API.CONSUMER.DELETE.{subjects.TELEMETRY_STREAM}.gatewayfollower"
+GATEWAY_CONSUMERS = [
+    f"$JS.API.CONSUMER.DELETE.{stream}.gatewayfollower" for stream in subjects.PROJECTED_STREAMS
+]
+WORK = subjects.WORK_STREAM
+# What node-a's user may not do to node-b (or to its own node's history, which is not the agent's).
+OTHER_NODES_ACTS = [
+    f"$JS.API.CONSUMER.CREATE.{WORK}.agent-{OTHER}.{subjects.node_jobs_filter(OTHER)}",
+    f"$JS.API.CONSUMER.CREATE.{WORK}.agent-{NODE}.{subjects.node_jobs_filter(OTHER)}",
+    f"$JS.API.CONSUMER.DURABLE.CREATE.{WORK}.agent-{NODE}",  # (its filter would be unchecked)
+    f"$JS.API.CONSUMER.MSG.NEXT.{WORK}.agent-{OTHER}",
+    f"$JS.ACK.{WORK}.agent-{OTHER}.1.1.1.1.0",
+    subjects.event_subject(subjects.Aggregate.NODE, OTHER, "NodeRegistered"),
+    subjects.event_subject(subjects.Aggregate.NODE, OTHER, "WorkerStarted"),
+    subjects.event_subject(subjects.Aggregate.ACCELERATOR, f"{OTHER}-cpu0", "ResidencyLoaded"),
+    subjects.event_subject(subjects.Aggregate.ACCELERATOR, f"{OTHER}-gpu0", "ResidencyReconciled"),
+    subjects.telemetry_subject(OTHER, f"{OTHER}-cpu0"),
+    subjects.telemetry_subject(NODE, f"{OTHER}-cpu0"),
+    subjects.event_subject(subjects.Aggregate.NODE, NODE, "NodeCredentialsIssued"),
+    subjects.event_subject(subjects.Aggregate.NODE, NODE, "NodeLost"),
+    subjects.event_subject(subjects.Aggregate.NODE, NODE, "NodeEnabled"),
+]
+OTHER_NODES_READS = [
+    subjects.invoke_subject(OTHER, "dep"),
+    f"{subjects.INVOKE_PREFIX}.>",
+    subjects.node_jobs_filter(OTHER),
+    subjects.node_jobs_filter(NODE),  # (jobs come through its consumer, never a subscription)
+    "_INBOX.>",  # every other connection's replies
+]
 EVENT = subjects.event_subject(subjects.Aggregate.CLIENT, "intruder", "ClientCreated")
 WRITES = [
     EVENT,
@@ -57,15 +87,18 @@ WRITES = [
 
 FORBIDDEN: list[tuple[str, str, bytes]] = [
     *((role, subject, body) for role in ROLES for subject, body in _stream_acts()),
-    *((role, AGENT_CONSUMER, b"") for role in ("gateway", "projector", "audit")),
-    *((role, PROJECTOR_CONSUMER, b"") for role in ("gateway", "agent", "audit")),
-    *((role, TELEMETRY_CONSUMER, b"") for role in ("agent", "projector", "audit")),
+    *((role, AGENT_CONSUMER, b"") for role in ("gateway", NODE, "projector", "audit")),
+    *((role, PROJECTOR_CONSUMER, b"") for role in ("gateway", NODE, "audit", "projector")),
+    *((role, TELEMETRY_CONSUMER, b"") for role in (NODE, "projector", "audit")),
+    *(("projector", subject, b"") for subject in GATEWAY_CONSUMERS),
     *((role, subject, b"{}") for role in READERS for subject in WRITES),
-    ("agent", EVENT, b"{}"),  # an agent appends only node, accelerator, artifact-set, candidate events
-    ("agent", f"$O.{subjects.ARTIFACTS_BUCKET}.C.intruder", b"x"),  # and only reads the artifact bucket
-    ("agent", f"$O.{subjects.ARTIFACTS_BUCKET}.M.intruder", b"{}"),
-    ("agent", subjects.job_subject("node-1", "dep", "load"), b"{}"),
-    ("agent", subjects.rate_window_subject("client", 1), b"{}"),
+    (NODE, EVENT, b"{}"),  # an agent appends only node, accelerator, artifact-set, candidate events
+    (NODE, subjects.job_subject("node-1", "dep", "load"), b"{}"),
+    (NODE, subjects.invoke_subject(OTHER, "dep"), b"{}"),
+    (NODE, subjects.rate_window_subject("client", 1), b"{}"),
+    *((NODE, subject, b"{}") for subject in OTHER_NODES_ACTS),
+    (NODE, f"$O.{subjects.ARTIFACTS_BUCKET}.C.intruder", b"x"),  # and only reads the artifact bucket
+    (NODE, f"$O.{subjects.ARTIFACTS_BUCKET}.M.intruder", b"{}"),
     ("gateway", subjects.telemetry_subject("node-1", "gpu0"), b"{}"),
 ]
 
@@ -95,7 +128,16 @@ class Refusals:
 async def roles(deployment_nats: NatsServer, gateway: Connection) -> AsyncIterator[dict[str, Refusals]]:
     connected = {role: Refusals() for role in ROLES}
     for role, refusals in connected.items():
-        await refusals.client.connect(url(deployment_nats, role), error_cb=refusals.on_error)
+        if role in NODES:  # signs in with its node's nkey, replies on its own inbox
+            seed = str(seed_file(deployment_nats, role))
+            await refusals.client.connect(
+                f"nats://127.0.0.1:{deployment_nats.port}",
+                nkeys_seed=seed,
+                inbox_prefix=inbox_prefix(seed),
+                error_cb=refusals.on_error,
+            )
+        else:
+            await refusals.client.connect(url(deployment_nats, role), error_cb=refusals.on_error)
     yield connected
     for refusals in connected.values():
         await refusals.client.close()
@@ -122,6 +164,18 @@ async def test_each_role_is_refused_each_forbidden_act_and_the_streams_keep_ever
     # (nats-py lower-cases the server's -ERR)
     assert f'permissions violation for publish to "{subject.lower()}"' in refusals.errors
     assert await _streams(provisioner.client) == before
+
+
+@pytest.mark.parametrize("subject", OTHER_NODES_READS)
+async def test_a_node_user_may_not_read_another_nodes_invokes_or_jobs_or_anyones_replies(
+    roles: dict[str, Refusals], subject: str
+) -> None:
+    refusals = roles[NODE]
+    refusals.errors.clear()
+    subscription = await refusals.client.subscribe(subject)
+    await refusals.client.flush()
+    await subscription.unsubscribe()
+    assert f'permissions violation for subscription to "{subject.lower()}"' in refusals.errors
 
 
 async def test_a_gateway_that_may_not_make_the_streams_names_the_missing_ones(scratch: Path) -> None:

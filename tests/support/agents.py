@@ -144,7 +144,7 @@ class AgentProcess:
     async def start(self, connection: Connection) -> AcceleratorTelemetry:
         """Start it and return its first telemetry: the new generation is registered and live."""
         sub = await connection.client.subscribe(f"{subjects.TELEMETRY_PREFIX}.{self.node}.>")
-        self.process = self._spawn()
+        self.launch()
         try:
             async with asyncio.timeout(WAIT_S):
                 while True:
@@ -154,6 +154,10 @@ class AgentProcess:
                         return sample
         finally:
             await sub.unsubscribe()
+
+    def launch(self) -> None:
+        """Start it, waiting for nothing (`start` waits for its first telemetry)."""
+        self.process = self._spawn()
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         args = [arg for pair in self.options.items() for arg in pair]

@@ -8,6 +8,7 @@ from gateway.scheduler import AcceleratorState, Lease, Resident
 from gateway.serving.node_loss import NODE_LOSS_FLOOR_S, next_node_loss_due, nodes_lost, reconcile_lost
 from gateway.state.catalog import Catalog, NodeInfo, evolve_catalog
 from streams.events import control as c
+from streams.events.identity import NodeCredentialsIssued, NodeCredentialsRevoked
 from streams.messages import AcceleratorTelemetry
 
 NOW = 1_700_000_000.0
@@ -57,6 +58,17 @@ def test_a_node_that_said_it_stopped_is_lost_at_once() -> None:
     assert [n.reason for n in nodes_lost(CATALOG, HOLDING, [sample(age_s=0.0, healthy=False)], NOW)] == [
         "its agent stopped"
     ]
+
+
+def test_a_node_whose_credentials_are_revoked_is_unschedulable_and_lost_at_once() -> None:
+    revoked = evolve_catalog(CATALOG, NodeCredentialsRevoked(node_id="n1", public_key="U", reason="stolen"))
+    assert not revoked.nodes["n1"].schedulable
+    assert [n.reason for n in nodes_lost(revoked, HOLDING, [sample(age_s=0.0)], NOW)] == [
+        "its credentials were revoked"
+    ]
+    assert next_node_loss_due(revoked, HOLDING, [sample(age_s=0.0)]) == 0.0
+    reissued = evolve_catalog(revoked, NodeCredentialsIssued(node_id="n1", public_key="U"))
+    assert reissued.nodes["n1"].schedulable
 
 
 def test_a_node_holding_nothing_or_silent_in_an_older_generation_only_is_not_declared() -> None:
