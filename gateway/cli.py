@@ -12,6 +12,7 @@ import uvloop
 
 from gateway.http.server import server_config
 from gateway.process import start_replica
+from streams import tracing
 from streams.subjects import token
 
 log = logging.getLogger("modelforge.gateway")
@@ -28,6 +29,7 @@ async def run_gateway(host: str, port: int, gateway_id: str) -> None:
 
 
 def _cmd_gateway(args: argparse.Namespace) -> int:
+    tracing.install("modelforge-gateway")
     uvloop.run(run_gateway(args.host, args.port, token(args.gateway_id, "gateway id")))
     return 0
 

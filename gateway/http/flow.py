@@ -12,7 +12,7 @@ later failures are recorded by the pipeline.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -36,6 +36,7 @@ from gateway.serving.pipeline import (
 )
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
+from streams.tracing import TRACER
 
 
 class Prepared(msgspec.Struct, frozen=True):
@@ -161,8 +162,9 @@ async def run_capability(
         interruption.forbid()  # the model runs: its lease lasts until the worker answers
 
     try:
-        authenticated = edge.directory.authenticate(authorization)
-        permitted = _permitted(edge, authenticated, contract, choice)
+        with TRACER.start_as_current_span("authenticate"):
+            authenticated = edge.directory.authenticate(authorization)
+            permitted = _permitted(edge, authenticated, contract, choice)
         principal = authenticated  # from here on, a refusal is recorded as the request's
         resolved = time.perf_counter()
         timeout_s = _timeout_s(request, contract)
@@ -182,9 +184,10 @@ async def run_capability(
         validated = time.perf_counter()
         deadline = time.time() + timeout_s
         admission = Admission(edge.limiter, principal)
+        admitted = _spanned(admission)
         try:
             if not admission.overlapped:
-                await admission.settle()
+                await admitted()
             serving = True
             result = await while_connected(
                 request,
@@ -200,7 +203,7 @@ async def run_capability(
                     validation_ms=(validated - resolved) * 1000,
                     resolution_ms=(resolved - started) * 1000,
                     model=route(prepared.model),
-                    admitted=admission.settle,
+                    admitted=admitted,
                     priority=principal.priority,
                     render=lambda served: prepared.render(served.result, served, request_id),
                     before_dispatch=before_dispatch,
@@ -227,6 +230,21 @@ async def run_capability(
         body.headers.update(headers)
         return body
     return json_response(body, 200, headers)
+
+
+def _spanned(admission: Admission) -> Callable[[], Awaitable[None]]:
+    """`admission.settle`, its first call a span of the request's trace (later ones return at once)."""
+    first = True
+
+    async def settle() -> None:
+        nonlocal first
+        if not first:
+            return await admission.settle()
+        first = False
+        with TRACER.start_as_current_span("admit"):
+            await admission.settle()
+
+    return settle
 
 
 def _timeout_s(request: Request, contract: CapabilityContract) -> float:

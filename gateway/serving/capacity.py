@@ -39,6 +39,7 @@ from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.events.base import Event
+from streams.tracing import TRACER
 
 log = logging.getLogger("modelforge.gateway.capacity")
 
@@ -152,7 +153,20 @@ async def acquire(
     line, a higher client `priority` is woken first when capacity frees up."""
     place = Place(deployment.deployment_id, priority)
     try:
-        return await _acquire(ctx, deployment, request_id, client_id, deadline, place)
+        with TRACER.start_as_current_span(
+            "place", attributes={"modelforge.deployment_id": place.deployment_id}
+        ) as span:
+            grant = await _acquire(ctx, deployment, request_id, client_id, deadline, place)
+            if span.is_recording():
+                span.set_attributes(
+                    {
+                        "modelforge.node_id": grant.node_id,
+                        "modelforge.accelerator_id": grant.accelerator_id,
+                        "modelforge.cold": grant.cold,
+                        "modelforge.lease_id": grant.lease_id,
+                    }
+                )
+            return grant
     finally:
         if place in ctx.waiting:
             ctx.waiting.remove(place)
@@ -202,7 +216,10 @@ async def _acquire(
             note_blocked(place, decision, now)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             waited = time.perf_counter()
-            await _queue(ctx, place, deadline)
+            with TRACER.start_as_current_span(
+                "queue", attributes={"modelforge.verdict": decision.verdict.value}
+            ):
+                await _queue(ctx, place, deadline)
             spent["queue"] += (time.perf_counter() - waited) * 1000
             continue
         try:
@@ -221,8 +238,11 @@ async def _acquire(
             return _grant(step.lease, decision, deployment, cold=False, spent=spent)
         if step.kind == "cold" and step.lease is not None and step.load is not None:
             try:
-                await _send_jobs(ctx, step, deployment, decision.node_id or "")
-                await await_loaded(ctx, step.lease, deployment, deadline)
+                with TRACER.start_as_current_span(
+                    "load", attributes={"modelforge.node_id": decision.node_id or ""}
+                ):
+                    await _send_jobs(ctx, step, deployment, decision.node_id or "")
+                    await await_loaded(ctx, step.lease, deployment, deadline)
             except BaseException as error:  # the caller never gets this lease: give it back here
                 outcome = "failed" if isinstance(error, Exception) else "cancelled"
                 ctx.spawn(_release(ctx, step.lease.lease_id, step.lease.accelerator_id, outcome))
@@ -230,8 +250,11 @@ async def _acquire(
             spent["load"] += (time.perf_counter() - waited) * 1000
             return _grant(step.lease, decision, deployment, cold=True, spent=spent)
         if step.eviction is not None:
-            await _send_jobs(ctx, step, deployment, decision.node_id or "")
-            await await_evicted(ctx, step.eviction, version, deadline)
+            with TRACER.start_as_current_span(
+                "evict", attributes={"modelforge.node_id": decision.node_id or ""}
+            ):
+                await _send_jobs(ctx, step, deployment, decision.node_id or "")
+                await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
 
 

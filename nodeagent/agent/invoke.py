@@ -18,11 +18,13 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.errors import MaxPayloadError
+from opentelemetry.trace import SpanKind
 
 from nodeagent.agent.residency import Residency
 from streams import codes, subjects
 from streams.codes import ServingError
 from streams.messages import InvokeReply, InvokeRequest
+from streams.tracing import TRACER, extract
 
 log = logging.getLogger("modelforge.agent.invoke")
 
@@ -34,12 +36,12 @@ def now_unix_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def failure(code: str, message: str) -> bytes:
-    return _reply_encoder.encode(InvokeReply(ok=False, code=code, message=message))
+def failure(code: str, message: str) -> InvokeReply:
+    return InvokeReply(ok=False, code=code, message=message)
 
 
-async def answer(residency: Residency, request: InvokeRequest) -> bytes:
-    """The reply for one decoded request: the contract output, or a failure with a stable code."""
+async def answer(residency: Residency, request: InvokeRequest) -> InvokeReply:
+    """The reply to one decoded request: the contract output, or a failure with a stable code."""
     remaining_s = (request.deadline_unix_ms - now_unix_ms()) / 1000
     if remaining_s <= 0:
         return failure(codes.REQUEST_TIMEOUT.code, "the request's deadline passed before it ran")
@@ -54,8 +56,7 @@ async def answer(residency: Residency, request: InvokeRequest) -> bytes:
         return failure(codes.REQUEST_TIMEOUT.code, "the worker did not finish before the deadline")
     except ServingError as error:
         return failure(error.code, error.message)
-    reply = InvokeReply(ok=True, result=msgspec.Raw(served.body), timings=served.timings)
-    return _reply_encoder.encode(reply)
+    return InvokeReply(ok=True, result=msgspec.Raw(served.body), timings=served.timings)
 
 
 class InvokeServer:
@@ -114,21 +115,28 @@ class InvokeServer:
         if not msg.reply:
             residency.finished()
             return  # a publish without an inbox has nobody to answer
+        attributes = {"modelforge.deployment_id": residency.deployment_id, "modelforge.node_id": self.node_id}
         try:
-            try:
-                request = _request_decoder.decode(msg.data)
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                reply = failure(codes.INVALID_INPUT.code, "not an InvokeRequest")
-            else:
-                reply = await answer(residency, request)
-            try:
-                await self.client.publish(msg.reply, reply)
-            except MaxPayloadError:  # the caller must hear why, not wait out its deadline
-                limit = self.client.max_payload
-                too_large = (
-                    f"the result ({len(reply)} bytes) is larger than NATS carries ({limit}): send fewer items"
-                )
-                await self.client.publish(msg.reply, failure(codes.PAYLOAD_TOO_LARGE.code, too_large))
+            # A span of the gateway's trace, whose context came in the message's headers.
+            with TRACER.start_as_current_span(
+                "agent.invoke", extract(msg.headers), SpanKind.SERVER, attributes
+            ) as span:
+                try:
+                    request = _request_decoder.decode(msg.data)
+                except (msgspec.ValidationError, msgspec.DecodeError):
+                    outcome = failure(codes.INVALID_INPUT.code, "not an InvokeRequest")
+                else:
+                    span.set_attribute("modelforge.request_id", request.request_id)
+                    outcome = await answer(residency, request)
+                span.set_attribute("modelforge.code", outcome.code or "OK")
+                reply = _reply_encoder.encode(outcome)
+                try:
+                    await self.client.publish(msg.reply, reply)
+                except MaxPayloadError:  # the caller must hear why, not wait out its deadline
+                    limit = self.client.max_payload
+                    too_large = f"the result ({len(reply)} bytes) is larger than NATS carries ({limit}): send fewer items"
+                    refusal = failure(codes.PAYLOAD_TOO_LARGE.code, too_large)
+                    await self.client.publish(msg.reply, _reply_encoder.encode(refusal))
         except Exception:
             log.exception("could not answer an invoke on %s", residency.deployment_id)
         finally:

@@ -26,7 +26,7 @@ from nodeagent.agent.registration import start_generation
 from nodeagent.agent.telemetry import TelemetryPublisher
 from nodeagent.runtimes.gpu import tensorrt_installed
 from nodeagent.settings import DEFAULT_CPU_THREADS
-from streams import subjects
+from streams import subjects, tracing
 from streams.envelope import Actor, ActorKind
 
 log = logging.getLogger("modelforge.agent")
@@ -116,6 +116,8 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
 
 
 def main(config: AgentConfig) -> int:
+    tracing.install("modelforge-agent")
+
     async def run() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -36,6 +36,7 @@ from nodeagent.worker.protocol import (
 from streams import codes
 from streams.codes import ServingError
 from streams.redaction import fault_summary
+from streams.tracing import TRACER, extract
 
 log = logging.getLogger("modelforge.worker")
 
@@ -71,12 +72,17 @@ class Session:
             case Load():
                 return await self._load(request)
             case Invoke():
-                try:
-                    async with asyncio.timeout(request.timeout_s):
-                        body, timings = await self._server().serve(request.payload)
-                except TimeoutError:
-                    return Failed(codes.REQUEST_TIMEOUT.code, "the worker did not finish before the deadline")
-                return Served(body, timings)
+                parent = extract({"traceparent": request.traceparent})
+                attributes = {"modelforge.payload_bytes": len(request.payload)}
+                with TRACER.start_as_current_span("worker.invoke", parent, attributes=attributes):
+                    try:
+                        async with asyncio.timeout(request.timeout_s):
+                            body, timings = await self._server().serve(request.payload)
+                    except TimeoutError:
+                        return Failed(
+                            codes.REQUEST_TIMEOUT.code, "the worker did not finish before the deadline"
+                        )
+                    return Served(body, timings)
             case Check():
                 await self._server().check()
                 return Checked()

@@ -10,7 +10,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import httpx
@@ -174,8 +174,8 @@ class InProcessGateway:
 class GatewayProcess:
     """`modelforge gateway` as a real subprocess (a second replica in its own process)."""
 
-    def __init__(self, nats_url: str, log_dir: Path) -> None:
-        self.nats_url, self.port = nats_url, free_port()
+    def __init__(self, nats_url: str, log_dir: Path, env: Mapping[str, str] | None = None) -> None:
+        self.nats_url, self.port, self.env = nats_url, free_port(), dict(env or {})
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log_dir / f"gateway-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -193,7 +193,7 @@ class GatewayProcess:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "modelforge.cli", "gateway", "--port", str(self.port)],
-                env={**os.environ, "NATS_URL": self.nats_url},
+                env={**os.environ, "NATS_URL": self.nats_url, **self.env},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
