@@ -11,18 +11,22 @@ it. Spans carry ids, codes, sizes and buckets, never request content.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 
 from opentelemetry import context, trace
-from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, TraceFlags
+from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import Attributes
 
 TRACER = trace.get_tracer("modelforge")  # a proxy: it becomes the SDK's tracer once `install` runs
 _PROPAGATOR = TraceContextTextMapPropagator()
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 _exporting = False
+_NO_SPAN = contextlib.nullcontext(INVALID_SPAN)  # (a nullcontext may be entered again and again)
 
 
 def exporting() -> bool:
@@ -49,6 +53,29 @@ def install(service: str) -> bool:
     return True
 
 
+def span(
+    name: str,
+    parent: context.Context | None = None,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: Attributes = None,
+) -> AbstractContextManager[Span]:
+    """A span of the current trace (or of `parent`'s) while the block runs, made current; when
+    nothing exports, no span at all (the context stays the caller's, as it would through a no-op
+    span), which keeps a request that is not traced within a few µs of one without tracing."""
+    if not _exporting:
+        return _NO_SPAN
+    return TRACER.start_as_current_span(name, parent, kind, attributes)
+
+
+def continued(
+    name: str, carrier: Mapping[str, str] | None, kind: SpanKind, attributes: Attributes = None
+) -> AbstractContextManager[Span]:
+    """`span`, continuing the trace whose context came in `carrier` (a message's headers)."""
+    if not _exporting:
+        return _NO_SPAN
+    return TRACER.start_as_current_span(name, extract(carrier), kind, attributes)
+
+
 def extract(carrier: Mapping[str, str] | None) -> context.Context:
     """The context a caller sent (`traceparent`, `tracestate`); an empty one when it sent none or a
     malformed one, which starts a new trace (W3C: not an error)."""
@@ -56,9 +83,18 @@ def extract(carrier: Mapping[str, str] | None) -> context.Context:
 
 
 def inject(carrier: dict[str, str]) -> dict[str, str]:
-    """`carrier` with the current span's `traceparent` (and `tracestate`) added, when there is one."""
-    _PROPAGATOR.inject(carrier)
+    """`carrier` with the current span's `traceparent` (and `tracestate`) added, when there is one.
+    (What the W3C propagator writes, without its setter indirection: this runs on every invoke.)"""
+    span_context = trace.get_current_span().get_span_context()
+    if span_context.is_valid:
+        carrier["traceparent"] = _header(span_context)
+        if span_context.trace_state:
+            carrier["tracestate"] = span_context.trace_state.to_header()
     return carrier
+
+
+def _header(span_context: SpanContext) -> str:
+    return f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{span_context.trace_flags:02x}"
 
 
 def traceparent() -> str:
@@ -96,8 +132,4 @@ def current_trace_id() -> str:
 
 def traceresponse(span: Span) -> str:
     """The `traceresponse` header value (W3C Trace Context level 2) naming `span`."""
-    span_context = span.get_span_context()
-    return (
-        f"00-{trace.format_trace_id(span_context.trace_id)}-{trace.format_span_id(span_context.span_id)}"
-        f"-{int(span_context.trace_flags):02x}"
-    )
+    return _header(span.get_span_context())

@@ -36,7 +36,7 @@ from gateway.serving.pipeline import (
 )
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
-from streams.tracing import TRACER
+from streams.tracing import span
 
 
 class Prepared(msgspec.Struct, frozen=True):
@@ -162,7 +162,7 @@ async def run_capability(
         interruption.forbid()  # the model runs: its lease lasts until the worker answers
 
     try:
-        with TRACER.start_as_current_span("authenticate"):
+        with span("authenticate"):
             authenticated = edge.directory.authenticate(authorization)
             permitted = _permitted(edge, authenticated, contract, choice)
         principal = authenticated  # from here on, a refusal is recorded as the request's
@@ -241,7 +241,7 @@ def _spanned(admission: Admission) -> Callable[[], Awaitable[None]]:
         if not first:
             return await admission.settle()
         first = False
-        with TRACER.start_as_current_span("admit"):
+        with span("admit"):
             await admission.settle()
 
     return settle

@@ -39,7 +39,7 @@ from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.events.base import Event
-from streams.tracing import TRACER
+from streams.tracing import span
 
 log = logging.getLogger("modelforge.gateway.capacity")
 
@@ -153,12 +153,10 @@ async def acquire(
     line, a higher client `priority` is woken first when capacity frees up."""
     place = Place(deployment.deployment_id, priority)
     try:
-        with TRACER.start_as_current_span(
-            "place", attributes={"modelforge.deployment_id": place.deployment_id}
-        ) as span:
+        with span("place", attributes={"modelforge.deployment_id": place.deployment_id}) as placing:
             grant = await _acquire(ctx, deployment, request_id, client_id, deadline, place)
-            if span.is_recording():
-                span.set_attributes(
+            if placing.is_recording():
+                placing.set_attributes(
                     {
                         "modelforge.node_id": grant.node_id,
                         "modelforge.accelerator_id": grant.accelerator_id,
@@ -216,9 +214,7 @@ async def _acquire(
             note_blocked(place, decision, now)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             waited = time.perf_counter()
-            with TRACER.start_as_current_span(
-                "queue", attributes={"modelforge.verdict": decision.verdict.value}
-            ):
+            with span("queue", attributes={"modelforge.verdict": decision.verdict.value}):
                 await _queue(ctx, place, deadline)
             spent["queue"] += (time.perf_counter() - waited) * 1000
             continue
@@ -238,9 +234,7 @@ async def _acquire(
             return _grant(step.lease, decision, deployment, cold=False, spent=spent)
         if step.kind == "cold" and step.lease is not None and step.load is not None:
             try:
-                with TRACER.start_as_current_span(
-                    "load", attributes={"modelforge.node_id": decision.node_id or ""}
-                ):
+                with span("load", attributes={"modelforge.node_id": decision.node_id or ""}):
                     await _send_jobs(ctx, step, deployment, decision.node_id or "")
                     await await_loaded(ctx, step.lease, deployment, deadline)
             except BaseException as error:  # the caller never gets this lease: give it back here
@@ -250,9 +244,7 @@ async def _acquire(
             spent["load"] += (time.perf_counter() - waited) * 1000
             return _grant(step.lease, decision, deployment, cold=True, spent=spent)
         if step.eviction is not None:
-            with TRACER.start_as_current_span(
-                "evict", attributes={"modelforge.node_id": decision.node_id or ""}
-            ):
+            with span("evict", attributes={"modelforge.node_id": decision.node_id or ""}):
                 await _send_jobs(ctx, step, deployment, decision.node_id or "")
                 await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000

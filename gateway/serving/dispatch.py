@@ -21,7 +21,7 @@ from gateway.serving.context import ServingContext
 from streams import codes, subjects
 from streams.codes import ServingError
 from streams.messages import InvokeReply, InvokeRequest, WorkerTimings
-from streams.tracing import TRACER, inject
+from streams.tracing import inject, span
 
 _reply_decoder = msgspec.json.Decoder(InvokeReply)
 # An invoke whose node was lost mid-flight: its result never comes. Every capability's invoke is a
@@ -46,7 +46,7 @@ async def invoke(
         "modelforge.deployment_id": grant.deployment_id,
         "modelforge.payload_bytes": len(payload),
     }
-    with TRACER.start_as_current_span("invoke", kind=SpanKind.CLIENT, attributes=attributes):
+    with span("invoke", kind=SpanKind.CLIENT, attributes=attributes):
         return await _invoke(ctx, grant, capability, request_id, payload, deadline)
 
 

@@ -24,7 +24,7 @@ from nodeagent.agent.residency import Residency
 from streams import codes, subjects
 from streams.codes import ServingError
 from streams.messages import InvokeReply, InvokeRequest
-from streams.tracing import TRACER, extract
+from streams.tracing import continued
 
 log = logging.getLogger("modelforge.agent.invoke")
 
@@ -118,9 +118,7 @@ class InvokeServer:
         attributes = {"modelforge.deployment_id": residency.deployment_id, "modelforge.node_id": self.node_id}
         try:
             # A span of the gateway's trace, whose context came in the message's headers.
-            with TRACER.start_as_current_span(
-                "agent.invoke", extract(msg.headers), SpanKind.SERVER, attributes
-            ) as span:
+            with continued("agent.invoke", msg.headers, SpanKind.SERVER, attributes) as span:
                 try:
                     request = _request_decoder.decode(msg.data)
                 except (msgspec.ValidationError, msgspec.DecodeError):

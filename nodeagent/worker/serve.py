@@ -12,6 +12,8 @@ import logging
 import time
 from pathlib import Path
 
+from opentelemetry.trace import SpanKind
+
 from artifacts import ArtifactManifest, VerifiedArtifactSet
 from nodeagent.worker.capabilities import CapabilityServer
 from nodeagent.worker.loading import Warm, load_blocking
@@ -36,7 +38,7 @@ from nodeagent.worker.protocol import (
 from streams import codes
 from streams.codes import ServingError
 from streams.redaction import fault_summary
-from streams.tracing import TRACER, extract
+from streams.tracing import continued
 
 log = logging.getLogger("modelforge.worker")
 
@@ -72,9 +74,9 @@ class Session:
             case Load():
                 return await self._load(request)
             case Invoke():
-                parent = extract({"traceparent": request.traceparent})
+                carrier = {"traceparent": request.traceparent}
                 attributes = {"modelforge.payload_bytes": len(request.payload)}
-                with TRACER.start_as_current_span("worker.invoke", parent, attributes=attributes):
+                with continued("worker.invoke", carrier, SpanKind.SERVER, attributes):
                     try:
                         async with asyncio.timeout(request.timeout_s):
                             body, timings = await self._server().serve(request.payload)

@@ -81,3 +81,14 @@ async def test_any_other_client_request_id_is_not_echoed(stack: Stack, sent: byt
     response = await _models_refused(stack, {"x-client-request-id": sent})
     assert "x-client-request-id" not in response.headers
     assert response.headers["x-request-id"]
+
+
+async def test_with_nothing_exporting_a_response_still_names_the_callers_trace(stack: Stack) -> None:
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    async with httpx.AsyncClient() as http:
+        response = await http.get(
+            f"{stack.gateway.url}/healthz", headers={"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+        )
+    assert response.headers["x-trace-id"] == trace_id
+    assert response.headers["traceresponse"].startswith(f"00-{trace_id}-")
+    assert response.headers["traceresponse"].endswith("-01")
