@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from nats.js.client import JetStreamContext
 
 from gateway.admin.endpoint import Call, Endpoint
 from gateway.admin.reads import ReadModel
@@ -36,11 +37,9 @@ async def _rows(model: ReadModel, text: str, params: tuple[object, ...] = ()) ->
         return []
 
 
-async def projection_status(call: Call) -> object:
-    model = call.edge.read_models.required("the projection status")
+async def stream_positions(model: ReadModel, js: JetStreamContext) -> list[dict[str, Any]]:
+    """Per projected stream, its checkpoint (and when it last advanced) against its sequences."""
     checkpoints = {row["stream"]: row for row in await _rows(model, CHECKPOINTS_SQL)}
-    gaps = await _rows(model, GAPS_SQL, (GAPS_SHOWN,))
-    js = call.edge.ctx.client.jetstream()
     streams = []
     for stream in subjects.PROJECTED_STREAMS:
         state = (await js.stream_info(stream)).state
@@ -58,9 +57,20 @@ async def projection_status(call: Call) -> object:
                 "gone_unread": max(0, state.first_seq - 1 - checkpoint),
             }
         )
+    return streams
+
+
+async def halted_streams(model: ReadModel) -> list[dict[str, Any]]:
+    return await _rows(model, HALTS_SQL)
+
+
+async def projection_status(call: Call) -> object:
+    model = call.edge.read_models.required("the projection status")
+    streams = await stream_positions(model, call.edge.ctx.client.jetstream())
+    gaps = await _rows(model, GAPS_SQL, (GAPS_SHOWN,))
     return {
         "streams": streams,
-        "halted": await _rows(model, HALTS_SQL),
+        "halted": await halted_streams(model),
         "gaps": [{k: v for k, v in gap.items() if k != "total"} for gap in gaps],
         "gaps_total": int(gaps[0]["total"]) if gaps else 0,
     }
