@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nodeagent.settings import ARTIFACT_ROOT_ENV, CPU_THREADS_ENV, DEFAULT_CPU_THREADS, NODE_ID_ENV
+from nodeagent.settings import (
+    ARTIFACT_ROOT_ENV,
+    CPU_THREADS_ENV,
+    DEFAULT_CPU_THREADS,
+    METRICS_HOST_ENV,
+    METRICS_PORT_ENV,
+    NODE_ID_ENV,
+)
 
 DEFAULT_TELEMETRY_INTERVAL_S = 5.0
 
@@ -85,8 +92,23 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         job_ack_wait_s=args.job_ack_wait,
         job_attempts=args.job_attempts,
         cpu_threads=_cpu_threads(args.cpu_threads),
+        metrics_host=args.metrics_host or os.environ.get(METRICS_HOST_ENV) or "127.0.0.1",
+        metrics_port=_metrics_port(args.metrics_port),
     )
     return main(config)
+
+
+def _metrics_port(given: int | None) -> int:
+    raw = given if given is not None else os.environ.get(METRICS_PORT_ENV) or 0
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise SystemExit(
+            f"modelforge agent: --metrics-port (or {METRICS_PORT_ENV}) must be 0-65535, not {raw!r}"
+        )
+    return port
 
 
 def _cpu_threads(given: int | None) -> int:
@@ -182,6 +204,14 @@ def register(subparsers: Any) -> None:
         type=int,
         default=4,
         help="runs of a job before it is recorded failed (LEASE_TIMEOUT)",
+    )
+    agent.add_argument(
+        "--metrics-port",
+        type=int,
+        help=f"serve Prometheus metrics at http://HOST:PORT/metrics (default: {METRICS_PORT_ENV}, else off)",
+    )
+    agent.add_argument(
+        "--metrics-host", help=f"the metrics' interface (default: {METRICS_HOST_ENV}, else 127.0.0.1)"
     )
     agent.set_defaults(handler=_cmd_agent)
 

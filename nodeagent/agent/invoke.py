@@ -20,6 +20,7 @@ from nats.errors import Error as NatsError
 from nats.errors import MaxPayloadError
 from opentelemetry.trace import SpanKind
 
+from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.residency import Residency
 from streams import codes, subjects
 from streams.codes import ServingError
@@ -62,9 +63,10 @@ async def answer(residency: Residency, request: InvokeRequest) -> InvokeReply:
 class InvokeServer:
     """The invoke subscriptions of every residency this agent serves."""
 
-    def __init__(self, client: Client, node_id: str) -> None:
+    def __init__(self, client: Client, node_id: str, metrics: AgentMetrics | None = None) -> None:
         self.client = client
         self.node_id = node_id
+        self.metrics = metrics or AgentMetrics()
         self._subscriptions: dict[str, Subscription] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -115,6 +117,8 @@ class InvokeServer:
         if not msg.reply:
             residency.finished()
             return  # a publish without an inbox has nobody to answer
+        arrived = time.perf_counter()
+        code = codes.INTERNAL_ERROR.code  # until the reply is made
         attributes = {"modelforge.deployment_id": residency.deployment_id, "modelforge.node_id": self.node_id}
         try:
             # A span of the gateway's trace, whose context came in the message's headers.
@@ -126,19 +130,22 @@ class InvokeServer:
                 else:
                     span.set_attribute("modelforge.request_id", request.request_id)
                     outcome = await answer(residency, request)
-                span.set_attribute("modelforge.code", outcome.code or "OK")
+                code = outcome.code or "OK"
+                span.set_attribute("modelforge.code", code)
                 reply = _reply_encoder.encode(outcome)
                 try:
                     await self.client.publish(msg.reply, reply)
                 except MaxPayloadError:  # the caller must hear why, not wait out its deadline
                     limit = self.client.max_payload
                     too_large = f"the result ({len(reply)} bytes) is larger than NATS carries ({limit}): send fewer items"
-                    refusal = failure(codes.PAYLOAD_TOO_LARGE.code, too_large)
+                    code = codes.PAYLOAD_TOO_LARGE.code
+                    refusal = failure(code, too_large)
                     await self.client.publish(msg.reply, _reply_encoder.encode(refusal))
         except Exception:
             log.exception("could not answer an invoke on %s", residency.deployment_id)
         finally:
             residency.finished()
+            self.metrics.invoked(residency.capability, code, time.perf_counter() - arrived)
 
 
 async def _stop_taking(subscription: Subscription) -> None:

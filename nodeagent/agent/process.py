@@ -21,6 +21,7 @@ from eventstore.store import EventStore
 from nodeagent.agent.hardware import DEFAULT_CPU_MEMORY_BUDGET, detect
 from nodeagent.agent.invoke import InvokeServer
 from nodeagent.agent.jobs import JobConsumer
+from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.operations import AgentState, Operations
 from nodeagent.agent.registration import start_generation
 from nodeagent.agent.telemetry import TelemetryPublisher
@@ -43,6 +44,8 @@ class AgentConfig:
     job_attempts: int = 4  # runs of one job before it is recorded failed
     fetch_expiry_s: float = 5.0
     cpu_threads: int = DEFAULT_CPU_THREADS
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 0  # 0: no metrics endpoint
 
 
 async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
@@ -53,7 +56,8 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
     runtimes = ("tensorrt", "onnxruntime-cpu") if gpus and tensorrt_installed() else ("onnxruntime-cpu",)
     connection = await connect(config.nats_url, f"agent-{node_id}")
     actor = Actor(ActorKind.AGENT, node_id)
-    invokes = InvokeServer(connection.client, node_id)
+    metrics = AgentMetrics()
+    invokes = InvokeServer(connection.client, node_id, metrics)
     state: AgentState | None = None
     telemetry_task: asyncio.Task[None] | None = None
     jobs_task: asyncio.Task[None] | None = None
@@ -69,6 +73,9 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             actor,
             cpu_threads=config.cpu_threads,
         )
+        metrics.watch(hardware, state.resident_workers)
+        if config.metrics_port:
+            metrics.serve(config.metrics_host, config.metrics_port)
         telemetry = TelemetryPublisher(
             connection.client,
             hardware,
@@ -84,6 +91,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             ack_wait_s=config.job_ack_wait_s,
             attempts=config.job_attempts,
             fetch_expiry_s=config.fetch_expiry_s,
+            metrics=metrics,
         )
         loop = asyncio.get_running_loop()
         # The job consumer exists before the first (healthy) telemetry says this node is live.
