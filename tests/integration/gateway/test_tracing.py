@@ -11,17 +11,12 @@ import httpx
 import msgspec
 import pytest
 
-from eventstore.connection import Connection, connect
-from eventstore.provision import provision
-from eventstore.store import EventStore
-from gateway.clients.service import ClientService
 from modelforge.devstack.nats_server import NatsServer
 from streams import subjects
-from streams.envelope import new_id
 from streams.events.requests import RequestCompleted
-from tests.support.agents import MINILM, AgentProcess
+from tests.integration.gateway.conftest import ProcessStack, process_stack
 from tests.support.otlp import OtlpReceiver, Span
-from tests.support.serving import GatewayProcess, events_until, probe, promote, register_artifacts
+from tests.support.serving import events_until
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
@@ -29,10 +24,8 @@ TRACEPARENT = f"00-{TRACE_ID}-{CALLER_SPAN}-01"
 
 
 class Traced(msgspec.Struct):
-    url: str
-    key: str
+    stack: ProcessStack
     receiver: OtlpReceiver
-    connection: Connection
 
 
 @pytest.fixture(scope="module")
@@ -40,31 +33,19 @@ async def traced(module_nats: NatsServer, minilm_root: Path, scratch: Path) -> A
     """An agent and a gateway process exporting their spans to an in-test OTLP receiver."""
     receiver = OtlpReceiver()
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": await receiver.start(), "OTEL_BSP_SCHEDULE_DELAY": "50"}
-    connection = await connect(module_nats.url, "tracing-tests")
-    await provision(connection.client)
-    store = EventStore(connection)
-    node = f"node-{new_id()[:6]}"
-    agent = AgentProcess(module_nats.url, node, minilm_root, scratch, env=env)
-    gateway = GatewayProcess(module_nats.url, scratch, env=env)
     try:
-        await agent.start(connection)
-        artifacts = await register_artifacts(store, node, minilm_root, MINILM)
-        await promote(store, artifacts, await probe(connection, node, artifacts, minilm_root))
-        key = await ClientService(store).create(f"traced-{new_id()[:6]}", ["rag.embedding@1"])
-        yield Traced(await gateway.start(), key.key, receiver, connection)
+        async with process_stack(module_nats.url, minilm_root, scratch, env) as stack:
+            yield Traced(stack, receiver)
     finally:
-        gateway.stop()
-        agent.stop()
-        await connection.close()
         await receiver.stop()
 
 
 async def embed(traced: Traced, headers: dict[str, str]) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=traced.url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=traced.stack.url, timeout=60) as http:
         answer = await http.post(
             "/v1/embeddings",
             json={"input": "a traced sentence"},
-            headers={"authorization": f"Bearer {traced.key}", **headers},
+            headers={"authorization": f"Bearer {traced.stack.key}", **headers},
         )
     assert answer.status_code == 200, answer.text
     return answer
@@ -133,7 +114,7 @@ async def test_the_requests_events_record_its_trace_id(
     request_id = answer.headers["x-request-id"]
     completed = (
         await events_until(
-            traced.connection,
+            traced.stack.connection,
             subjects.REQUESTS_STREAM,
             lambda e: isinstance(e, RequestCompleted) and e.request_id == request_id,
         )
