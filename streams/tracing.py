@@ -2,7 +2,7 @@
 gateway, NATS message headers and the agent to its workers, with spans exported over OTLP/HTTP.
 
 Every process calls `install(service)` once at start. With `OTEL_EXPORTER_OTLP_ENDPOINT` (or
-`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) set it installs the OpenTelemetry SDK, batching spans to
+`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `MODELFORGE_OTLP_ENDPOINT`) set it installs the OpenTelemetry SDK, batching spans to
 that collector (the SDK reads the rest of the standard `OTEL_*` settings: sampler, service name,
 batch delays); unset, nothing is installed and `TRACER` is the API's no-op, which still carries a
 caller's context on. The SDK is imported only then, so a process that does not trace never loads
@@ -25,6 +25,7 @@ from opentelemetry.util.types import Attributes
 TRACER = trace.get_tracer("modelforge")  # a proxy: it becomes the SDK's tracer once `install` runs
 _PROPAGATOR = TraceContextTextMapPropagator()
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+ENDPOINT_ALIAS = "MODELFORGE_OTLP_ENDPOINT"  # the same, under the project's own prefix
 _exporting = False
 _NO_SPAN = contextlib.nullcontext(INVALID_SPAN)  # (a nullcontext may be entered again and again)
 
@@ -38,6 +39,9 @@ def install(service: str) -> bool:
     """Export this process's spans over OTLP/HTTP when an endpoint is configured; `service` names
     the process unless `OTEL_SERVICE_NAME` does. Returns whether it exports."""
     global _exporting
+    named = os.environ.get(ENDPOINT_ALIAS)
+    if named and not any(os.environ.get(name) for name in _ENDPOINTS):
+        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = named  # for the exporter, and the workers this starts
     if _exporting or not any(os.environ.get(name) for name in _ENDPOINTS):
         return _exporting
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -39,3 +43,25 @@ def test_traceresponse_names_the_trace_and_the_span_of_the_request() -> None:
     span = tracing.untraced_span(tracing.extract({"traceparent": f"00-{TRACE_ID}-00f067aa0ba902b7-01"}))
     assert re.fullmatch(f"00-{TRACE_ID}-[0-9a-f]{{16}}-01", tracing.traceresponse(span))
     assert not tracing.traceresponse(span).startswith(f"00-{TRACE_ID}-00f067aa0ba902b7")
+
+
+def exports_with(env: dict[str, str]) -> bool:
+    """Whether a fresh interpreter with `env` (and no other OTEL setting) would export its spans."""
+    code = "from streams import tracing; print(tracing.install('probe'))"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MODELFORGE_OTLP"))}
+    ran = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True)
+    return ran.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize(
+    ("env", "exports"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": ""}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, True),
+        ({"MODELFORGE_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
+    ],
+)
+def test_a_process_exports_only_with_an_otlp_endpoint_set(env: dict[str, str], exports: bool) -> None:
+    assert exports_with(env) is exports
