@@ -357,6 +357,7 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
             (11, "projection_halts"),
             (12, "node_lost"),
             (13, "placement_refusals"),
+            (17, "request_trace_id"),
         ]
-    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 17]
     assert again == []
