@@ -219,7 +219,8 @@ async def _acquire(
             spent["queue"] += (time.perf_counter() - waited) * 1000
             continue
         try:
-            version = await _landed(ctx, step, deadline, deployment, decision.node_id or "")
+            with span("lease", attributes={"modelforge.verdict": decision.verdict.value}):  # the append
+                version = await _landed(ctx, step, deadline, deployment, decision.node_id or "")
         except ConcurrencyConflict as clash:
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             await catch_up_after(ctx, clash, max(0.0, deadline - time.time()))

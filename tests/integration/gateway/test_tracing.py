@@ -84,6 +84,10 @@ async def test_the_gateways_spans_hang_from_the_callers_span(
     assert server.parent_span_id == CALLER_SPAN
     for phase in ("authenticate", "admit", "place", "invoke"):
         assert named(spans, "modelforge-gateway", phase).parent_span_id == server.span_id, phase
+    place = named(spans, "modelforge-gateway", "place")
+    leases = [s for s in spans if s.trace_id == TRACE_ID and s.name == "lease"]  # one per append tried
+    assert leases
+    assert all(lease.parent_span_id == place.span_id for lease in leases)
 
 
 async def test_the_agent_and_its_worker_continue_the_trace_from_the_gateways_invoke(
