@@ -2,11 +2,12 @@
 gateway, NATS message headers and the agent to its workers, with spans exported over OTLP/HTTP.
 
 Every process calls `install(service)` once at start. With `OTEL_EXPORTER_OTLP_ENDPOINT` (or
-`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `MODELFORGE_OTLP_ENDPOINT`) set it installs the OpenTelemetry SDK, batching spans to
-that collector (the SDK reads the rest of the standard `OTEL_*` settings: sampler, service name,
-batch delays); unset, nothing is installed and `TRACER` is the API's no-op, which still carries a
-caller's context on. The SDK is imported only then, so a process that does not trace never loads
-it. Spans carry ids, codes, sizes and buckets, never request content.
+`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `MODELFORGE_OTLP_ENDPOINT`) set, it installs the
+OpenTelemetry SDK, batching spans to that collector (the SDK reads the rest of the standard
+`OTEL_*` settings: sampler, service name, batch delays). Unset, the SDK is never imported and
+`span` and `continued` make no span at all; the gateway's edge still names each request's trace
+(`untraced_span`) and hands it on in the invoke's headers, so a process that does export (an
+agent) continues it. Spans carry ids, codes, sizes and buckets, never request content.
 """
 
 from __future__ import annotations
