@@ -29,9 +29,8 @@ from bench import rawlimits
 from modelforge.devstack.nats_server import start_nats
 from modelforge.devstack.processes import stop_pid
 
-SPANS_PER_REQUEST = (
-    9  # request, authenticate, admit, place, invoke, agent.invoke, worker.invoke, batch, runtime
-)
+# request, authenticate, admit, place, lease, invoke, agent.invoke, worker.invoke, batch, runtime
+SPANS_PER_REQUEST = 10
 RECEIVER = """
 import asyncio, sys
 from tests.support.otlp import OtlpReceiver
@@ -68,7 +67,7 @@ def _one_mode(requests: int, bare: bool) -> dict[str, float]:
             pass
         with tracing.span("admit"):
             pass
-        with tracing.span("place", attributes={"modelforge.deployment_id": "d"}):
+        with tracing.span("place", attributes={"modelforge.deployment_id": "d"}), tracing.span("lease"):
             pass
         with tracing.span("invoke", kind=SpanKind.CLIENT):
             headers = tracing.inject({})
