@@ -13,6 +13,7 @@ import uvloop
 from gateway.http.server import server_config
 from gateway.https import HttpsSettingsInvalid, https_options
 from gateway.process import start_replica
+from streams import tracing
 from streams.subjects import token
 
 log = logging.getLogger("modelforge.gateway")
@@ -34,6 +35,7 @@ def _cmd_gateway(args: argparse.Namespace) -> int:
     except HttpsSettingsInvalid as bad:
         log.error("%s", bad)
         return 2
+    tracing.install("modelforge-gateway")
     uvloop.run(run_gateway(args.host, args.port, token(args.gateway_id, "gateway id"), https))
     return 0
 

@@ -16,6 +16,8 @@ from nodeagent.settings import (
     CPU_THREADS_ENV,
     DEFAULT_ARTIFACT_CACHE_BYTES,
     DEFAULT_CPU_THREADS,
+    METRICS_HOST_ENV,
+    METRICS_PORT_ENV,
     NODE_ID_ENV,
 )
 
@@ -93,6 +95,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         job_attempts=args.job_attempts,
         cpu_threads=_cpu_threads(args.cpu_threads),
         artifact_cache_bytes=_cache_bytes(args.artifact_cache_bytes),
+        metrics_host=args.metrics_host or os.environ.get(METRICS_HOST_ENV) or "127.0.0.1",
+        metrics_port=_metrics_port(args.metrics_port),
     )
     return main(config)
 
@@ -113,6 +117,19 @@ def _cache_bytes(given: int | None) -> int:
             f"number of bytes ≥ 1, not {raw!r}"
         )
     return budget
+
+
+def _metrics_port(given: int | None) -> int:
+    raw = given if given is not None else os.environ.get(METRICS_PORT_ENV) or 0
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise SystemExit(
+            f"modelforge agent: --metrics-port (or {METRICS_PORT_ENV}) must be 0-65535, not {raw!r}"
+        )
+    return port
 
 
 def _cpu_threads(given: int | None) -> int:
@@ -214,6 +231,14 @@ def register(subparsers: Any) -> None:
         type=int,
         default=4,
         help="runs of a job before it is recorded failed (LEASE_TIMEOUT)",
+    )
+    agent.add_argument(
+        "--metrics-port",
+        type=int,
+        help=f"serve Prometheus metrics at http://HOST:PORT/metrics (default: {METRICS_PORT_ENV}, else off)",
+    )
+    agent.add_argument(
+        "--metrics-host", help=f"the metrics' interface (default: {METRICS_HOST_ENV}, else 127.0.0.1)"
     )
     agent.set_defaults(handler=_cmd_agent)
 

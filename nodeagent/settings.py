@@ -19,6 +19,10 @@ DEFAULT_ARTIFACT_CACHE_BYTES = 20 << 30
 # sooner with two (three alternating pairs). One thread served ~5 % more requests/s at 32
 # connections on that shared box: set it there for saturation (docs/performance.md).
 CPU_THREADS_ENV = "MODELFORGE_CPU_THREADS"
+# Where the agent answers Prometheus scrapes (nodeagent.agent.metrics): unset or 0, nowhere (the
+# agent then only connects out); its host 127.0.0.1 unless set (0.0.0.0: every interface).
+METRICS_PORT_ENV = "MODELFORGE_AGENT_METRICS_PORT"
+METRICS_HOST_ENV = "MODELFORGE_AGENT_METRICS_HOST"
 
 
 def usable_cores() -> int:

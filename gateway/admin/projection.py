@@ -2,25 +2,16 @@
 against the stream's sequences), where a projector halted (`projection_halts`) and the stretches
 it never saw (`projection_gaps`).
 
-A read of live state: no read-your-writes wait. The checkpoints are read before the streams, so a
-lag is never made negative by a message published in between; a negative lag means the read
-model was built from another stream than this one.
+A read of live state (see gateway.projection_state).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
-
 from gateway.admin.endpoint import Call, Endpoint
-from gateway.read_models import ReadModel
-from streams import subjects
+from gateway.projection_state import halted_streams, rows, stream_positions
 
 GAPS_SHOWN = 100  # newest first; `gaps_total` counts them all
 
-CHECKPOINTS_SQL = "SELECT stream, last_seq, projected_at FROM checkpoints"
-HALTS_SQL = "SELECT stream, seq, event_type, reason, halted_at FROM projection_halts ORDER BY stream"
 GAPS_SQL = """
 SELECT stream, first_seq, last_seq, last_seq - first_seq + 1 AS count, reason, detected_at,
        count(*) OVER () AS total
@@ -28,39 +19,13 @@ FROM projection_gaps ORDER BY detected_at DESC, first_seq DESC LIMIT %s
 """
 
 
-async def _rows(model: ReadModel, text: str, params: tuple[object, ...] = ()) -> list[dict[str, Any]]:
-    """Rows of a read-model table; none while the projector has not created it yet."""
-    try:
-        return await model.query(text, params)
-    except psycopg.errors.UndefinedTable:
-        return []
-
-
 async def projection_status(call: Call) -> object:
     model = call.edge.read_models.required("the projection status")
-    checkpoints = {row["stream"]: row for row in await _rows(model, CHECKPOINTS_SQL)}
-    gaps = await _rows(model, GAPS_SQL, (GAPS_SHOWN,))
-    js = call.edge.ctx.client.jetstream()
-    streams = []
-    for stream in subjects.PROJECTED_STREAMS:
-        state = (await js.stream_info(stream)).state
-        applied = checkpoints.get(stream, {})
-        checkpoint = int(applied.get("last_seq", 0))
-        streams.append(
-            {
-                "stream": stream,
-                "checkpoint": checkpoint,
-                "projected_at": applied.get("projected_at"),
-                "first_seq": state.first_seq,
-                "last_seq": state.last_seq,
-                "lag": state.last_seq - checkpoint,
-                # Gone from the stream before the projector read them: a gap once it reads on.
-                "gone_unread": max(0, state.first_seq - 1 - checkpoint),
-            }
-        )
+    streams = await stream_positions(model, call.edge.ctx.client.jetstream())
+    gaps = await rows(model, GAPS_SQL, (GAPS_SHOWN,))
     return {
         "streams": streams,
-        "halted": await _rows(model, HALTS_SQL),
+        "halted": await halted_streams(model),
         "gaps": [{k: v for k, v in gap.items() if k != "total"} for gap in gaps],
         "gaps_total": int(gaps[0]["total"]) if gaps else 0,
     }

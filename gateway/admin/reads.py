@@ -39,7 +39,7 @@ REQUESTS_SQL = """
 SELECT request_id, client_id, capability, status, deployment_id, node_id, accelerator_id, cold, code,
        http_status, items, usage_input_tokens, validation_ms, resolution_ms, scheduling_ms, load_ms, queue_ms,
        payload_ms, dispatch_ms, worker_preprocess_ms, worker_inference_ms, worker_serialize_ms, transport_ms,
-       gateway_ms, total_ms, accepted_at, finished_at
+       gateway_ms, total_ms, accepted_at, finished_at, trace_id
 FROM requests WHERE (%s::text IS NULL OR client_id = %s) ORDER BY accepted_at DESC NULLS LAST LIMIT %s
 """
 

@@ -12,7 +12,7 @@ later failures are recorded by the pipeline.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -37,6 +37,7 @@ from gateway.serving.pipeline import (
 )
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
+from streams.tracing import span
 
 # The worker's output, as served, and the request id → the answer in the dialect: a dict (sent as
 # JSON, with the request id and latency added), any other JSON value, or a whole `Response`.
@@ -166,8 +167,9 @@ async def run_capability(
         interruption.forbid()  # the model runs: its lease lasts until the worker answers
 
     try:
-        authenticated = edge.directory.authenticate(authorization)
-        permitted = _permitted(edge, authenticated, contract, choice)
+        with span("authenticate"):
+            authenticated = edge.directory.authenticate(authorization)
+            permitted = _permitted(edge, authenticated, contract, choice)
         principal = authenticated  # from here on, a refusal is recorded as the request's
         resolved = time.perf_counter()
         timeout_s = _timeout_s(request, contract)
@@ -187,9 +189,10 @@ async def run_capability(
         validated = time.perf_counter()
         deadline = time.time() + timeout_s
         admission = Admission(edge.limiter, principal)
+        admitted = _spanned(admission)
         try:
             if not admission.overlapped:
-                await admission.settle()
+                await admitted()
             serving = True
             result = await while_connected(
                 request,
@@ -208,7 +211,7 @@ async def run_capability(
                         model=route(prepared.model),
                         priority=principal.priority,
                     ),
-                    admitted=admission.settle,
+                    admitted=admitted,
                     render=lambda served: prepared.render(served.result, served, request_id),
                     before_dispatch=before_dispatch,
                 ),
@@ -234,6 +237,21 @@ async def run_capability(
         body.headers.update(headers)
         return body
     return json_response(body, 200, headers)
+
+
+def _spanned(admission: Admission) -> Callable[[], Awaitable[None]]:
+    """`admission.settle`, its first call a span of the request's trace (later ones return at once)."""
+    first = True
+
+    async def settle() -> None:
+        nonlocal first
+        if not first:
+            return await admission.settle()
+        first = False
+        with span("admit"):
+            await admission.settle()
+
+    return settle
 
 
 def _timeout_s(request: Request, contract: CapabilityContract) -> float:

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.http.edge import Edge
+from gateway.http.projection_metrics import scraped
 from gateway.http.responses import json_response
 
 
@@ -55,4 +56,4 @@ async def metrics(request: Request) -> Response:
     edge: Edge = request.app.state.edge
     # the text format, or OpenMetrics for a scraper that asks for it (as prometheus_client's own app)
     encode, content_type = choose_encoder(request.headers.get("accept", ""))
-    return Response(encode(edge.ctx.metrics.registry), headers={"content-type": content_type})
+    return Response(encode(await scraped(edge)), headers={"content-type": content_type})

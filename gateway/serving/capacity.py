@@ -40,6 +40,7 @@ from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.events.base import Event
+from streams.tracing import span
 
 log = logging.getLogger("modelforge.gateway.capacity")
 
@@ -171,7 +172,18 @@ async def acquire(
     not to place it on (a retry's, whose node did not answer)."""
     place = Place(deployment.deployment_id, priority)
     try:
-        return await _acquire(ctx, deployment, request_id, client_id, deadline, place, avoid)
+        with span("place", attributes={"modelforge.deployment_id": place.deployment_id}) as placing:
+            grant = await _acquire(ctx, deployment, request_id, client_id, deadline, place, avoid)
+            if placing.is_recording():
+                placing.set_attributes(
+                    {
+                        "modelforge.node_id": grant.node_id,
+                        "modelforge.accelerator_id": grant.accelerator_id,
+                        "modelforge.cold": grant.cold,
+                        "modelforge.lease_id": grant.lease_id,
+                    }
+                )
+            return grant
     finally:
         if place in ctx.waiting:
             ctx.waiting.remove(place)
@@ -223,11 +235,13 @@ async def _acquire(
             note_blocked(place, decision, now)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             waited = time.perf_counter()
-            await _queue(ctx, place, deadline)
+            with span("queue", attributes={"modelforge.verdict": decision.verdict.value}):
+                await _queue(ctx, place, deadline)
             spent["queue"] += (time.perf_counter() - waited) * 1000
             continue
         try:
-            version = await _landed(ctx, step, deadline, deployment, decision.node_id or "")
+            with span("lease", attributes={"modelforge.verdict": decision.verdict.value}):  # the append
+                version = await _landed(ctx, step, deadline, deployment, decision.node_id or "")
         except ConcurrencyConflict as clash:
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             await catch_up_after(ctx, clash, max(0.0, deadline - time.time()))
@@ -242,8 +256,9 @@ async def _acquire(
             return _grant(step.lease, decision, deployment, cold=False, spent=spent)
         if step.kind == "cold" and step.lease is not None and step.load is not None:
             try:
-                await _send_jobs(ctx, step, deployment, decision.node_id or "")
-                await await_loaded(ctx, step.lease, deployment, deadline)
+                with span("load", attributes={"modelforge.node_id": decision.node_id or ""}):
+                    await _send_jobs(ctx, step, deployment, decision.node_id or "")
+                    await await_loaded(ctx, step.lease, deployment, deadline)
             except BaseException as error:  # the caller never gets this lease: give it back here
                 outcome = "failed" if isinstance(error, Exception) else "cancelled"
                 ctx.spawn(_release(ctx, step.lease.lease_id, step.lease.accelerator_id, outcome))
@@ -251,8 +266,9 @@ async def _acquire(
             spent["load"] += (time.perf_counter() - waited) * 1000
             return _grant(step.lease, decision, deployment, cold=True, spent=spent)
         if step.eviction is not None:
-            await _send_jobs(ctx, step, deployment, decision.node_id or "")
-            await await_evicted(ctx, step.eviction, version, deadline)
+            with span("evict", attributes={"modelforge.node_id": decision.node_id or ""}):
+                await _send_jobs(ctx, step, deployment, decision.node_id or "")
+                await await_evicted(ctx, step.eviction, version, deadline)
             spent["load"] += (time.perf_counter() - waited) * 1000
 
 

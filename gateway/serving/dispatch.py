@@ -13,6 +13,7 @@ import time
 import msgspec
 from nats.errors import MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from opentelemetry.trace import SpanKind
 
 from eventstore.replies import inbox_of
 from gateway.serving.capacity import Grant
@@ -20,6 +21,7 @@ from gateway.serving.context import ServingContext
 from streams import codes, subjects
 from streams.codes import ServingError
 from streams.messages import InvokeReply, InvokeRequest, WorkerTimings
+from streams.tracing import inject, span
 
 _reply_decoder = msgspec.json.Decoder(InvokeReply)
 # An invoke whose node was lost mid-flight: its result never comes. Every capability's invoke is a
@@ -43,6 +45,19 @@ class Invoked(msgspec.Struct, frozen=True):
 async def invoke(
     ctx: ServingContext, grant: Grant, capability: str, request_id: str, payload: bytes, deadline: float
 ) -> Invoked:
+    """The model's answer; the request's trace goes along in the NATS headers (`traceparent`)."""
+    attributes: dict[str, str | int] = {
+        "modelforge.node_id": grant.node_id,
+        "modelforge.deployment_id": grant.deployment_id,
+        "modelforge.payload_bytes": len(payload),
+    }
+    with span("invoke", kind=SpanKind.CLIENT, attributes=attributes):
+        return await _invoke(ctx, grant, capability, request_id, payload, deadline)
+
+
+async def _invoke(
+    ctx: ServingContext, grant: Grant, capability: str, request_id: str, payload: bytes, deadline: float
+) -> Invoked:
     started = time.perf_counter()
     request = InvokeRequest(
         request_id=request_id,
@@ -63,7 +78,9 @@ async def invoke(
 
     ctx.live.watch_lease(grant.lease_id, on_lost)
     try:
-        msg = await inbox_of(ctx.client).request(subject, data, max(0.001, deadline - time.time()))
+        msg = await inbox_of(ctx.client).request(
+            subject, data, max(0.001, deadline - time.time()), headers=inject({})
+        )
     except asyncio.CancelledError:
         if not lost.is_set() or task is None or task.uncancel():
             raise  # cancelled by someone else too

@@ -2,8 +2,8 @@
 depth, background writes, and per accelerator the books (resident, leased, schedulable bytes,
 leases) and the pressure level on them.
 
-Projection lag is not here: knowing it takes a read-model query and a stream-info request per
-scrape (`GET /admin/v1/projection` gives it).
+Projection lag is not here: it is an async read of the read model and the streams, made by the
+`/metrics` handler (`gateway.http.projection_metrics`).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from streams.events.requests import (
     Usage,
 )
 from streams.redaction import fault_summary
+from streams.tracing import current_trace_id
 
 log = logging.getLogger("modelforge.gateway.pipeline")
 T = TypeVar("T")
@@ -113,6 +114,7 @@ def record_rejection(
         capability=capability,
         code=refusal.code,
         http_status=refusal.http_status,
+        trace_id=current_trace_id(),
     )
     record_request(ctx, capability, request_id, rejected)
 
@@ -171,6 +173,7 @@ async def serve(
             input_sha256=hashlib.sha256(payload).hexdigest(),
             shape_bucket=shape.bucket,
             items=shape.items,
+            trace_id=current_trace_id(),
         ),
     )
     grant: capacity.Grant | None = None
@@ -223,6 +226,7 @@ async def serve(
                 http_status=failure.http_status,
                 deployment_id=deployment.deployment_id,
                 latency=latency,
+                trace_id=current_trace_id(),
             ),
         )
         if failure is error or cancelled(error):
@@ -243,6 +247,7 @@ async def serve(
             cold=grant.cold,
             latency=latency,
             usage=usage,
+            trace_id=current_trace_id(),
         ),
     )
     return served

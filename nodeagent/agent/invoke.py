@@ -18,11 +18,14 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.errors import MaxPayloadError
+from opentelemetry.trace import SpanKind
 
+from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.residency import Residency
 from streams import codes, subjects
 from streams.codes import ServingError
 from streams.messages import InvokeReply, InvokeRequest
+from streams.tracing import continued
 
 log = logging.getLogger("modelforge.agent.invoke")
 
@@ -34,12 +37,12 @@ def now_unix_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def failure(code: str, message: str) -> bytes:
-    return _reply_encoder.encode(InvokeReply(ok=False, code=code, message=message))
+def failure(code: str, message: str) -> InvokeReply:
+    return InvokeReply(ok=False, code=code, message=message)
 
 
-async def answer(residency: Residency, request: InvokeRequest) -> bytes:
-    """The reply for one decoded request: the contract output, or a failure with a stable code."""
+async def answer(residency: Residency, request: InvokeRequest) -> InvokeReply:
+    """The reply to one decoded request: the contract output, or a failure with a stable code."""
     remaining_s = (request.deadline_unix_ms - now_unix_ms()) / 1000
     if remaining_s <= 0:
         return failure(codes.REQUEST_TIMEOUT.code, "the request's deadline passed before it ran")
@@ -54,16 +57,16 @@ async def answer(residency: Residency, request: InvokeRequest) -> bytes:
         return failure(codes.REQUEST_TIMEOUT.code, "the worker did not finish before the deadline")
     except ServingError as error:
         return failure(error.code, error.message)
-    reply = InvokeReply(ok=True, result=msgspec.Raw(served.body), timings=served.timings)
-    return _reply_encoder.encode(reply)
+    return InvokeReply(ok=True, result=msgspec.Raw(served.body), timings=served.timings)
 
 
 class InvokeServer:
     """The invoke subscriptions of every residency this agent serves."""
 
-    def __init__(self, client: Client, node_id: str) -> None:
+    def __init__(self, client: Client, node_id: str, metrics: AgentMetrics | None = None) -> None:
         self.client = client
         self.node_id = node_id
+        self.metrics = metrics or AgentMetrics()
         self._subscriptions: dict[str, Subscription] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -114,25 +117,35 @@ class InvokeServer:
         if not msg.reply:
             residency.finished()
             return  # a publish without an inbox has nobody to answer
+        arrived = time.perf_counter()
+        code = codes.INTERNAL_ERROR.code  # until the reply is made
+        attributes = {"modelforge.deployment_id": residency.deployment_id, "modelforge.node_id": self.node_id}
         try:
-            try:
-                request = _request_decoder.decode(msg.data)
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                reply = failure(codes.INVALID_INPUT.code, "not an InvokeRequest")
-            else:
-                reply = await answer(residency, request)
-            try:
-                await self.client.publish(msg.reply, reply)
-            except MaxPayloadError:  # the caller must hear why, not wait out its deadline
-                limit = self.client.max_payload
-                too_large = (
-                    f"the result ({len(reply)} bytes) is larger than NATS carries ({limit}): send fewer items"
-                )
-                await self.client.publish(msg.reply, failure(codes.PAYLOAD_TOO_LARGE.code, too_large))
+            # A span of the gateway's trace, whose context came in the message's headers.
+            with continued("agent.invoke", msg.headers, SpanKind.SERVER, attributes) as span:
+                try:
+                    request = _request_decoder.decode(msg.data)
+                except (msgspec.ValidationError, msgspec.DecodeError):
+                    outcome = failure(codes.INVALID_INPUT.code, "not an InvokeRequest")
+                else:
+                    span.set_attribute("modelforge.request_id", request.request_id)
+                    outcome = await answer(residency, request)
+                code = outcome.code or "OK"
+                span.set_attribute("modelforge.code", code)
+                reply = _reply_encoder.encode(outcome)
+                try:
+                    await self.client.publish(msg.reply, reply)
+                except MaxPayloadError:  # the caller must hear why, not wait out its deadline
+                    limit = self.client.max_payload
+                    too_large = f"the result ({len(reply)} bytes) is larger than NATS carries ({limit}): send fewer items"
+                    code = codes.PAYLOAD_TOO_LARGE.code
+                    refusal = failure(code, too_large)
+                    await self.client.publish(msg.reply, _reply_encoder.encode(refusal))
         except Exception:
             log.exception("could not answer an invoke on %s", residency.deployment_id)
         finally:
             residency.finished()
+            self.metrics.invoked(residency.capability, code, time.perf_counter() - arrived)
 
 
 async def _stop_taking(subscription: Subscription) -> None:

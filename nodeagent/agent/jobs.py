@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import msgspec
@@ -35,6 +36,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
 from nats.js.errors import BadRequestError
 
+from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.operations import Operations
 from streams import codes, subjects
 from streams.messages import AnyJob
@@ -116,8 +118,10 @@ class JobConsumer:
         ack_wait_s: float = 30.0,
         attempts: int = 4,
         fetch_expiry_s: float = 5.0,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self.js = client.jetstream()
+        self.metrics = metrics or AgentMetrics()
         self.node_id = node_id
         self.operations = operations
         self.ack_wait_s = ack_wait_s
@@ -175,7 +179,9 @@ class JobConsumer:
         except (msgspec.ValidationError, msgspec.DecodeError):
             log.error("undecodable job on %s: terminated", msg.subject)
             await msg.term()
+            self.metrics.job_ended("unknown", "undecodable", 0.0)
             return
+        op, outcome, started = str(type(job).__struct_config__.tag), "not_recorded", time.perf_counter()
         try:
             if job.job_id in self.finished:
                 log.info(
@@ -184,9 +190,11 @@ class JobConsumer:
                     msg.subject,
                     deliveries,
                 )
+                outcome = "already_finished"
             else:
                 await self.record_outcome(job, msg, deliveries)
                 self.finished.add(job.job_id)
+                outcome = "recorded"
             await msg.ack_sync()
         except asyncio.CancelledError:
             raise  # stopping: the job stays unacked and is delivered again
@@ -194,8 +202,11 @@ class JobConsumer:
             # Its outcome could not be recorded (NATS unreachable, an append refused), or its ack was
             # not sent: it comes back, to be tried again or, already finished, only acked.
             log.exception("job %s: outcome or ack not sent; it will be delivered again", job.job_id)
+            outcome = "not_recorded" if outcome != "recorded" else "not_acked"
             with contextlib.suppress(Exception):
                 await msg.nak(delay=min(5.0, self.ack_wait_s))
+        finally:
+            self.metrics.job_ended(op, outcome, time.perf_counter() - started)
 
     async def record_outcome(self, job: AnyJob, msg: Msg, deliveries: int) -> None:
         """Run the job, or record why it is not run; either way its outcome event is appended."""

@@ -25,6 +25,7 @@ from nodeagent.agent.artifact_cache import ArtifactCache
 from nodeagent.agent.fetch_progress import FetchProgress
 from nodeagent.agent.hardware import Accelerator, Hardware
 from nodeagent.agent.invoke import InvokeServer
+from nodeagent.agent.metrics import ResidentWorker
 from nodeagent.agent.probing import run_probe
 from nodeagent.agent.residency import LoadRequest, Residency, start_worker, stop_worker, verify_integrity
 from nodeagent.agent.workers import Worker
@@ -70,6 +71,13 @@ class AgentState:
 
     def residencies_on(self, accelerator_id: str) -> list[str]:
         return sorted(d for d, r in self.residencies.items() if r.accelerator_id == accelerator_id)
+
+    def resident_workers(self) -> list[ResidentWorker]:
+        """The residencies as a scrape reads them (from the metrics server's thread: copied first)."""
+        return [
+            ResidentWorker(r.deployment_id, r.accelerator_id, r.capability, r.worker.pid, r.in_flight)
+            for r in list(self.residencies.values())
+        ]
 
     def pids_on(self, accelerator_id: str) -> list[int]:
         """The agent's and the workers' on the accelerator: whose memory its telemetry counts."""

@@ -21,12 +21,13 @@ from eventstore.store import EventStore
 from nodeagent.agent.hardware import DEFAULT_CPU_MEMORY_BUDGET, detect
 from nodeagent.agent.invoke import InvokeServer
 from nodeagent.agent.jobs import JobConsumer
+from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.operations import AgentState, Operations
 from nodeagent.agent.registration import start_generation
 from nodeagent.agent.telemetry import TelemetryPublisher
 from nodeagent.runtimes.gpu import tensorrt_installed
 from nodeagent.settings import DEFAULT_ARTIFACT_CACHE_BYTES, DEFAULT_CPU_THREADS
-from streams import subjects
+from streams import subjects, tracing
 from streams.envelope import Actor, ActorKind
 
 log = logging.getLogger("modelforge.agent")
@@ -44,6 +45,8 @@ class AgentConfig:
     fetch_expiry_s: float = 5.0
     cpu_threads: int = DEFAULT_CPU_THREADS
     artifact_cache_bytes: int = DEFAULT_ARTIFACT_CACHE_BYTES
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 0  # 0: no metrics endpoint
 
 
 async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
@@ -54,7 +57,8 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
     runtimes = ("tensorrt", "onnxruntime-cpu") if gpus and tensorrt_installed() else ("onnxruntime-cpu",)
     connection = await connect(config.nats_url, f"agent-{node_id}")
     actor = Actor(ActorKind.AGENT, node_id)
-    invokes = InvokeServer(connection.client, node_id)
+    metrics = AgentMetrics()
+    invokes = InvokeServer(connection.client, node_id, metrics)
     state: AgentState | None = None
     telemetry_task: asyncio.Task[None] | None = None
     jobs_task: asyncio.Task[None] | None = None
@@ -71,6 +75,9 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             cpu_threads=config.cpu_threads,
             cache_budget_bytes=config.artifact_cache_bytes,
         )
+        metrics.watch(hardware, state.resident_workers)
+        if config.metrics_port:
+            metrics.serve(config.metrics_host, config.metrics_port)
         telemetry = TelemetryPublisher(
             connection.client,
             hardware,
@@ -87,6 +94,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             ack_wait_s=config.job_ack_wait_s,
             attempts=config.job_attempts,
             fetch_expiry_s=config.fetch_expiry_s,
+            metrics=metrics,
         )
         loop = asyncio.get_running_loop()
         # The job consumer exists before the first (healthy) telemetry says this node is live.
@@ -119,6 +127,8 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
 
 
 def main(config: AgentConfig) -> int:
+    tracing.install("modelforge-agent")
+
     async def run() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

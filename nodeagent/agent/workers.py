@@ -40,6 +40,7 @@ from nodeagent.worker.protocol import (
 from nodeagent.worker.protocol import Check as CheckCall
 from streams import codes
 from streams.codes import ServingError
+from streams.tracing import traceparent
 
 log = logging.getLogger("modelforge.agent.workers")
 ReplyT = TypeVar("ReplyT", Loaded, Served, Tested, Checked)
@@ -114,7 +115,7 @@ class Worker:
         return _expect(await self.call(request), Loaded)
 
     async def invoke(self, payload: bytes, timeout_s: float) -> Served:
-        return _expect(await self.call(Invoke(payload, timeout_s)), Served)
+        return _expect(await self.call(Invoke(payload, timeout_s, traceparent())), Served)
 
     async def check(self) -> None:
         _expect(await self.call(CheckCall()), Checked)

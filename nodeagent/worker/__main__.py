@@ -18,6 +18,7 @@ import sys
 import uvloop
 
 from nodeagent.worker.serve import serve
+from streams import tracing
 
 _PR_SET_PDEATHSIG = 1
 
@@ -42,6 +43,7 @@ def main() -> int:
     args = parser.parse_args()
     _die_with(args.parent)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    tracing.install("modelforge-worker")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C in the agent's terminal is the agent's to handle
     uvloop.run(_run(args.fd))
     return 0

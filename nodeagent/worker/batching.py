@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from opentelemetry.context import Context
+
+from nodeagent.worker import batch_spans
 from streams import codes
 from streams.codes import ServingError
 
@@ -31,6 +35,7 @@ class _Part(Generic[ItemT, ResultT]):
     longest_tokens: int
     enqueued_at: float
     future: asyncio.Future[list[ResultT]] = field(repr=False)
+    traced: tuple[Context | None, int] = (None, 0)  # the submitter's trace, when spans are exported
 
 
 def plan_batch(
@@ -114,6 +119,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
 
     def _split(self, items: list[ItemT], loop: asyncio.AbstractEventLoop) -> list[_Part[ItemT, ResultT]]:
         tokens = [self._count_tokens(item) for item in items] if self._count_tokens else [0] * len(items)
+        traced = batch_spans.submitted()
         parts: list[_Part[ItemT, ResultT]] = []
         start = 0
         while start < len(items):
@@ -122,7 +128,9 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 [(1, t) for t in tokens[start:]], self.max_batch_size, self.max_batch_tokens
             )
             end = start + taken
-            parts.append(_Part(items[start:end], max(tokens[start:end]), loop.time(), loop.create_future()))
+            parts.append(
+                _Part(items[start:end], max(tokens[start:end]), loop.time(), loop.create_future(), traced)
+            )
             start = end
         return parts
 
@@ -154,10 +162,14 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 self._in_flight = []
 
     async def _execute(self, parts: list[_Part[ItemT, ResultT]]) -> None:
+        rows = [item for part in parts for item in part.items]
+        traced = [(parent, queued) for parent, queued in (p.traced for p in parts) if parent is not None]
+        ran_ns = time.time_ns() if traced else 0
         try:
-            rows = [item for part in parts for item in part.items]
             results = await self._call(rows)
         except Exception as error:
+            if traced:
+                batch_spans.record(traced, len(rows), ran_ns, time.time_ns(), ok=False)
             if len(parts) == 1:
                 _fail(parts[0], error)
                 return
@@ -169,6 +181,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 except Exception as part_error:
                     _fail(part, part_error)
             return
+        if traced:
+            batch_spans.record(traced, len(rows), ran_ns, time.time_ns(), ok=True)
         offset = 0
         for part in parts:
             _succeed(part, results[offset : offset + len(part.items)])

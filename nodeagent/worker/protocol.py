@@ -38,6 +38,7 @@ class Load(msgspec.Struct, frozen=True, tag="load"):
 class Invoke(msgspec.Struct, frozen=True, tag="invoke"):
     payload: bytes  # the contract's input, JSON
     timeout_s: float  # what is left of the request's deadline
+    traceparent: str = ""  # the agent's invoke span (W3C), parent of the worker's spans
 
 
 class Check(msgspec.Struct, frozen=True, tag="check"):

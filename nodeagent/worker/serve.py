@@ -13,6 +13,8 @@ import socket
 import time
 from pathlib import Path
 
+from opentelemetry.trace import SpanKind
+
 from artifacts import ArtifactManifest, VerifiedArtifactSet
 from nodeagent.worker.capabilities import CapabilityServer
 from nodeagent.worker.loading import Warm, load_blocking
@@ -37,6 +39,7 @@ from nodeagent.worker.protocol import (
 from streams import codes
 from streams.codes import ServingError
 from streams.redaction import fault_summary
+from streams.tracing import continued
 
 log = logging.getLogger("modelforge.worker")
 
@@ -72,12 +75,17 @@ class Session:
             case Load():
                 return await self._load(request)
             case Invoke():
-                try:
-                    async with asyncio.timeout(request.timeout_s):
-                        body, timings = await self._server().serve(request.payload)
-                except TimeoutError:
-                    return Failed(codes.REQUEST_TIMEOUT.code, "the worker did not finish before the deadline")
-                return Served(body, timings)
+                carrier = {"traceparent": request.traceparent}
+                attributes = {"modelforge.payload_bytes": len(request.payload)}
+                with continued("worker.invoke", carrier, SpanKind.SERVER, attributes):
+                    try:
+                        async with asyncio.timeout(request.timeout_s):
+                            body, timings = await self._server().serve(request.payload)
+                    except TimeoutError:
+                        return Failed(
+                            codes.REQUEST_TIMEOUT.code, "the worker did not finish before the deadline"
+                        )
+                    return Served(body, timings)
             case Check():
                 await self._server().check()
                 return Checked()

@@ -24,6 +24,8 @@ def _request(event: _RequestEvent, status: str, columns: dict[str, Any]) -> list
     columns["client_id"] = event.client_id
     columns["capability"] = event.capability
     columns["status"] = status
+    if event.trace_id:  # (events from before tracing leave the row's as it is)
+        columns["trace_id"] = event.trace_id
     return [Op("requests", (event.request_id,), columns)]
 
 

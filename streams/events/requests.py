@@ -37,6 +37,7 @@ class RequestAccepted(Event, frozen=True):
     input_sha256: str
     shape_bucket: str  # e.g. "items:1-4/chars:0-512"
     items: int
+    trace_id: str = ""  # the request's W3C trace (32 hex digits): joins traces, logs and events
 
 
 class RequestCompleted(Event, frozen=True):
@@ -49,6 +50,7 @@ class RequestCompleted(Event, frozen=True):
     cold: bool
     latency: LatencyBreakdown
     usage: Usage
+    trace_id: str = ""
 
 
 class RequestFailed(Event, frozen=True):
@@ -59,6 +61,7 @@ class RequestFailed(Event, frozen=True):
     http_status: int
     deployment_id: str = ""
     latency: LatencyBreakdown = LatencyBreakdown()
+    trace_id: str = ""
 
 
 class RequestRejected(Event, frozen=True):
@@ -69,3 +72,4 @@ class RequestRejected(Event, frozen=True):
     capability: str
     code: str
     http_status: int
+    trace_id: str = ""

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +135,16 @@ def gone(pid: int) -> bool:
 class AgentProcess:
     """`modelforge agent` as a real subprocess (so it can be SIGKILLed)."""
 
-    def __init__(self, nats_url: str, node: str, root: Path, log_dir: Path, **options: str) -> None:
-        self.node, self.root, self.nats_url = node, root, nats_url
+    def __init__(
+        self,
+        nats_url: str,
+        node: str,
+        root: Path,
+        log_dir: Path,
+        env: Mapping[str, str] | None = None,
+        **options: str,
+    ) -> None:
+        self.node, self.root, self.nats_url, self.env = node, root, nats_url, dict(env or {})
         self.options = {"--telemetry-interval": "0.5", "--job-ack-wait": "2", **options}
         self.log = log_dir / f"agent-{node}.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -165,7 +173,7 @@ class AgentProcess:
         with open(self.log, "ab") as log:
             return subprocess.Popen(
                 [*command, "--artifact-root", str(self.root), *args],
-                env={**os.environ, "NATS_URL": self.nats_url},
+                env={**os.environ, "NATS_URL": self.nats_url, **self.env},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

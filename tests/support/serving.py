@@ -175,8 +175,15 @@ class InProcessGateway:
 class GatewayProcess:
     """`modelforge gateway` as a real subprocess (a second replica in its own process)."""
 
-    def __init__(self, nats_url: str, log_dir: Path, operator_token: str = "") -> None:
+    def __init__(
+        self,
+        nats_url: str,
+        log_dir: Path,
+        operator_token: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.nats_url, self.port, self.operator_token = nats_url, free_port(), operator_token
+        self.env = dict(env or {})
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log_dir / f"gateway-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -198,6 +205,7 @@ class GatewayProcess:
                     **os.environ,
                     "NATS_URL": self.nats_url,
                     "MODELFORGE_OPERATOR_TOKEN": self.operator_token,
+                    **self.env,
                 },
                 stdout=log,
                 stderr=subprocess.STDOUT,

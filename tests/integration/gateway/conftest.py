@@ -32,6 +32,7 @@ from streams.events.requests import RequestFailed, RequestRejected
 from tests.support.agents import MINILM, AgentProcess
 from tests.support.events import lease_granted
 from tests.support.serving import (
+    GatewayProcess,
     InProcessGateway,
     events_until,
     probe,
@@ -134,6 +135,36 @@ async def one_model_stack(
         yield ModelStack(url, key.key, connection, gateway, node, agent)
     finally:
         await gateway.stop()
+        agent.stop()
+        await connection.close()
+
+
+class ProcessStack(msgspec.Struct):
+    url: str
+    key: str
+    connection: Connection
+
+
+@contextlib.asynccontextmanager
+async def process_stack(
+    nats_url: str, root: Path, scratch: Path, env: dict[str, str]
+) -> AsyncIterator[ProcessStack]:
+    """MiniLM promoted on an agent process, a key for it and a gateway process, both started with
+    `env`, while the block runs."""
+    connection = await connect(nats_url, f"process-stack-{new_id()[:6]}")
+    await provision(connection.client)
+    store = EventStore(connection)
+    node = f"node-{new_id()[:6]}"
+    agent = AgentProcess(nats_url, node, root, scratch, env=env)
+    gateway = GatewayProcess(nats_url, scratch, env=env)
+    try:
+        await agent.start(connection)
+        artifacts = await register_artifacts(store, node, root, MINILM)
+        await promote(store, artifacts, await probe(connection, node, artifacts, root))
+        key = await ClientService(store).create(f"app-{new_id()[:6]}", ["rag.embedding@1"])
+        yield ProcessStack(await gateway.start(), key.key, connection)
+    finally:
+        gateway.stop()
         agent.stop()
         await connection.close()
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.integration.gateway.conftest import Stack
+from streams import subjects
+from streams.events.requests import RequestCompleted
+from tests.integration.gateway.conftest import Stack, first_event
 
 ROUTES = [  # (method, path, body, authorised, expected status)
     ("POST", "/v1/embeddings", {"input": "hello", "model": "all-MiniLM-L6-v2"}, True, 200),
@@ -81,3 +83,36 @@ async def test_any_other_client_request_id_is_not_echoed(stack: Stack, sent: byt
     response = await _models_refused(stack, {"x-client-request-id": sent})
     assert "x-client-request-id" not in response.headers
     assert response.headers["x-request-id"]
+
+
+async def test_with_nothing_exporting_a_response_still_names_the_callers_trace(stack: Stack) -> None:
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    async with httpx.AsyncClient() as http:
+        response = await http.get(
+            f"{stack.gateway.url}/healthz", headers={"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+        )
+    assert response.headers["x-trace-id"] == trace_id
+    assert response.headers["traceresponse"].startswith(f"00-{trace_id}-")
+    assert response.headers["traceresponse"].endswith("-01")
+
+
+async def test_with_nothing_exporting_the_requests_events_still_record_its_trace_id(stack: Stack) -> None:
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{stack.gateway.url}/v1/embeddings",
+            json={"input": "hello"},
+            headers={
+                "authorization": f"Bearer {stack.key.key}",
+                "traceparent": f"00-{trace_id}-b7ad6b7169203331-01",
+            },
+        )
+    assert response.status_code == 200, response.text
+    request_id = response.headers["x-request-id"]
+    completed = await first_event(
+        stack,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, RequestCompleted) and e.request_id == request_id,
+    )
+    assert isinstance(completed, RequestCompleted)
+    assert completed.trace_id == trace_id

@@ -357,7 +357,9 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
             (11, "projection_halts"),
             (12, "node_lost"),
             (13, "placement_refusals"),
-            (16, "node_credentials"),
+            (14, "deployment_replicas"),
+            (15, "node_credentials"),
+            (16, "request_trace_id"),
         ]
-    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16]
+    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
     assert again == []
