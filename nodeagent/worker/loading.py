@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from artifacts import VerifiedArtifactSet
+from nodeagent.adapters.base import CapabilityAdapter
+from nodeagent.adapters.biencoder_reranking import BiEncoderRerankingAdapter
 from nodeagent.adapters.embedding import EmbeddingAdapter, EmbeddingConfig
-from nodeagent.adapters.reranking import RerankingAdapter, RerankingConfig
+from nodeagent.adapters.reranking import SCORINGS, RerankingAdapter, RerankingConfig
 from nodeagent.runtimes.base import MemoryStats, Runtime, RuntimeOptions
 from nodeagent.runtimes.gpu import tensorrt_installed
 from nodeagent.runtimes.select import RuntimeKind, create_runtime
@@ -62,7 +64,10 @@ class Servable:
 
 
 def _servable(
-    capability: str, verified: VerifiedArtifactSet, new_runtime: Callable[[], Runtime], max_batch: int
+    capability: str,
+    verified: VerifiedArtifactSet,
+    new_runtime: Callable[[], Runtime],
+    max_batch: int,
 ) -> Servable:
     data = _serving_config(verified)
     declared = str(data.get("capability", ""))
@@ -78,7 +83,7 @@ def _servable(
         r_config = RerankingConfig(**_known(RerankingConfig, data))
         tokenizer = _verified_file(verified, str(data.get("tokenizer_file", "tokenizer.json")))
         runtime = new_runtime()
-        server = RerankServer(RerankingAdapter(tokenizer, r_config), runtime, max_batch)
+        server = RerankServer(reranking_adapter(tokenizer, r_config), runtime, max_batch)
         return _one_model(server, runtime, verified, str(data.get("onnx_file", "model.onnx")))
     # The rarer capabilities import their adapters (imaging, audio) only when loaded: a worker
     # starts on the cold load's path, and MiniLM's needs none of them.
@@ -119,6 +124,18 @@ def _servable(
         speech = TranscriptionServer(SpeechTranscriptionAdapter(vocabulary, s_config), runtime, max_batch)
         return _one_model(speech, runtime, verified, s_config.onnx_file)
     raise ServingError(codes.CAPABILITY_UNAVAILABLE.code, f"this agent cannot serve {capability}")
+
+
+def reranking_adapter(tokenizer: Path, config: RerankingConfig) -> CapabilityAdapter[tuple[str, str], float]:
+    """The cross-encoder adapter, or the bi-encoder one where the set says `"scoring": "biencoder"`."""
+    if config.scoring not in SCORINGS:
+        raise ServingError(
+            codes.ARTIFACT_INCOMPLETE.code,
+            f"scoring must be one of {sorted(SCORINGS)}, not {config.scoring!r}",
+        )
+    if config.scoring == "biencoder":
+        return BiEncoderRerankingAdapter(tokenizer, config)
+    return RerankingAdapter(tokenizer, config)
 
 
 def _one_model(
