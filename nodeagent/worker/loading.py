@@ -68,6 +68,7 @@ def _servable(
     verified: VerifiedArtifactSet,
     new_runtime: Callable[[], Runtime],
     max_batch: int,
+    gpu_index: int | None = None,
 ) -> Servable:
     data = _serving_config(verified)
     declared = str(data.get("capability", ""))
@@ -113,6 +114,8 @@ def _servable(
         runtime = new_runtime()
         vision = VisionEmbeddingServer(VisionEmbeddingAdapter(v_config), runtime, max_batch)
         return _one_model(vision, runtime, verified, v_config.onnx_file)
+    if name == "speech.transcription" and data.get("architecture") == "whisper":
+        return _whisper(verified, data, max_batch, gpu_index)
     if name == "speech.transcription":
         from nodeagent.adapters.speech import SpeechConfig, SpeechTranscriptionAdapter
         from nodeagent.adapters.speech import load_vocabulary as load_speech_vocabulary
@@ -124,6 +127,25 @@ def _servable(
         speech = TranscriptionServer(SpeechTranscriptionAdapter(vocabulary, s_config), runtime, max_batch)
         return _one_model(speech, runtime, verified, s_config.onnx_file)
     raise ServingError(codes.CAPABILITY_UNAVAILABLE.code, f"this agent cannot serve {capability}")
+
+
+def _whisper(
+    verified: VerifiedArtifactSet, data: dict[str, Any], max_batch: int, gpu_index: int | None
+) -> Servable:
+    """An encoder-decoder speech model in CTranslate2 format, on the node's GPU where CTranslate2
+    sees one."""
+    from nodeagent.adapters.whisper import WhisperConfig, WhisperTokens, WhisperTranscriptionAdapter
+    from nodeagent.runtimes.ctranslate2 import CTranslate2Whisper, cuda_device_count
+    from nodeagent.worker.speech_server import TranscriptionServer
+
+    config = WhisperConfig.from_dict(data)
+    tokens = WhisperTokens(_verified_file(verified, config.tokenizer_file))
+    for name in ("config.json", "vocabulary.txt"):  # what CTranslate2 reads beside model.bin
+        _verified_file(verified, name)
+    on_gpu = gpu_index is not None and cuda_device_count() > gpu_index
+    runtime = CTranslate2Whisper("cuda", gpu_index or 0) if on_gpu else CTranslate2Whisper()
+    server = TranscriptionServer(WhisperTranscriptionAdapter(tokens, config), runtime, max_batch)
+    return _one_model(server, runtime, verified, config.model_file)
 
 
 def reranking_adapter(tokenizer: Path, config: RerankingConfig) -> CapabilityAdapter[tuple[str, str], float]:
@@ -166,7 +188,7 @@ def load_blocking(
     verified: VerifiedArtifactSet, capability: str, gpu_index: int | None, max_batch: int, cpu_threads: int
 ) -> Warm:
     """Load and warm up. Raises ServingError with a stable code on any refusal."""
-    servable = _servable(capability, verified, lambda: runtime_for(gpu_index), max_batch)
+    servable = _servable(capability, verified, lambda: runtime_for(gpu_index), max_batch, gpu_index)
     server, runtime = servable.server, servable.runtime
     try:
         runtime.load(servable.model_path, RuntimeOptions(intra_op_threads=cpu_threads, max_batch=max_batch))

@@ -1,5 +1,5 @@
 """`bootstrap_demo` drives the whole pipeline through the admin API; a second run changes nothing
-(but adding what a home from before lacks: OCR, and its scope on the demo client)."""
+(but adding what a home from before lacks: OCR and speech, and their scopes on the demo client)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.admin.bootstrap import EMBEDDING, OCR, RERANKING, bootstrap_demo
+from gateway.admin.bootstrap import EMBEDDING, OCR, RERANKING, SPEECH, bootstrap_demo
 from tests.integration.promotion.conftest import TOKEN, Stack
 
 pytestmark = pytest.mark.timeout(300)
@@ -37,17 +37,23 @@ async def test_bootstrap_promotes_the_demo_adds_ocr_later_and_a_further_run_chan
             headers={"authorization": f"Bearer {first['key']}"},
         )
     assert response.status_code == 200, response.text
-    upgraded = await asyncio.to_thread(run, (RERANKING, OCR))
+    upgraded = await asyncio.to_thread(run, (RERANKING, OCR, SPEECH))
     assert upgraded["deployment_id"] == first["deployment_id"]
     assert upgraded["served"][OCR]["deployment_status"] == "stable", upgraded
     assert upgraded["key"] is None
-    assert upgraded["steps"][-1] == f"gave the demo client the scope {OCR}"
+    assert upgraded["served"][SPEECH]["model"] == "whisper-tiny.en"
+    assert upgraded["steps"][-1] == f"gave the demo client the scope {OCR}, {SPEECH}"
     clients = await stack.get("/clients")
     assert isinstance(clients, list)
-    assert sorted(next(c["scopes"] for c in clients if c["name"] == "demo")) == [OCR, EMBEDDING, RERANKING]
+    assert sorted(next(c["scopes"] for c in clients if c["name"] == "demo")) == [
+        OCR,
+        EMBEDDING,
+        RERANKING,
+        SPEECH,
+    ]
     await stack.gateway.settled()
     head = await stack.events_head()
-    again = await asyncio.to_thread(run, (RERANKING, OCR))
+    again = await asyncio.to_thread(run, (RERANKING, OCR, SPEECH))
     assert again["served"] == upgraded["served"]
     assert again["key"] is None
     assert again["steps"] == []
