@@ -190,6 +190,15 @@ def _cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def models_verbs(subparsers: Any) -> Any:
+    """The `models` command's verbs, made on first use (`gateway/admin/models_cli.py` adds `import`)."""
+    parser = subparsers.choices.get("models")
+    if parser is None:
+        parser = subparsers.add_parser("models", help="model artifacts")
+        parser.set_defaults(models_verbs=parser.add_subparsers(dest="models_command", required=True))
+    return parser.get_default("models_verbs")
+
+
 def register(subparsers: Any) -> None:
     agent = subparsers.add_parser("agent", help="run this node's agent (outbound-only NATS client)")
     agent.add_argument("--node-id", default=None)
@@ -213,11 +222,10 @@ def register(subparsers: Any) -> None:
     )
     agent.set_defaults(handler=_cmd_agent)
 
-    models = subparsers.add_parser("models", help="model artifacts").add_subparsers(
-        dest="models_command", required=True
-    )
-    pull = models.add_parser("pull", help="fetch a model into the artifact root").add_subparsers(
-        dest="model", required=True
+    pull = (
+        models_verbs(subparsers)
+        .add_parser("pull", help="fetch a model into the artifact root")
+        .add_subparsers(dest="model", required=True)
     )
     for key, model in PULLABLE.items():
         command = pull.add_parser(key, help=model.summary)
