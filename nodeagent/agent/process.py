@@ -24,8 +24,7 @@ from nodeagent.agent.jobs import JobConsumer
 from nodeagent.agent.operations import AgentState, Operations
 from nodeagent.agent.registration import start_generation
 from nodeagent.agent.telemetry import TelemetryPublisher
-from nodeagent.runtimes.ctranslate2 import cuda_device_count
-from nodeagent.runtimes.gpu import tensorrt_installed
+from nodeagent.runtimes.gpu import ctranslate2_cuda_count, tensorrt_installed
 from nodeagent.settings import DEFAULT_CPU_THREADS
 from streams import subjects
 from streams.envelope import Actor, ActorKind
@@ -50,7 +49,7 @@ def node_runtimes(gpus: bool) -> tuple[str, ...]:
     """The runtimes this node's workers load models with (a probe's envelope names one of them)."""
     runtimes = ["tensorrt"] if gpus and tensorrt_installed() else []
     runtimes.append("onnxruntime-cpu")
-    if gpus and cuda_device_count() > 0:
+    if gpus and ctranslate2_cuda_count() > 0:
         runtimes.append("ctranslate2-cuda")
     return (*runtimes, "ctranslate2-cpu")
 

@@ -35,11 +35,6 @@ _OUTPUTS = (
 )
 
 
-def cuda_device_count() -> int:
-    module: Any = importlib.import_module("ctranslate2")
-    return int(module.get_cuda_device_count())
-
-
 def _device_used_bytes(device_index: int) -> int:
     """The device's used memory (NVML): what a load on it adds is what the probe measures."""
     pynvml: Any = importlib.import_module("pynvml")

@@ -135,14 +135,15 @@ def _whisper(
     """An encoder-decoder speech model in CTranslate2 format, on the node's GPU where CTranslate2
     sees one."""
     from nodeagent.adapters.whisper import WhisperConfig, WhisperTokens, WhisperTranscriptionAdapter
-    from nodeagent.runtimes.ctranslate2 import CTranslate2Whisper, cuda_device_count
+    from nodeagent.runtimes.ctranslate2 import CTranslate2Whisper
+    from nodeagent.runtimes.gpu import ctranslate2_cuda_count
     from nodeagent.worker.speech_server import TranscriptionServer
 
     config = WhisperConfig.from_dict(data)
     tokens = WhisperTokens(_verified_file(verified, config.tokenizer_file))
     for name in ("config.json", "vocabulary.txt"):  # what CTranslate2 reads beside model.bin
         _verified_file(verified, name)
-    on_gpu = gpu_index is not None and cuda_device_count() > gpu_index
+    on_gpu = gpu_index is not None and ctranslate2_cuda_count() > gpu_index
     runtime = CTranslate2Whisper("cuda", gpu_index or 0) if on_gpu else CTranslate2Whisper()
     server = TranscriptionServer(WhisperTranscriptionAdapter(tokens, config), runtime, max_batch)
     return _one_model(server, runtime, verified, config.model_file)
