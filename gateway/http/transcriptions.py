@@ -165,7 +165,9 @@ def parse_transcription(raw: Any, contract: CapabilityContract, route: Route) ->
             temperature=form.temperature,
         )
     )
-    return Prepared(payload, RequestShape(items=1, chars=len(audio_base64)), _render(form), form.model)
+    shape = RequestShape(items=1, chars=len(audio_base64))
+    # OpenAI answers a parameter the model cannot take (a `language` it does not know) with 400.
+    return Prepared(payload, shape, _render(form), form.model, model_refusal_status=400)
 
 
 def _render(form: TranscriptionForm) -> Any:
