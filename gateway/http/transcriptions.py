@@ -3,9 +3,9 @@
 
 The form: `file` (the recording: WAV, the one format the contract carries, recognised by its
 content, not its name), `model`, `language` (a deployment refuses one its model does not
-transcribe), `prompt` (the text Whisper continues from; a CTC model has no text context and
-ignores it), `response_format` (`json`, `text`, `verbose_json`, `srt`, `vtt`), `temperature`
-(0 to 1: Whisper samples above 0; a CTC model decodes greedily) and `timestamp_granularities[]`
+transcribe), `prompt` (the text Whisper continues from; a CTC model, with no text context, refuses
+one), `response_format` (`json`, `text`, `verbose_json`, `srt`, `vtt`), `temperature`
+(0 to 1: Whisper samples above 0; a CTC model decodes greedily and refuses more than 0) and `timestamp_granularities[]`
 (`segment`). Other fields are
 ignored, as the JSON dialects ignore theirs.
 """

@@ -101,6 +101,12 @@ class SpeechTranscriptionAdapter:
             raise invalid_input(
                 f"this deployment transcribes {self.config.language!r}, not {item.language!r}"
             )
+        if item.prompt:
+            raise invalid_input("this deployment's model (CTC) has no text context: leave `prompt` out")
+        if item.temperature:
+            raise invalid_input(
+                "this deployment's model (CTC) decodes greedily: send `temperature` 0 or none"
+            )
         audio = decode_wav(decode_base64(item.audio_base64, "audio"))
         if audio.duration_s > self.config.max_duration_s:
             raise invalid_input(
