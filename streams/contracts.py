@@ -68,10 +68,12 @@ class VisionEmbeddingOutput(msgspec.Struct, frozen=True):
     dimension: int
 
 
-class TranscriptionInput(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class TranscriptionInput(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     audio_base64: str
     format: Literal["wav"] = "wav"
     language: str | None = None
+    prompt: str | None = None  # text the decoder continues from (an encoder-decoder model's)
+    temperature: float | None = None  # 0 or none: greedy decoding; above: sampling
 
 
 class TranscriptSegment(msgspec.Struct, frozen=True):

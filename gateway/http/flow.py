@@ -51,6 +51,9 @@ class Prepared(msgspec.Struct, frozen=True):
     shape: RequestShape
     render: Render
     model: str = ""  # an experiment's route, where the dialect names one
+    # The status the dialect answers a model's INVALID_INPUT refusal with (OpenAI's audio API: 400),
+    # else the code's own (422).
+    model_refusal_status: int | None = None
 
 
 Route = Callable[[str], str]  # the model name a call naming `model` is served by (Catalog.resolve)
@@ -221,6 +224,7 @@ async def run_capability(
             edge.ctx.spawn(admission.close())
     except Exception as raised:
         error = raised if isinstance(raised, ServingError) else internal_error(raised, request_id)
+        error = _as_the_dialect_answers(error, prepared if serving else None)
         if principal is not None and (not serving or (admission is not None and admission.refused)):
             record_rejection(edge.ctx, capability, request_id, principal.client_id, error)
         edge.ctx.metrics.request_ended(
@@ -252,6 +256,14 @@ def _spanned(admission: Admission) -> Callable[[], Awaitable[None]]:
             await admission.settle()
 
     return settle
+
+
+def _as_the_dialect_answers(error: ServingError, prepared: Prepared | None) -> ServingError:
+    """A model's refusal of the input (INVALID_INPUT after dispatch) with the dialect's status."""
+    status = prepared.model_refusal_status if prepared is not None else None
+    if status is None or error.code != "INVALID_INPUT" or error.http_status != 422:
+        return error
+    return ServingError(error.code, error.message, error.param, http_status=status, details=error.details)
 
 
 def _timeout_s(request: Request, contract: CapabilityContract) -> float:

@@ -2,9 +2,11 @@
 `audio.transcriptions.create`, `curl -F file=@a.wav -F model=...`).
 
 The form: `file` (the recording: WAV, the one format the contract carries, recognised by its
-content, not its name), `model`, `language`, `prompt` (taken, unused: a CTC model has no text
-context), `response_format` (`json`, `text`, `verbose_json`, `srt`, `vtt`), `temperature`
-(checked, unused: decoding is greedy) and `timestamp_granularities[]` (`segment`). Other fields are
+content, not its name), `model`, `language` (a deployment refuses one its model does not
+transcribe), `prompt` (the text Whisper continues from; a CTC model, with no text context, refuses
+one), `response_format` (`json`, `text`, `verbose_json`, `srt`, `vtt`), `temperature`
+(0 to 1: Whisper samples above 0; a CTC model decodes greedily and refuses more than 0) and `timestamp_granularities[]`
+(`segment`). Other fields are
 ignored, as the JSON dialects ignore theirs.
 """
 
@@ -56,6 +58,7 @@ class TranscriptionForm(msgspec.Struct, frozen=True):
     audio: bytes
     model: str = ""
     language: str | None = None
+    prompt: str | None = None
     response_format: str = "json"
     temperature: float | None = None
 
@@ -113,6 +116,7 @@ def read_form(parts: list[FormPart]) -> TranscriptionForm:
         audio=audio,
         model=_one(fields, "model") or "",
         language=language,
+        prompt=_one(fields, "prompt"),
         response_format=response_format,
         temperature=_temperature(_one(fields, "temperature")),
     )
@@ -153,8 +157,17 @@ def parse_transcription(raw: Any, contract: CapabilityContract, route: Route) ->
     # (`route` unused: no check here depends on the deployment the call is served by)
     form = read_form(raw)
     audio_base64 = base64.b64encode(form.audio).decode("ascii")
-    payload = msgspec.json.encode(TranscriptionInput(audio_base64=audio_base64, language=form.language))
-    return Prepared(payload, RequestShape(items=1, chars=len(audio_base64)), _render(form), form.model)
+    payload = msgspec.json.encode(
+        TranscriptionInput(
+            audio_base64=audio_base64,
+            language=form.language,
+            prompt=form.prompt,
+            temperature=form.temperature,
+        )
+    )
+    shape = RequestShape(items=1, chars=len(audio_base64))
+    # OpenAI answers a parameter the model cannot take (a `language` it does not know) with 400.
+    return Prepared(payload, shape, _render(form), form.model, model_refusal_status=400)
 
 
 def _render(form: TranscriptionForm) -> Render:

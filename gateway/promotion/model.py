@@ -21,7 +21,9 @@ SERVING_PROTOCOLS = (
     "deployment.unload.v1",
 )
 # Runtimes that execute local files only (no hub downloads, no remote code): gate 12.
-OFFLINE_LOCAL_RUNTIMES = frozenset({"onnxruntime-cpu", "onnxruntime-gpu", "tensorrt"})
+OFFLINE_LOCAL_RUNTIMES = frozenset(
+    {"onnxruntime-cpu", "onnxruntime-gpu", "tensorrt", "ctranslate2-cpu", "ctranslate2-cuda"}
+)
 # Files a runtime never receives: their presence in a set is judged by the production gates.
 _NEVER_LOADED_SUFFIXES = (".py", ".pyc")
 

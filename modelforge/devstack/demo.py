@@ -98,11 +98,12 @@ def bootstrap(
     nats_url: str,
     echo: Callable[[str], None],
 ) -> None:
-    from modelforge.devstack.bootstrap import EMBEDDING, OCR, OCR_MODEL, bootstrap_demo
+    from modelforge.devstack.bootstrap import EMBEDDING, OCR, RERANKING, SPEECH, bootstrap_demo
 
     _wait_node_online(gateway_url, token, node_id)
     echo(
-        "demo        pulling all-MiniLM-L6-v2 and PP-OCRv4 and running them through the promotion pipeline ..."
+        "demo        pulling all-MiniLM-L6-v2 (embeddings, reranking), PP-OCRv4 and Whisper tiny.en and "
+        "running them through the promotion pipeline ..."
     )
     result = bootstrap_demo(gateway_url, token, home / "artifacts", node_id, residency="always_warm")
     for step in result.get("steps", []):
@@ -110,23 +111,36 @@ def bootstrap(
     key = result.get("key") or kept_demo_key(home, gateway_url) or demo_key(nats_url, result["client_id"])
     keep_demo_key(home, key)
     _say_deployment(echo, result, EMBEDDING, "all-MiniLM-L6-v2")
-    ocr = result.get("ocr")
-    if ocr:
-        _say_deployment(echo, ocr, OCR, OCR_MODEL)
-    else:
-        echo(f"ocr         not served: {result.get('ocr_unserved')}; `up` again once that is fixed")
+    served: dict[str, dict[str, str]] = result.get("served", {})
+    for capability, deployment in served.items():
+        _say_deployment(echo, deployment, capability, deployment["model"])
+    for capability, why in result.get("unserved", {}).items():
+        echo(f"{capability} not served: {why}; `up` again once that is fixed")
     echo(f"demo key    {key}   (kept in {home / DEMO_KEY_FILE}; `up` again prints the same one)")
     body = json.dumps({"model": "all-MiniLM-L6-v2", "input": ["hello world"]})
     echo("try it:")
     echo(f"  curl -s {gateway_url}/v1/embeddings -H 'Authorization: Bearer {key}' \\")
     echo(f"       -H 'content-type: application/json' -d '{body}'")
-    if ocr:
+    if RERANKING in served:
+        query = {
+            "model": served[RERANKING]["model"],
+            "query": "pets",
+            "documents": ["Stocks fell.", "My cat sleeps."],
+        }
+        echo("  # reranking (MiniLM as a bi-encoder: cosine of query and document embeddings)")
+        echo(f"  curl -s {gateway_url}/v1/rerank -H 'Authorization: Bearer {key}' \\")
+        echo(f"       -H 'content-type: application/json' -d '{json.dumps(query)}'")
+    if OCR in served:
         page = {"type": "image_url", "image_url": "data:image/png;base64,%s"}
-        document = json.dumps({"model": OCR_MODEL, "document": page})
+        document = json.dumps({"model": served[OCR]["model"], "document": page})
         echo("  # OCR: put your page's PNG path in place of page.png")
         echo(f"  printf '{document}' \"$(base64 -w0 page.png)\" | \\")
         echo(f"       curl -s {gateway_url}/v1/ocr -H 'Authorization: Bearer {key}' \\")
         echo("       -H 'content-type: application/json' -d @-")
+    if SPEECH in served:
+        echo("  # speech: put a WAV (PCM) recording's path in place of speech.wav")
+        echo(f"  curl -s {gateway_url}/v1/audio/transcriptions -H 'Authorization: Bearer {key}' \\")
+        echo(f"       -F model={served[SPEECH]['model']} -F file=@speech.wav -F response_format=verbose_json")
     echo(f"admin API   {gateway_url}/docs (token in {home / 'operator-token'})")
     echo(f"console     {gateway_url}/console (the same token)")
 

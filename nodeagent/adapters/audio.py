@@ -8,6 +8,7 @@ STFT, HTK mel filterbank, natural log of the power.
 from __future__ import annotations
 
 import io
+import math
 import struct
 import wave
 from dataclasses import dataclass
@@ -80,13 +81,18 @@ def resample(audio: Audio, rate: int) -> Audio:
     if audio.sample_rate == rate:
         return audio
     count = max(1, round(len(audio.samples) * rate / audio.sample_rate))
-    spectrum = np.fft.rfft(audio.samples.astype(np.float64))
-    bins = count // 2 + 1
+    # Zero-padded to a length whose FFT is fast (the ratio's unit times a power of two) and whose
+    # resampled length is whole: a prime-sized FFT of a long recording takes seconds.
+    unit = audio.sample_rate // math.gcd(audio.sample_rate, rate)
+    padded = unit << max(0, math.ceil(math.log2(max(1, len(audio.samples)) / unit)))
+    padded_count = padded * rate // audio.sample_rate
+    spectrum = np.fft.rfft(audio.samples.astype(np.float64), n=padded)
+    bins = padded_count // 2 + 1
     if bins <= spectrum.shape[0]:
         spectrum = spectrum[:bins]
     else:
         spectrum = np.concatenate((spectrum, np.zeros(bins - spectrum.shape[0], dtype=spectrum.dtype)))
-    samples = np.fft.irfft(spectrum, n=count) * (count / len(audio.samples))
+    samples = np.fft.irfft(spectrum, n=padded_count)[:count] * (padded_count / padded)
     return Audio(samples.astype(np.float32), rate)
 
 

@@ -1,4 +1,5 @@
-"""rag.reranking: a cross-encoder scores (query, document) pairs; documents come back ranked."""
+"""rag.reranking: a cross-encoder scores (query, document) pairs; documents come back ranked.
+(`biencoder_reranking.py` scores them with a sentence encoder instead.)"""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from streams import codes
 from streams.codes import ServingError
 
 SCORE_ACTIVATIONS = frozenset({"none", "sigmoid"})
+SCORINGS = frozenset({"cross_encoder", "biencoder"})
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class RerankingConfig:
     max_length: int = 512
     output_name: str | None = None
     score_activation: str = "none"  # "sigmoid" maps logits to 0..1
+    scoring: str = "cross_encoder"  # or "biencoder": cosine of query and document embeddings
+    pooling: str = "mean"  # the bi-encoder's token pooling ("mean" or "cls")
 
 
 def query_document_pairs(query: str, documents: Sequence[RerankDocument]) -> list[tuple[str, str]]:
@@ -75,10 +79,15 @@ class RerankingAdapter:
         return [float(score) for score in logits]
 
     def validate_output(self, batch: PreparedBatch, results: Sequence[float]) -> None:
-        if len(results) != batch.rows:
-            raise invalid_output(f"expected {batch.rows} scores, got {len(results)}")
-        if not all(math.isfinite(score) for score in results):
-            raise invalid_output("reranker returned non-finite scores")
+        check_scores(batch, results)
+
+
+def check_scores(batch: PreparedBatch, results: Sequence[float]) -> None:
+    """INVALID_OUTPUT unless there is one finite score per pair."""
+    if len(results) != batch.rows:
+        raise invalid_output(f"expected {batch.rows} scores, got {len(results)}")
+    if not all(math.isfinite(score) for score in results):
+        raise invalid_output("reranker returned non-finite scores")
 
 
 def rank_documents(

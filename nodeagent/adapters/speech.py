@@ -101,6 +101,12 @@ class SpeechTranscriptionAdapter:
             raise invalid_input(
                 f"this deployment transcribes {self.config.language!r}, not {item.language!r}"
             )
+        if item.prompt:
+            raise invalid_input("this deployment's model (CTC) has no text context: leave `prompt` out")
+        if item.temperature:
+            raise invalid_input(
+                "this deployment's model (CTC) decodes greedily: send `temperature` 0 or none"
+            )
         audio = decode_wav(decode_base64(item.audio_base64, "audio"))
         if audio.duration_s > self.config.max_duration_s:
             raise invalid_input(
@@ -178,10 +184,17 @@ class SpeechTranscriptionAdapter:
         return segments
 
     def validate_output(self, batch: PreparedBatch, results: Sequence[TranscriptionOutput]) -> None:
-        if len(results) != batch.rows:
-            raise invalid_output(f"expected {batch.rows} transcripts, got {len(results)}")
-        for result in results:
-            validate_transcription(result, max_duration_s=self.config.max_duration_s)
+        validate_transcripts(batch, results, self.config.max_duration_s)
+
+
+def validate_transcripts(
+    batch: PreparedBatch, results: Sequence[TranscriptionOutput], max_duration_s: float
+) -> None:
+    """One valid transcript per recording of the batch."""
+    if len(results) != batch.rows:
+        raise invalid_output(f"expected {batch.rows} transcripts, got {len(results)}")
+    for result in results:
+        validate_transcription(result, max_duration_s=max_duration_s)
 
 
 def validate_transcription(output: TranscriptionOutput, *, max_duration_s: float = MAX_DURATION_S) -> None:

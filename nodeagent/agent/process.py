@@ -25,7 +25,7 @@ from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.operations import AgentState, Operations
 from nodeagent.agent.registration import start_generation
 from nodeagent.agent.telemetry import TelemetryPublisher
-from nodeagent.runtimes.gpu import tensorrt_installed
+from nodeagent.runtimes.gpu import ctranslate2_cuda_count, tensorrt_installed
 from nodeagent.settings import DEFAULT_ARTIFACT_CACHE_BYTES, DEFAULT_CPU_THREADS
 from streams import subjects, tracing
 from streams.envelope import Actor, ActorKind
@@ -49,12 +49,21 @@ class AgentConfig:
     metrics_port: int = 0  # 0: no metrics endpoint
 
 
+def node_runtimes(gpus: bool) -> tuple[str, ...]:
+    """The runtimes this node's workers load models with (a probe's envelope names one of them)."""
+    runtimes = ["tensorrt"] if gpus and tensorrt_installed() else []
+    runtimes.append("onnxruntime-cpu")
+    if gpus and ctranslate2_cuda_count() > 0:
+        runtimes.append("ctranslate2-cuda")
+    return (*runtimes, "ctranslate2-cpu")
+
+
 async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
     node_id = subjects.token(config.node_id, "node id")
     artifact_root = config.artifact_root.resolve(strict=True)
     hardware = detect(node_id, config.cpu_memory_budget)
     gpus = any(a.is_gpu for a in hardware.accelerators)
-    runtimes = ("tensorrt", "onnxruntime-cpu") if gpus and tensorrt_installed() else ("onnxruntime-cpu",)
+    runtimes = node_runtimes(gpus)
     connection = await connect(config.nats_url, f"agent-{node_id}")
     actor = Actor(ActorKind.AGENT, node_id)
     metrics = AgentMetrics()

@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +117,30 @@ def _copy_if_changed(source: Path, destination: Path) -> None:
     temporary.replace(destination)  # never leave a half-copied model under its real name
 
 
-def pull_minilm(dest_dir: Path, *, install_missing: bool = True) -> Path:
-    """Write model.onnx, tokenizer.json and serving_config.json into `dest_dir`; return it."""
+def minilm_biencoder_rerank_config(sources: dict[str, Path]) -> dict[str, Any]:
+    """MiniLM serving `rag.reranking` as a bi-encoder: a document's score is the cosine of its
+    embedding and the query's (no cross-encoder with weights is on the registries we reach)."""
+    embedding = minilm_serving_config(sources)
+    return {
+        "capability": "rag.reranking",
+        "scoring": "biencoder",
+        "model_id": MODEL_ID,
+        **{
+            key: embedding[key]
+            for key in ("onnx_file", "tokenizer_file", "output_name", "max_length", "pooling")
+        },
+        "sources": embedding["sources"],
+    }
+
+
+def pull_minilm(
+    dest_dir: Path,
+    *,
+    install_missing: bool = True,
+    serving_config: Callable[[dict[str, Path]], dict[str, Any]] = minilm_serving_config,
+) -> Path:
+    """Write model.onnx, tokenizer.json and serving_config.json (by default the embedding one) into
+    `dest_dir`; return it."""
     sources = locate_minilm_sources(install_missing=install_missing)
     expected_sha256 = _published_onnx_sha256()
     actual_sha256, _ = sha256_of_file(sources["onnx"])
@@ -128,7 +151,7 @@ def pull_minilm(dest_dir: Path, *, install_missing: bool = True) -> Path:
     dest_dir.mkdir(parents=True, exist_ok=True)
     _copy_if_changed(sources["onnx"], dest_dir / ONNX_FILE)
     _copy_if_changed(sources["tokenizer"], dest_dir / TOKENIZER_FILE)
-    config_text = json.dumps(minilm_serving_config(sources), indent=2, sort_keys=True) + "\n"
+    config_text = json.dumps(serving_config(sources), indent=2, sort_keys=True) + "\n"
     config_path = dest_dir / SERVING_CONFIG_FILE
     if not config_path.is_file() or config_path.read_text(encoding="utf-8") != config_text:
         config_path.write_text(config_text, encoding="utf-8")

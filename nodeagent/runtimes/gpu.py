@@ -62,6 +62,15 @@ def nvml_gpu_count() -> int:
         pynvml.nvmlShutdown()
 
 
+def ctranslate2_cuda_count() -> int:
+    """GPUs CTranslate2 can run on (0 where it is not installed or built without CUDA)."""
+    try:
+        module: Any = importlib.import_module("ctranslate2")
+    except ImportError:
+        return 0
+    return int(module.get_cuda_device_count())
+
+
 def compute_capability(cudart: ModuleType, device_index: int) -> tuple[int, int]:
     attrs = cudart.cudaDeviceAttr
     major = cuda_check(cudart.cudaDeviceGetAttribute(attrs.cudaDevAttrComputeCapabilityMajor, device_index))

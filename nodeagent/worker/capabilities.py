@@ -26,7 +26,6 @@ from nodeagent.adapters.embedding import (
 )
 from nodeagent.adapters.reranking import (
     RerankDocument,
-    RerankingAdapter,
     expected_ranking_length,
     rank_documents,
     validate_ranking,
@@ -228,7 +227,9 @@ class EmbeddingServer:
 class RerankServer:
     capability = contracts.RERANKING.capability
 
-    def __init__(self, adapter: RerankingAdapter, runtime: Runtime, max_batch_size: int) -> None:
+    def __init__(
+        self, adapter: CapabilityAdapter[tuple[str, str], float], runtime: Runtime, max_batch_size: int
+    ) -> None:
         self.adapter, self.runtime = adapter, runtime
         self.batcher: DynamicBatcher[tuple[str, str], Timed[float]] = DynamicBatcher(
             timed_runner(adapter, runtime), max_batch_size=max_batch_size, max_wait_s=BATCH_WAIT_S

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from artifacts import VerifiedArtifactSet
+from nodeagent.adapters.base import CapabilityAdapter
+from nodeagent.adapters.biencoder_reranking import BiEncoderRerankingAdapter
 from nodeagent.adapters.embedding import EmbeddingAdapter, EmbeddingConfig
-from nodeagent.adapters.reranking import RerankingAdapter, RerankingConfig
+from nodeagent.adapters.reranking import SCORINGS, RerankingAdapter, RerankingConfig
 from nodeagent.runtimes.base import MemoryStats, Runtime, RuntimeOptions
 from nodeagent.runtimes.gpu import tensorrt_installed
 from nodeagent.runtimes.select import RuntimeKind, create_runtime
@@ -62,7 +64,11 @@ class Servable:
 
 
 def _servable(
-    capability: str, verified: VerifiedArtifactSet, new_runtime: Callable[[], Runtime], max_batch: int
+    capability: str,
+    verified: VerifiedArtifactSet,
+    new_runtime: Callable[[], Runtime],
+    max_batch: int,
+    gpu_index: int | None = None,
 ) -> Servable:
     data = _serving_config(verified)
     declared = str(data.get("capability", ""))
@@ -78,7 +84,7 @@ def _servable(
         r_config = RerankingConfig(**_known(RerankingConfig, data))
         tokenizer = _verified_file(verified, str(data.get("tokenizer_file", "tokenizer.json")))
         runtime = new_runtime()
-        server = RerankServer(RerankingAdapter(tokenizer, r_config), runtime, max_batch)
+        server = RerankServer(reranking_adapter(tokenizer, r_config), runtime, max_batch)
         return _one_model(server, runtime, verified, str(data.get("onnx_file", "model.onnx")))
     # The rarer capabilities import their adapters (imaging, audio) only when loaded: a worker
     # starts on the cold load's path, and MiniLM's needs none of them.
@@ -108,6 +114,8 @@ def _servable(
         runtime = new_runtime()
         vision = VisionEmbeddingServer(VisionEmbeddingAdapter(v_config), runtime, max_batch)
         return _one_model(vision, runtime, verified, v_config.onnx_file)
+    if name == "speech.transcription" and data.get("architecture") == "whisper":
+        return _whisper(verified, data, max_batch, gpu_index)
     if name == "speech.transcription":
         from nodeagent.adapters.speech import SpeechConfig, SpeechTranscriptionAdapter
         from nodeagent.adapters.speech import load_vocabulary as load_speech_vocabulary
@@ -119,6 +127,38 @@ def _servable(
         speech = TranscriptionServer(SpeechTranscriptionAdapter(vocabulary, s_config), runtime, max_batch)
         return _one_model(speech, runtime, verified, s_config.onnx_file)
     raise ServingError(codes.CAPABILITY_UNAVAILABLE.code, f"this agent cannot serve {capability}")
+
+
+def _whisper(
+    verified: VerifiedArtifactSet, data: dict[str, Any], max_batch: int, gpu_index: int | None
+) -> Servable:
+    """An encoder-decoder speech model in CTranslate2 format, on the node's GPU where CTranslate2
+    sees one."""
+    from nodeagent.adapters.whisper import WhisperConfig, WhisperTokens, WhisperTranscriptionAdapter
+    from nodeagent.runtimes.ctranslate2 import CTranslate2Whisper
+    from nodeagent.runtimes.gpu import ctranslate2_cuda_count
+    from nodeagent.worker.speech_server import TranscriptionServer
+
+    config = WhisperConfig.from_dict(data)
+    tokens = WhisperTokens(_verified_file(verified, config.tokenizer_file))
+    for name in ("config.json", "vocabulary.txt"):  # what CTranslate2 reads beside model.bin
+        _verified_file(verified, name)
+    on_gpu = gpu_index is not None and ctranslate2_cuda_count() > gpu_index
+    runtime = CTranslate2Whisper("cuda", gpu_index or 0) if on_gpu else CTranslate2Whisper()
+    server = TranscriptionServer(WhisperTranscriptionAdapter(tokens, config), runtime, max_batch)
+    return _one_model(server, runtime, verified, config.model_file)
+
+
+def reranking_adapter(tokenizer: Path, config: RerankingConfig) -> CapabilityAdapter[tuple[str, str], float]:
+    """The cross-encoder adapter, or the bi-encoder one where the set says `"scoring": "biencoder"`."""
+    if config.scoring not in SCORINGS:
+        raise ServingError(
+            codes.ARTIFACT_INCOMPLETE.code,
+            f"scoring must be one of {sorted(SCORINGS)}, not {config.scoring!r}",
+        )
+    if config.scoring == "biencoder":
+        return BiEncoderRerankingAdapter(tokenizer, config)
+    return RerankingAdapter(tokenizer, config)
 
 
 def _one_model(
@@ -149,7 +189,7 @@ def load_blocking(
     verified: VerifiedArtifactSet, capability: str, gpu_index: int | None, max_batch: int, cpu_threads: int
 ) -> Warm:
     """Load and warm up. Raises ServingError with a stable code on any refusal."""
-    servable = _servable(capability, verified, lambda: runtime_for(gpu_index), max_batch)
+    servable = _servable(capability, verified, lambda: runtime_for(gpu_index), max_batch, gpu_index)
     server, runtime = servable.server, servable.runtime
     try:
         runtime.load(servable.model_path, RuntimeOptions(intra_op_threads=cpu_threads, max_batch=max_batch))

@@ -1,4 +1,4 @@
-"""speech.transcription@1 on the agent: one recording a row through the dynamic batcher, each
+"""speech.transcription@1 on the agent (a CTC model or Whisper): one recording a row through the dynamic batcher, each
 transcript checked against the contract with its batch; warmed up and health-checked on half a
 second of silence. Content is never logged."""
 
@@ -8,8 +8,7 @@ import base64
 import time
 
 from nodeagent.adapters.audio import silent_wav
-from nodeagent.adapters.base import run_rows
-from nodeagent.adapters.speech import SpeechTranscriptionAdapter
+from nodeagent.adapters.base import CapabilityAdapter, run_rows
 from nodeagent.runtimes.base import Runtime
 from nodeagent.worker.batching import DynamicBatcher
 from nodeagent.worker.capabilities import (
@@ -31,7 +30,12 @@ _TEST_RECORDING = contracts.TranscriptionInput(
 class TranscriptionServer:
     capability = contracts.TRANSCRIPTION.capability
 
-    def __init__(self, adapter: SpeechTranscriptionAdapter, runtime: Runtime, max_batch_size: int) -> None:
+    def __init__(
+        self,
+        adapter: CapabilityAdapter[contracts.TranscriptionInput, contracts.TranscriptionOutput],
+        runtime: Runtime,
+        max_batch_size: int,
+    ) -> None:
         self.adapter, self.runtime = adapter, runtime
         self.batcher: DynamicBatcher[contracts.TranscriptionInput, Timed[contracts.TranscriptionOutput]] = (
             DynamicBatcher(

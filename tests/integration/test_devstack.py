@@ -59,6 +59,7 @@ def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Pa
         assert "imported" not in second.stdout  # nothing new: the same deployments and demo client
         assert "promoted" not in second.stdout
         assert "(document.ocr@1, pp-ocrv4)" in second.stdout
+        assert "(rag.reranking@1, minilm-biencoder-rerank)" in second.stdout
         again = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
         assert (again.nats, again.postgres) == (state.nats, state.postgres)
     finally:
@@ -111,7 +112,9 @@ def _ocr_with_the_printed_command(stdout: str, page: Path) -> None:
     printed = [
         n for n, line in enumerate(lines) if line.startswith("  printf ") and "/v1/ocr" in lines[n + 1]
     ]
-    assert printed, "no OCR example: " + " / ".join(line for line in lines if line.startswith("ocr "))
+    assert printed, "no OCR example: " + " / ".join(
+        line for line in lines if line.startswith("document.ocr@1 ")
+    )
     start = printed[0]
     command = "\n".join(lines[start : start + 3]).replace("page.png", str(page))
     image, _ = text_page(["Invoice number 4821"])

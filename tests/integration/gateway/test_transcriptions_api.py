@@ -70,6 +70,13 @@ async def test_the_openai_client_gets_the_text_the_recording_spells(speech_stack
     assert transcript.text == "hello world"
 
 
+async def test_a_prompt_the_ctc_model_cannot_take_is_refused_with_a_400(speech_stack: ModelStack) -> None:
+    with pytest.raises(openai.BadRequestError, match="leave `prompt` out"):
+        await _client(speech_stack).audio.transcriptions.create(
+            model=MODEL, file=("hello.wav", HELLO, "audio/wav"), prompt="greetings"
+        )
+
+
 async def test_the_text_equals_the_native_routes_for_the_same_recording(speech_stack: ModelStack) -> None:
     async with httpx.AsyncClient(timeout=60) as http:
         native = await http.post(

@@ -29,7 +29,12 @@ def test_the_flag_wins_over_the_variable(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 @pytest.mark.parametrize(
     ("model", "folder", "capability"),
-    [("minilm", "all-MiniLM-L6-v2", "rag.embedding@1"), ("ppocr", "pp-ocrv4", "document.ocr@1")],
+    [
+        ("minilm", "all-MiniLM-L6-v2", "rag.embedding@1"),
+        ("minilm-rerank", "minilm-biencoder-rerank", "rag.reranking@1"),
+        ("ppocr", "pp-ocrv4", "document.ocr@1"),
+        ("whisper-tiny-en", "whisper-tiny-en", "speech.transcription@1"),
+    ],
 )
 def test_models_pull_writes_a_servable_folder_under_the_artifact_root(
     model: str, folder: str, capability: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

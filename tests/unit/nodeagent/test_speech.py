@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -20,8 +21,8 @@ from streams.contracts import TranscriptionInput, TranscriptionOutput, Transcrip
 from tests.support.speech import GAP_S, PAUSE_S, TONE_S, VOCABULARY, speak, wav, write_speech_model
 
 
-def _request(data: bytes, language: str | None = None) -> TranscriptionInput:
-    return TranscriptionInput(audio_base64=base64.b64encode(data).decode("ascii"), language=language)
+def _request(data: bytes, **fields: Any) -> TranscriptionInput:
+    return TranscriptionInput(audio_base64=base64.b64encode(data).decode("ascii"), **fields)
 
 
 def _runtime(model_dir: Path) -> OnnxRuntimeCpu:
@@ -123,6 +124,18 @@ def test_undecodable_audio_is_invalid_input(adapter: SpeechTranscriptionAdapter,
 def test_a_language_the_model_does_not_know_is_invalid_input(adapter: SpeechTranscriptionAdapter) -> None:
     with pytest.raises(ServingError) as raised:
         adapter.preprocess([_request(wav(speak(["hi"])), language="fr")])
+    assert raised.value.code == "INVALID_INPUT"
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [({"prompt": "context"}, "leave `prompt` out"), ({"temperature": 0.4}, "decodes greedily")],
+)
+def test_a_prompt_or_sampling_a_ctc_model_cannot_honour_is_refused_saying_so(
+    adapter: SpeechTranscriptionAdapter, fields: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ServingError, match=message) as raised:
+        adapter.preprocess([_request(wav(speak(["hi"])), **fields)])
     assert raised.value.code == "INVALID_INPUT"
 
 
