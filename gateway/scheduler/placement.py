@@ -189,7 +189,8 @@ def _place_replica(
     """A further copy: a cold load on an accelerator holding none, on a node holding none if one
     can take it (as is or by evicting), else beside another copy."""
     deployment = envelope.deployment_id
-    ask = _Ask(envelope, request, policy, now, fingerprint, required_bytes(envelope, False, policy), True)
+    load = required_bytes(envelope, False, policy)  # a copy alone: no request leases beside it
+    ask = _Ask(envelope, request, policy, now, fingerprint, load, True, load)
     if envelope.outgrown:
         return _decision(ask, Verdict.REJECT_STATE_STALE, (R.SCHEDULER_STATE_STALE,))
     free = [item for item in eligible if not holds_copy(item, deployment)]

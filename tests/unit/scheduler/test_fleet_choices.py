@@ -43,6 +43,15 @@ def test_a_further_copy_goes_to_another_node_even_when_packing() -> None:
     assert (decision.verdict, decision.accelerator_id) == (Verdict.ADMIT, "gpu-2")
 
 
+def test_a_further_copy_reserves_its_whole_load_and_no_request_floor() -> None:
+    # The load job carries `load_bytes`: were it 0, the measured load would mark the envelope
+    # outgrown and every cold load after it SCHEDULER_STATE_STALE.
+    envelope = model()
+    decision = plan_placement((gpu("gpu-0"),), envelope, ask(new_replica=True), POLICY, NOW)
+    assert decision.verdict is Verdict.ADMIT
+    assert decision.load_bytes == decision.required_bytes >= envelope.required_bytes > 0
+
+
 def test_an_envelope_is_not_reused_on_another_accelerator_model() -> None:
     fleet = (gpu("gpu-0", hardware_model="gpu:L4", runtimes=("tensorrt",)),)
     decision = plan_placement(fleet, model(hardware_class=H100), ask(), POLICY, NOW)
