@@ -155,6 +155,9 @@ async def connect(
     try:
         async with asyncio.timeout(first_connect_s):
             await opening
+    except asyncio.CancelledError:
+        await client.close()  # a caller that stops waiting leaves no reconnect loop behind
+        raise
     except TimeoutError:
         await client.close()
         raise NatsUnreachable(
