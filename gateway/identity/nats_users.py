@@ -16,7 +16,16 @@ import msgspec
 
 from streams import subjects
 from streams.events.base import Event
-from streams.events.control import NodeRegistered, WorkerStarted
+from streams.events.control import (
+    ArtifactSetFetchProgressed,
+    ArtifactSetRegistered,
+    ArtifactSetVerificationFailed,
+    ArtifactSetVerified,
+    NodeRegistered,
+    ProbeCompleted,
+    ProbeFailed,
+    WorkerStarted,
+)
 from streams.events.identity import NodeCredentialsIssued, NodeCredentialsRevoked
 
 BEGIN = "# BEGIN node users"
@@ -26,9 +35,21 @@ _PUBLIC_KEY = re.compile(r"^U[A-Z2-7]{55}$")
 # The node aggregate's events an agent appends (nodeagent/agent/registration.py); the rest of the
 # node's history (cordons, losses, its credentials) is the gateway's and the operator's.
 AGENT_NODE_EVENTS = (NodeRegistered.event_type(), WorkerStarted.event_type())
-# Aggregates an agent appends to that are not the node's own (jobs name them); the gateway checks
-# what they claim (gateway/state/senders.py covers node and accelerator events).
-SHARED_AGGREGATES = (subjects.Aggregate.ARTIFACT_SET, subjects.Aggregate.CANDIDATE)
+# Events an agent appends to aggregates that are not its node's own: a verify or probe job's
+# outcome, a fetch's progress, and `models pull --register` run in the agent's container. By event
+# type, not by aggregate: a node must never approve, promote, quarantine or revoke anything.
+SHARED_EVENTS = (
+    *(
+        (subjects.Aggregate.ARTIFACT_SET, event.event_type())
+        for event in (
+            ArtifactSetRegistered,
+            ArtifactSetVerified,
+            ArtifactSetVerificationFailed,
+            ArtifactSetFetchProgressed,
+        )
+    ),
+    *((subjects.Aggregate.CANDIDATE, event.event_type()) for event in (ProbeCompleted, ProbeFailed)),
+)
 
 
 class NodeIdentity(msgspec.Struct, frozen=True):
@@ -67,7 +88,7 @@ def node_permissions(identity: NodeIdentity) -> dict[str, list[str]]:
     publish = [
         *(subjects.event_subject(subjects.Aggregate.NODE, node, event) for event in AGENT_NODE_EVENTS),
         *(subjects.aggregate_filter(subjects.Aggregate.ACCELERATOR, a) for a in accelerators),
-        *(f"{subjects.EVENTS_PREFIX}.{aggregate.value}.>" for aggregate in SHARED_AGGREGATES),
+        *(f"{subjects.EVENTS_PREFIX}.{aggregate.value}.*.{event}" for aggregate, event in SHARED_EVENTS),
         *(subjects.telemetry_subject(node, a) for a in accelerators),
         f"$JS.API.DIRECT.GET.{subjects.EVENTS_STREAM}",
         f"$JS.API.STREAM.MSG.GET.{subjects.EVENTS_STREAM}",

@@ -65,6 +65,11 @@ OTHER_NODES_ACTS = [
     subjects.event_subject(subjects.Aggregate.NODE, NODE, "NodeCredentialsIssued"),
     subjects.event_subject(subjects.Aggregate.NODE, NODE, "NodeLost"),
     subjects.event_subject(subjects.Aggregate.NODE, NODE, "NodeEnabled"),
+    # On the shared aggregates, only a job's outcome, a fetch's progress and a registration.
+    subjects.event_subject(subjects.Aggregate.CANDIDATE, "cand", "CandidateLabReady"),
+    subjects.event_subject(subjects.Aggregate.CANDIDATE, "cand", "CandidateRegistered"),
+    subjects.event_subject(subjects.Aggregate.CANDIDATE, "cand", "ProbeRequested"),
+    subjects.event_subject(subjects.Aggregate.ARTIFACT_SET, "set", "ArtifactSetQuarantined"),
 ]
 OTHER_NODES_READS = [
     subjects.invoke_subject(OTHER, "dep"),
@@ -92,7 +97,7 @@ FORBIDDEN: list[tuple[str, str, bytes]] = [
     *((role, TELEMETRY_CONSUMER, b"") for role in (NODE, "projector", "audit")),
     *(("projector", subject, b"") for subject in GATEWAY_CONSUMERS),
     *((role, subject, b"{}") for role in READERS for subject in WRITES),
-    (NODE, EVENT, b"{}"),  # an agent appends only node, accelerator, artifact-set, candidate events
+    (NODE, EVENT, b"{}"),  # an agent appends only its node's, its accelerators' and its jobs' events
     (NODE, subjects.job_subject("node-1", "dep", "load"), b"{}"),
     (NODE, subjects.invoke_subject(OTHER, "dep"), b"{}"),
     (NODE, subjects.rate_window_subject("client", 1), b"{}"),

@@ -100,8 +100,12 @@ def test_a_node_creates_only_its_own_job_consumer_filtered_to_its_own_jobs() -> 
 SHARED = {
     "$JS.API.DIRECT.GET.MF_EVENTS",
     "$JS.API.STREAM.MSG.GET.MF_EVENTS",
-    "mf.evt.artifactset.>",
-    "mf.evt.candidate.>",
+    "mf.evt.artifactset.*.ArtifactSetRegistered",
+    "mf.evt.artifactset.*.ArtifactSetVerified",
+    "mf.evt.artifactset.*.ArtifactSetVerificationFailed",
+    "mf.evt.artifactset.*.ArtifactSetFetchProgressed",
+    "mf.evt.candidate.*.ProbeCompleted",
+    "mf.evt.candidate.*.ProbeFailed",
     # the artifact bucket, which every node reads alike (an ordered consumer of its own each time)
     "$JS.API.STREAM.INFO.OBJ_MF_ARTIFACTS",
     "$JS.API.STREAM.MSG.GET.OBJ_MF_ARTIFACTS",
