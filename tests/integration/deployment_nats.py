@@ -1,15 +1,19 @@
 """A nats-server running deploy/nats/nats.conf itself, and a URL per role, for the deployment tests.
 
 Only what ties the file to the compose network is left out (the cluster block, whose routes name
-the other containers, the monitoring port, the tls block with the container's certificates, and
-the jetstream block with the container's store folder); the port and JetStream's store come from the
-command line, the passwords and server name from the environment, as in compose.yaml. The accounts,
-users and permissions are the file's own, with the node users rendered for NODES (each with a seed
-file of its own) as `modelforge nodes credentials` renders them.
+the other containers, the monitoring port, and the jetstream block with the container's store
+folder); the port and JetStream's store come from the command line, the passwords and server name
+from the environment, as in compose.yaml. Its client `tls` block stays, naming certificates
+`modelforge certs` made for the test where compose mounts them (/etc/nats-certs), so every role
+connects over TLS with a client certificate, as in production: the server process's environment
+carries the TLS variables (eventstore/tls.py) while it runs. The accounts, users and permissions
+are the file's own, with the node users rendered for NODES (each with a seed file of its own) as
+`modelforge nodes credentials` renders them.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -19,10 +23,14 @@ from pathlib import Path
 from eventstore.connection import Connection, connect, public_key_of
 from gateway.identity.nats_users import NodeIdentity, with_node_users
 from gateway.identity.registry import new_seed, write_private
+from modelforge.certs_cli import client_settings, make_certificates
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.processes import stop_pid
+from modelforge.pki import default_identities
 
 CONFIG = Path(__file__).resolve().parents[2] / "deploy/nats/nats.conf"
+COMPOSE_CERTS = "/etc/nats-certs"  # where compose.yaml mounts a server's certificate folder
+SERVER_IDENTITY = "nats-1"
 ROLES = ("provisioner", "gateway", "projector", "audit", "sys")
 PASSWORDS = {role: f"{role}-secret" for role in ROLES}
 NODES = ("node-a", "node-b")
@@ -40,11 +48,33 @@ def _without_block(text: str, name: str) -> str:
     raise AssertionError(f"{CONFIG}: the {name} block is not closed")
 
 
-def single_server_config() -> str:
-    # Its client TLS block names the container's certificate folder: tests/integration/
-    # test_nats_tls.py speaks TLS to a server with the block our configs render.
-    text = _without_block(_without_block(_without_block(CONFIG.read_text(), "cluster"), "jetstream"), "tls")
+def single_server_config(certs: Path) -> str:
+    text = _without_block(_without_block(CONFIG.read_text(), "cluster"), "jetstream")
+    text = text.replace(f"{COMPOSE_CERTS}/", f"{certs / SERVER_IDENTITY}/")
     return re.sub(r"^http:.*$", "", text, flags=re.MULTILINE)
+
+
+def certificates(scratch: Path) -> Path:
+    folder = scratch / "deployment-certs"
+    if not (folder / SERVER_IDENTITY).exists():
+        make_certificates(folder, default_identities())
+    return folder
+
+
+@contextmanager
+def tls_settings(certs: Path) -> Iterator[None]:
+    """The TLS variables of a gateway's process while the server runs (restored after)."""
+    settings = client_settings(certs, "gateway")
+    before = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def seed_file(server: NatsServer, node: str) -> Path:
@@ -65,14 +95,16 @@ def deployment_server(scratch: Path) -> Iterator[NatsServer]:
         seed = new_seed()
         write_private(state / "seeds" / f"{node}.nk", seed)
         identities[node] = NodeIdentity(node, public_key_of(seed))
+    certs = certificates(scratch)
     server = start_nats(
         state,
         detach=False,
-        config_text=with_node_users(single_server_config(), identities),
+        config_text=with_node_users(single_server_config(certs), identities),
         env={**env, "SERVER_NAME": "nats-permissions"},
     )
     try:
-        yield server
+        with tls_settings(certs):
+            yield server
     finally:
         stop_pid(server.pid)
 

@@ -6,10 +6,12 @@ flush that follows), leaving every stream as it was."""
 from __future__ import annotations
 
 import json
+import ssl
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import nats
 import pytest
 from nats.aio.client import Client
 
@@ -17,6 +19,7 @@ from eventstore.connection import Connection, OrderedFlushClient, connect, inbox
 from eventstore.errors import StreamsNotProvisioned
 from eventstore.provision import provision
 from eventstore.store import EventStore
+from eventstore.tls import nats_tls
 from modelforge.devstack.nats_server import NatsServer
 from projections.scenario import control_plane, traffic
 from streams import configs, subjects
@@ -140,9 +143,12 @@ async def roles(deployment_nats: NatsServer, gateway: Connection) -> AsyncIterat
                 nkeys_seed=seed,
                 inbox_prefix=inbox_prefix(seed),
                 error_cb=refusals.on_error,
+                tls=nats_tls(),
             )
         else:
-            await refusals.client.connect(url(deployment_nats, role), error_cb=refusals.on_error)
+            await refusals.client.connect(
+                url(deployment_nats, role), error_cb=refusals.on_error, tls=nats_tls()
+            )
     yield connected
     for refusals in connected.values():
         await refusals.client.close()
@@ -193,3 +199,11 @@ async def test_a_gateway_that_may_not_make_the_streams_names_the_missing_ones(sc
             await conn.close()
     assert refused.value.problems == [f"{name} is missing" for name in STREAMS[:5]]
     assert "run `modelforge provision`" in str(refused.value)
+
+
+async def test_a_role_whose_client_does_not_trust_the_deployments_ca_is_refused(
+    deployment_nats: NatsServer,
+) -> None:
+    # The file's tls block is kept (verify on): a role's password alone does not get a client in.
+    with pytest.raises(ssl.SSLCertVerificationError):
+        await nats.connect(url(deployment_nats, "gateway"), allow_reconnect=False, connect_timeout=5)

@@ -19,13 +19,21 @@ from nats.errors import Error as NatsError
 from eventstore.connection import NKEY_SEED_ENV, Connection, connect, inbox_prefix, public_key_of
 from eventstore.provision import provision
 from eventstore.store import EventStore
+from eventstore.tls import nats_tls
 from gateway.identity.registry import recorded_identities
 from modelforge.devstack.nats_server import NatsServer
 from modelforge.devstack.processes import stop_pid
 from streams import subjects
 from streams.events.identity import NodeCredentialsIssued, NodeCredentialsRevoked
 from streams.subjects import Aggregate
-from tests.integration.deployment_nats import config_file, deployment_server, restarted, url
+from tests.integration.deployment_nats import (
+    certificates,
+    config_file,
+    deployment_server,
+    restarted,
+    tls_settings,
+    url,
+)
 from tests.support.agents import AgentProcess
 
 WAIT_S = 30.0  # a bound on waits that end at once when the server does its part
@@ -63,11 +71,12 @@ def fleet(scratch: Path) -> Iterator[tuple[NatsServer, Path]]:
         for node in FLEET:
             nodes_cli(first, seeds, "credentials", node)
         server = restarted(first)
-    asyncio.run(provisioned(server))  # (the streams kept in memory are gone with the first run)
-    try:
-        yield server, seeds
-    finally:
-        stop_pid(server.pid)
+    with tls_settings(certificates(scratch)):
+        asyncio.run(provisioned(server))  # (the streams kept in memory are gone with the first run)
+        try:
+            yield server, seeds
+        finally:
+            stop_pid(server.pid)
 
 
 @pytest.fixture
@@ -91,6 +100,7 @@ async def signed_in(server: NatsServer, seed: Path, closed: asyncio.Event | None
         inbox_prefix=inbox_prefix(str(seed)),
         allow_reconnect=False,
         closed_cb=on_closed,
+        tls=nats_tls(),
     )
     return client
 
