@@ -79,3 +79,72 @@ def write_tiny_vision_model(folder: Path) -> None:
     write_tiny_image_encoder(folder / "model.onnx")
     config = {"capability": "vision.embedding", "dimension": DIMENSION, "image_size": SIZE}
     (folder / "serving_config.json").write_text(json.dumps(config), encoding="utf-8")
+
+
+CLIP_SIZE, CLIP_PATCH, CLIP_WIDTH, CLIP_DIMENSION = 224, 32, 64, 512
+
+
+def write_clip_shaped_model(folder: Path) -> Path:
+    """A `vision.embedding@1` folder shaped as a CLIP image tower exported to ONNX (Hugging Face's
+    CLIPVisionModelWithProjection): `pixel_values` [batch, 3, 224, 224] in, patch embedding by a
+    32x32/32 convolution, 49 patch tokens, `last_hidden_state` [batch, 49, 64] and the projected
+    `image_embeds` [batch, 512] out. The weights are random; the shapes, names and the choice of
+    output a serving config must make are a real export's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(11)
+    patches = rng.normal(0, 0.05, (CLIP_WIDTH, 3, CLIP_PATCH, CLIP_PATCH)).astype(np.float32)
+    projection = rng.normal(0, 0.2, (CLIP_WIDTH, CLIP_DIMENSION)).astype(np.float32)
+    tokens = (CLIP_SIZE // CLIP_PATCH) ** 2
+    nodes = [
+        helper.make_node(
+            "Conv",
+            ["pixel_values", "patch_embedding"],
+            ["patch_grid"],
+            kernel_shape=[32, 32],
+            strides=[32, 32],
+        ),
+        helper.make_node("Reshape", ["patch_grid", "token_shape"], ["width_tokens"]),
+        helper.make_node("Transpose", ["width_tokens"], ["tokens"], perm=[0, 2, 1]),
+        helper.make_node(
+            "LayerNormalization", ["tokens", "ln_scale", "ln_bias"], ["last_hidden_state"], axis=-1
+        ),
+        helper.make_node("ReduceMean", ["last_hidden_state", "token_axis"], ["pooled"], keepdims=0),
+        helper.make_node("MatMul", ["pooled", "visual_projection"], ["image_embeds"]),
+    ]
+    initializers = [
+        numpy_helper.from_array(patches, "patch_embedding"),
+        numpy_helper.from_array(np.array([0, CLIP_WIDTH, -1], dtype=np.int64), "token_shape"),
+        numpy_helper.from_array(np.ones(CLIP_WIDTH, dtype=np.float32), "ln_scale"),
+        numpy_helper.from_array(np.zeros(CLIP_WIDTH, dtype=np.float32), "ln_bias"),
+        numpy_helper.from_array(np.array([1], dtype=np.int64), "token_axis"),
+        numpy_helper.from_array(projection, "visual_projection"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "clip_shaped_image_tower",
+        [
+            helper.make_tensor_value_info(
+                "pixel_values", TensorProto.FLOAT, ["batch", 3, CLIP_SIZE, CLIP_SIZE]
+            )
+        ],
+        [
+            helper.make_tensor_value_info(
+                "last_hidden_state", TensorProto.FLOAT, ["batch", tokens, CLIP_WIDTH]
+            ),
+            helper.make_tensor_value_info("image_embeds", TensorProto.FLOAT, ["batch", CLIP_DIMENSION]),
+        ],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(folder / "model.onnx"))
+    config = {
+        "capability": "vision.embedding",
+        "dimension": CLIP_DIMENSION,
+        "image_size": CLIP_SIZE,
+        "input_name": "pixel_values",
+        "output_name": "image_embeds",
+    }
+    (folder / "serving_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
