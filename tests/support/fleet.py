@@ -11,28 +11,23 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime
 from pathlib import Path
 
 import httpx
 import msgspec
 import pytest
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from artifacts import build_manifest
 from artifacts.bucket import put_set
 from eventstore.connection import Connection, connect
 from eventstore.provision import REPLICAS_ENV, provision
-from eventstore.records import record_from
 from eventstore.store import EventStore
 from gateway.clients.service import ClientService
 from streams import subjects
-from streams.codec import UnknownEvent
 from streams.envelope import new_id
-from streams.events import Event
-from streams.events import serving as s
 from tests.support.agents import MINILM, WAIT_S, AgentProcess
 from tests.support.cluster import Cluster, running_cluster
+from tests.support.fleet_events import last_sequence, loaded_on
 from tests.support.serving import GatewayProcess, probe, promote, register_artifacts
 
 HEARTBEAT_S = 5.0  # the agents' telemetry interval: their default (nodeagent.agent.process)
@@ -66,53 +61,16 @@ class Fleet(msgspec.Struct):
         return [gateway.url for gateway in self.gateways]
 
 
-class StoredEvent(msgspec.Struct, frozen=True):
-    sequence: int
-    stored: float  # when the stream stored it (POSIX s): a retried append shows when it landed
-    event: Event
-
-
-async def stored_until(
-    connection: Connection, stream: str, from_sequence: int, done: Callable[[StoredEvent], bool]
-) -> list[StoredEvent]:
-    """The stream's events from `from_sequence` on, each with the time it was stored, up to and
-    including the first for which `done` holds (waiting for it: fails after WAIT_S)."""
-    js = connection.client.jetstream()
-    found: list[StoredEvent] = []
-    sub = await js.subscribe(
-        f"{subjects.EVENTS_PREFIX}.>" if stream == subjects.EVENTS_STREAM else ">",
-        stream=stream,
-        ordered_consumer=True,
-        config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=from_sequence),
-        pending_msgs_limit=-1,
-        pending_bytes_limit=-1,
-    )
-    try:
-        async with asyncio.timeout(WAIT_S):
-            async for msg in sub.messages:
-                meta = msg.metadata
-                record = record_from(meta.sequence.stream, msg.subject, msg.headers, msg.data)
-                if isinstance(record.event, UnknownEvent):
-                    continue
-                found.append(StoredEvent(meta.sequence.stream, meta.timestamp.timestamp(), record.event))
-                if done(found[-1]):
-                    return found
-    finally:
-        await sub.unsubscribe()
-    raise AssertionError("unreachable: the subscription never ends")
-
-
-async def last_sequence(connection: Connection, stream: str) -> int:
-    return (await connection.client.jetstream().stream_info(stream)).state.last_seq
-
-
 class Load:
     """`clients` closed-loop clients, each sending one-text embedding requests one after another
-    through the fleet's gateways in turn, from entering the block until leaving it (the requests
+    through the fleet's gateways (or `urls`) in turn, from entering the block until leaving it (the requests
     then in flight are answered first). Every answer is noted, in the order they came."""
 
-    def __init__(self, fleet: Fleet, clients: int = 16, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, fleet: Fleet, clients: int = 16, timeout_s: float = 60.0, urls: list[str] | None = None
+    ) -> None:
         self.fleet, self.clients, self.timeout_s = fleet, clients, timeout_s
+        self.urls = urls or fleet.urls
         self.answers: list[Answer] = []
         self._noted = asyncio.Condition()
         self._stop = asyncio.Event()
@@ -145,7 +103,7 @@ class Load:
         }
         sent = index
         while not self._stop.is_set():
-            url = self.fleet.urls[sent % len(self.fleet.urls)]
+            url = self.urls[sent % len(self.urls)]
             started = time.time()
             try:
                 response = await self._http.post(
@@ -159,23 +117,6 @@ class Load:
                 self.answers.append(Answer(status, code, request_id, started, time.time()))
                 self._noted.notify_all()
             sent += self.clients
-
-
-async def loaded_on(
-    connection: Connection, deployment_id: str, count: int, from_sequence: int = 1
-) -> set[str]:
-    """Wait until the deployment is loaded on `count` accelerators (ResidencyLoaded from
-    `from_sequence` on) and return them."""
-    loaded: set[str] = set()
-
-    def enough(stored: StoredEvent) -> bool:
-        event = stored.event
-        if isinstance(event, s.ResidencyLoaded) and event.deployment_id == deployment_id:
-            loaded.add(event.accelerator_id)
-        return len(loaded) >= count
-
-    await stored_until(connection, subjects.EVENTS_STREAM, from_sequence, enough)
-    return loaded
 
 
 async def set_replicas(fleet: Fleet, count: int) -> None:
@@ -268,5 +209,11 @@ def accelerator_of(agent: AgentProcess) -> str:
     return f"{agent.node}-cpu0"
 
 
-def stored_at(when: float) -> str:
-    return datetime.fromtimestamp(when).strftime("%H:%M:%S.%f")[:-3]
+async def every_copy_back(fleet: Fleet) -> None:
+    """Each agent a test killed started again, with its copy loaded once more (`replicas.min`)."""
+    since = await last_sequence(fleet.connection, subjects.EVENTS_STREAM) + 1
+    dead = [agent for agent in fleet.agents if not agent.running]
+    for agent in dead:
+        await agent.start(fleet.connection)
+    if dead:
+        await loaded_on(fleet.connection, fleet.deployment_id, len(dead), since)

@@ -15,19 +15,16 @@ import pytest
 from streams import subjects
 from streams.events import control as c
 from streams.events import serving as s
-from streams.events.requests import RequestCompleted
 from tests.support.fleet import (
     HEARTBEAT_S,
     Answer,
     Fleet,
     Load,
-    StoredEvent,
     accelerator_of,
-    last_sequence,
-    loaded_on,
+    every_copy_back,
     running_fleet,
-    stored_until,
 )
+from tests.support.fleet_events import StoredEvent, completions, last_sequence, lease_ends, stored_until
 
 CLIENTS = 16
 # The node-loss bound: two heartbeat (telemetry) intervals of the agents, as the issue states it.
@@ -47,16 +44,6 @@ def _described(answers: list[Answer]) -> list[tuple[int, str, float]]:
     return [(a.status, a.code, round(a.waited, 2)) for a in answers if a.status != 200]
 
 
-async def _every_copy_back(fleet: Fleet) -> None:
-    """Each agent a test killed started again, with its copy loaded once more (`replicas.min`)."""
-    since = await last_sequence(fleet.connection, subjects.EVENTS_STREAM) + 1
-    dead = [agent for agent in fleet.agents if not agent.running]
-    for agent in dead:
-        await agent.start(fleet.connection)
-    if dead:
-        await loaded_on(fleet.connection, fleet.deployment_id, len(dead), since)
-
-
 async def test_a_healthy_cluster_answers_every_request_of_sixteen_clients(fleet: Fleet) -> None:
     async with Load(fleet, CLIENTS) as load:
         await load.answered(CLIENTS * 8)
@@ -66,7 +53,7 @@ async def test_a_healthy_cluster_answers_every_request_of_sixteen_clients(fleet:
 async def test_an_agent_killed_mid_load_costs_no_request_its_deadline_and_its_leases_end_in_the_bound(
     fleet: Fleet,
 ) -> None:
-    await _every_copy_back(fleet)
+    await every_copy_back(fleet)
     victim = fleet.agents[1]
     accelerator = accelerator_of(victim)
     since = await last_sequence(fleet.connection, subjects.EVENTS_STREAM) + 1
@@ -100,7 +87,7 @@ async def test_an_agent_killed_mid_load_costs_no_request_its_deadline_and_its_le
 async def test_losing_the_mf_events_leader_mid_load_loses_no_completion_and_leaves_no_lease(
     fleet: Fleet,
 ) -> None:
-    await _every_copy_back(fleet)
+    await every_copy_back(fleet)
     js = fleet.connection.client.jetstream()
     info = await js.stream_info(subjects.EVENTS_STREAM)
     assert info.cluster is not None
@@ -117,47 +104,9 @@ async def test_losing_the_mf_events_leader_mid_load_loses_no_completion_and_leav
           f"{len(_described(during))}/{len(during)} = {len(_described(during)) / len(during):.1%}; "
           f"slowest {max(a.waited for a in during):.2f} s; not 200: {_described(during)}")  # fmt: skip
     served = {a.request_id for a in load.answers if a.status == 200}
-    await _completions(fleet, requests_since, served)
-    ended = await _lease_ends(fleet, events_since, {a.request_id for a in load.answers})
+    await completions(fleet.connection, requests_since, served)
+    ended = await lease_ends(fleet.connection, events_since, {a.request_id for a in load.answers})
     answered_at = {a.request_id: a.ended for a in load.answers}
     outlived = {request: round(at - answered_at[request], 2) for request, at in ended.items()}
     print(f"longest a lease outlived its request: {max(outlived.values()):.2f} s")
     assert {r: late for r, late in outlived.items() if late > BOUND_S} == {}
-
-
-async def _completions(fleet: Fleet, since: int, served: set[str]) -> None:
-    """Wait until every request in `served` has its RequestCompleted (fails after WAIT_S)."""
-    missing = set(served)
-
-    def all_in(stored: StoredEvent) -> bool:
-        if isinstance(stored.event, RequestCompleted):
-            missing.discard(stored.event.request_id)
-        return not missing
-
-    if missing:
-        await stored_until(fleet.connection, subjects.REQUESTS_STREAM, since, all_in)
-
-
-async def _lease_ends(fleet: Fleet, since: int, requests: set[str]) -> dict[str, float]:
-    """When the last lease granted to each of `requests` ended (stored: its release, its expiry, or
-    its accelerator's reconciliation), once every one has (fails after WAIT_S)."""
-    grants: dict[str, s.LeaseGranted] = {}
-    open_at: dict[str, set[str]] = {}  # accelerator -> leases not ended
-    ended: dict[str, float] = {}
-    last = await last_sequence(fleet.connection, subjects.EVENTS_STREAM)
-
-    def settled(stored: StoredEvent) -> bool:
-        match stored.event:
-            case s.LeaseGranted(request_id=request) as grant if request in requests:
-                grants[grant.lease_id] = grant
-                open_at.setdefault(grant.accelerator_id, set()).add(grant.lease_id)
-            case s.LeaseReleased(lease_id=lease) | s.LeaseExpired(lease_id=lease) if lease in grants:
-                open_at[grants[lease].accelerator_id].discard(lease)
-                ended[grants[lease].request_id] = stored.stored
-            case s.ResidencyReconciled(accelerator_id=accelerator):
-                for lease in open_at.pop(accelerator, set()):
-                    ended[grants[lease].request_id] = stored.stored
-        return stored.sequence >= last and not any(open_at.values())
-
-    await stored_until(fleet.connection, subjects.EVENTS_STREAM, since, settled)
-    return ended
