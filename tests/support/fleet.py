@@ -25,6 +25,7 @@ from eventstore.store import EventStore
 from gateway.clients.service import ClientService
 from streams import subjects
 from streams.envelope import new_id
+from streams.messages import AcceleratorTelemetry
 from tests.support.agents import MINILM, WAIT_S, AgentProcess
 from tests.support.cluster import Cluster, running_cluster
 from tests.support.fleet_events import last_sequence, loaded_on
@@ -207,6 +208,22 @@ async def _set_up(
 
 def accelerator_of(agent: AgentProcess) -> str:
     return f"{agent.node}-cpu0"
+
+
+async def sampled_since(fleet: Fleet, moment: float) -> None:
+    """Wait until every agent has published a telemetry sample observed at or after `moment`."""
+    waiting = {agent.node for agent in fleet.agents if agent.running}
+    sub = await fleet.connection.client.subscribe(f"{subjects.TELEMETRY_PREFIX}.>")
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while waiting:
+                sample = msgspec.json.decode(
+                    (await sub.next_msg(timeout=WAIT_S)).data, type=AcceleratorTelemetry
+                )
+                if sample.observed_at_unix_ms >= moment * 1000:
+                    waiting.discard(sample.node_id)
+    finally:
+        await sub.unsubscribe()
 
 
 async def every_copy_back(fleet: Fleet) -> None:
