@@ -202,6 +202,13 @@ async def _set_up(
         await replica.start()
     fleet = Fleet(cluster, connection, nodes, replicas, deployment_id, key.key)
     await set_replicas(fleet, len(nodes))
+    async with httpx.AsyncClient(timeout=WAIT_S) as http:  # one copy on demand (what min = 1 keeps)
+        warm = await http.post(
+            f"{fleet.urls[0]}/v1/embeddings",
+            json={"input": "warm"},
+            headers={"authorization": f"Bearer {key.key}"},
+        )
+    assert warm.status_code == 200, warm.text
     await loaded_on(connection, deployment_id, len(nodes))
     return fleet
 
