@@ -3,6 +3,11 @@ workers' RSS) and the agent's liveness, every interval, on
 `mf.tel.<node>.<accelerator>` (MF_TELEMETRY keeps the last value per subject). The wait between
 observations is a timer on the stop event, never a sleep loop. A clean stop sends `healthy=False`
 so the gateway need not wait for staleness.
+
+A sample is sent again while MF_TELEMETRY has no leader (a cluster electing one after the server that
+led it left), for up to one interval: the gateway declares a node lost two intervals after its last
+sample's observation, so one sample lost to an election would make a live node lost (and drop its
+work) whenever the next sample comes a little late.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 
 import msgspec
 from nats.aio.client import Client
 
+from eventstore.replies import resend_while_leaderless
 from nodeagent.agent.hardware import Accelerator, Hardware
 from streams import subjects
 from streams.messages import AcceleratorTelemetry
@@ -83,8 +90,12 @@ class TelemetryPublisher:
                 self.cached_sets(),
             )
             subject = subjects.telemetry_subject(self.hardware.node_id, accelerator.id)
+            data = _encoder.encode(sample)
+            timeout = max(1.0, self.interval_s)
             try:
-                await self.js.publish(subject, _encoder.encode(sample), timeout=max(1.0, self.interval_s))
+                await resend_while_leaderless(
+                    partial(self.js.publish, subject, data, timeout=timeout), self.interval_s
+                )
             except Exception as error:  # a missed observation is only staleness; keep observing
                 log.warning("telemetry for %s not published: %s", accelerator.id, type(error).__name__)
 

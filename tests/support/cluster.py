@@ -13,11 +13,25 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from eventstore.connection import Connection
 from modelforge.certs_cli import client_settings, make_certificates
 from modelforge.devstack.nats_cluster import cluster_urls, start_cluster
 from modelforge.devstack.nats_server import NatsServer
 from modelforge.devstack.processes import stop_pid
 from modelforge.pki import default_identities
+
+
+async def lead_from(connection: Connection, stream: str, server: str) -> None:
+    """Moves the leadership of `stream` (replicated on three) to the member `server`."""
+    info = await connection.client.jetstream().stream_info(stream)
+    assert info.config.num_replicas == 3, stream
+    assert info.cluster is not None
+    if info.cluster.leader != server:
+        request = msgspec.json.encode({"placement": {"preferred": server}})
+        reply = await connection.client.request(
+            f"$JS.API.STREAM.LEADER.STEPDOWN.{stream}", request, timeout=10
+        )
+        assert b'"success":true' in reply.data, reply.data
 
 
 class Cluster(msgspec.Struct):

@@ -14,7 +14,7 @@ from nats.js.api import ConsumerInfo, DeliverPolicy
 from eventstore.provision import REPLICAS_ENV
 from streams import subjects
 from tests.integration.gateway.conftest import Stack, another_deployment
-from tests.support.cluster import Cluster, running_cluster
+from tests.support.cluster import Cluster, lead_from, running_cluster
 
 STREAMS = (
     subjects.EVENTS_STREAM,
@@ -57,17 +57,8 @@ async def _embed(
 
 async def _lead_every_stream_from(stack: Stack, server: str) -> None:
     """Moves each stream's leadership to `server`, so losing it leaves every stream leaderless."""
-    js = stack.connection.client.jetstream()
     for stream in STREAMS:
-        info = await js.stream_info(stream)
-        assert info.config.num_replicas == 3, stream
-        assert info.cluster is not None
-        if info.cluster.leader != server:
-            request = msgspec.json.encode({"placement": {"preferred": server}})
-            reply = await stack.connection.client.request(
-                f"$JS.API.STREAM.LEADER.STEPDOWN.{stream}", request, timeout=10
-            )
-            assert b'"success":true' in reply.data, reply.data
+        await lead_from(stack.connection, stream, server)
 
 
 async def _telemetry_follower(stack: Stack) -> ConsumerInfo:

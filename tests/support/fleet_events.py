@@ -1,0 +1,122 @@
+"""What the fleet's streams say, each event with the time its stream stored it (a retried append
+shows when it landed, not when it was first tried): for tests.support.fleet, its test and its bench."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import msgspec
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from eventstore.connection import Connection
+from eventstore.records import record_from
+from streams import subjects
+from streams.codec import UnknownEvent
+from streams.events import Event
+from streams.events import serving as s
+from streams.events.requests import RequestCompleted
+from tests.support.agents import WAIT_S
+
+
+class StoredEvent(msgspec.Struct, frozen=True):
+    sequence: int
+    stored: float  # when the stream stored it (POSIX s): a retried append shows when it landed
+    event: Event
+
+
+async def stored_until(
+    connection: Connection, stream: str, from_sequence: int, done: Callable[[StoredEvent], bool]
+) -> list[StoredEvent]:
+    """The stream's events from `from_sequence` on, each with the time it was stored, up to and
+    including the first for which `done` holds (waiting for it: fails after WAIT_S)."""
+    js = connection.client.jetstream()
+    found: list[StoredEvent] = []
+    sub = await js.subscribe(
+        f"{subjects.EVENTS_PREFIX}.>" if stream == subjects.EVENTS_STREAM else ">",
+        stream=stream,
+        ordered_consumer=True,
+        config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=from_sequence),
+        pending_msgs_limit=-1,
+        pending_bytes_limit=-1,
+    )
+    try:
+        async with asyncio.timeout(WAIT_S):
+            async for msg in sub.messages:
+                meta = msg.metadata
+                record = record_from(meta.sequence.stream, msg.subject, msg.headers, msg.data)
+                if isinstance(record.event, UnknownEvent):
+                    continue
+                found.append(StoredEvent(meta.sequence.stream, meta.timestamp.timestamp(), record.event))
+                if done(found[-1]):
+                    return found
+    finally:
+        await sub.unsubscribe()
+    raise AssertionError("unreachable: the subscription never ends")
+
+
+async def stored_events(connection: Connection, stream: str, from_sequence: int) -> list[StoredEvent]:
+    """The stream's events from `from_sequence` to its last now."""
+    last = await last_sequence(connection, stream)
+    if last < from_sequence:
+        return []
+    return await stored_until(connection, stream, from_sequence, lambda stored: stored.sequence >= last)
+
+
+async def last_sequence(connection: Connection, stream: str) -> int:
+    return (await connection.client.jetstream().stream_info(stream)).state.last_seq
+
+
+async def loaded_on(
+    connection: Connection, deployment_id: str, count: int, from_sequence: int = 1
+) -> set[str]:
+    """Wait until the deployment is loaded on `count` accelerators (ResidencyLoaded from
+    `from_sequence` on) and return them."""
+    loaded: set[str] = set()
+
+    def enough(stored: StoredEvent) -> bool:
+        event = stored.event
+        if isinstance(event, s.ResidencyLoaded) and event.deployment_id == deployment_id:
+            loaded.add(event.accelerator_id)
+        return len(loaded) >= count
+
+    await stored_until(connection, subjects.EVENTS_STREAM, from_sequence, enough)
+    return loaded
+
+
+async def completions(connection: Connection, since: int, served: set[str]) -> None:
+    """Wait until every request in `served` has its RequestCompleted (fails after WAIT_S)."""
+    missing = set(served)
+
+    def all_in(stored: StoredEvent) -> bool:
+        if isinstance(stored.event, RequestCompleted):
+            missing.discard(stored.event.request_id)
+        return not missing
+
+    if missing:
+        await stored_until(connection, subjects.REQUESTS_STREAM, since, all_in)
+
+
+async def lease_ends(connection: Connection, since: int, requests: set[str]) -> dict[str, float]:
+    """When the last lease granted to each of `requests` ended (stored: its release, its expiry, or
+    its accelerator's reconciliation), once every one has (fails after WAIT_S)."""
+    grants: dict[str, s.LeaseGranted] = {}
+    open_at: dict[str, set[str]] = {}  # accelerator -> leases not ended
+    ended: dict[str, float] = {}
+    last = await last_sequence(connection, subjects.EVENTS_STREAM)
+
+    def settled(stored: StoredEvent) -> bool:
+        match stored.event:
+            case s.LeaseGranted(request_id=request) as grant if request in requests:
+                grants[grant.lease_id] = grant
+                open_at.setdefault(grant.accelerator_id, set()).add(grant.lease_id)
+            case s.LeaseReleased(lease_id=lease) | s.LeaseExpired(lease_id=lease) if lease in grants:
+                open_at[grants[lease].accelerator_id].discard(lease)
+                ended[grants[lease].request_id] = stored.stored
+            case s.ResidencyReconciled(accelerator_id=accelerator):
+                for lease in open_at.pop(accelerator, set()):
+                    ended[grants[lease].request_id] = stored.stored
+        return stored.sequence >= last and not any(open_at.values())
+
+    await stored_until(connection, subjects.EVENTS_STREAM, since, settled)
+    return ended
