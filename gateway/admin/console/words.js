@@ -17,7 +17,7 @@ const Words = (() => {
     if (value === null || value === undefined) return "–";
     if (value >= 10000) return (value / 1000).toFixed(0) + " s";
     if (value >= 1000) return (value / 1000).toFixed(1) + " s";
-    if (value >= 10) return value.toFixed(0) + " ms";
+    if (value >= 10 || value === 0) return value.toFixed(0) + " ms";
     return value.toFixed(1) + " ms";
   }
 

@@ -1,0 +1,108 @@
+"""The operator console in headless Chromium against the real stack (an agent serving MiniLM, a
+gateway, a projector filling a fresh read model): after some traffic the overview shows the
+accelerator's memory bar, the deployment, the traffic charts and the client by name, with no
+console error and nothing scrolling sideways at 1400 px. A screenshot is kept as an artefact."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from projections import projector
+from tests.integration.gateway.conftest import Stack
+from tests.integration.projections.helpers import migrated
+from tests.support.browser import artefacts, chromium, needs_chromium
+from tests.support.serving import InProcessGateway
+
+TOKEN = "console-operator-token"
+WIDTH = 1400
+# What the overview shows once the read model has the traffic: a memory bar, the deployment's
+# health, bars in a traffic chart and a request in the history.
+SHOWN = "#accelerators .membar .part.resident, #deployments td.health-ok, #traffic svg.chart rect.ok, #requests td.number"
+
+
+@contextlib.asynccontextmanager
+async def projecting(database_url: str, nats_url: str) -> AsyncIterator[asyncio.Event]:
+    """A projector running into `database_url` for the block; the event is set at each batch."""
+    stop, batch = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(
+        projector.run(database_url, nats_url, stop=stop, telemetry=False, on_batch=lambda _: batch.set())
+    )
+    try:
+        yield batch
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+@contextlib.asynccontextmanager
+async def console_gateway(stack: Stack) -> AsyncIterator[InProcessGateway]:
+    """A gateway of its own on the stack's NATS (reading the DATABASE_URL set), with TOKEN."""
+    gateway = InProcessGateway()
+    await gateway.start(stack.nats_url)
+    try:
+        assert gateway.replica is not None
+        gateway.replica.edge.operator_token = TOKEN
+        live = gateway.replica.edge.ctx.live
+        assert await live.wait_for(lambda: live.node_live(stack.node), 30)
+        yield gateway
+    finally:
+        await gateway.stop()
+
+
+def shown(selectors: str) -> str:
+    """A promise (for Runtime.evaluate) settled once every selector matches: it waits on the
+    page's own changes (a MutationObserver), never on a timer."""
+    wanted = json.dumps([s.strip() for s in selectors.split(",")])
+    return f"""new Promise((resolve) => {{
+      const all = () => {wanted}.every((s) => document.querySelector(s));
+      if (all()) return resolve(true);
+      new MutationObserver((_, observer) => {{ if (all()) {{ observer.disconnect(); resolve(true); }} }})
+        .observe(document.body, {{ childList: true, subtree: true }});
+    }})"""
+
+
+@needs_chromium
+async def test_the_console_shows_the_fleet_and_its_traffic_without_errors_or_sideways_scrolling(
+    stack: Stack, fresh_database: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    await migrated(fresh_database)
+    monkeypatch.setenv("DATABASE_URL", fresh_database)
+    async with projecting(fresh_database, stack.nats_url), console_gateway(stack) as gateway:
+        headers = {"authorization": f"Bearer {stack.key.key}"}
+        async with httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=60) as http:
+            for n in range(4):
+                served = await http.post("/v1/embeddings", json={"input": f"sentence {n}"})
+                assert served.status_code == 200, served.text
+            refused = await http.post("/v1/embeddings", json={})
+            assert refused.status_code == 422
+            clients = await http.get("/admin/v1/clients", headers={"authorization": f"Bearer {TOKEN}"})
+        name = next(c["name"] for c in clients.json() if c["client_id"] == stack.key.client_id)
+
+        async with chromium(tmp_path / "profile") as browser:
+            page = await browser.new_page()
+            await page.open(f"{gateway.url}/console", WIDTH, 1000)
+            await page.evaluate(
+                f"document.getElementById('token').value = {json.dumps(TOKEN)};"
+                " document.getElementById('login').requestSubmit(); true"
+            )
+            assert await page.evaluate(shown(SHOWN), timeout=120)
+            requests_text = await page.evaluate("document.getElementById('requests').textContent")
+            overflow = await page.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth, innerWidth]"
+            )
+            shot = await page.screenshot(artefacts(tmp_path) / "console-overview.png")
+
+    assert page.errors == []
+    assert name in requests_text  # clients by name,
+    assert stack.key.client_id not in requests_text  # not by id
+    scroll_width, client_width, window_width = overflow
+    assert window_width == WIDTH
+    assert scroll_width <= client_width, overflow  # nothing wider than the page (a scrollbar aside)
+    assert shot.stat().st_size > 10_000
