@@ -5,7 +5,6 @@ console error and nothing scrolling sideways at 1400 px. A screenshot is kept as
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -14,9 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from projections import projector
 from tests.integration.gateway.conftest import Stack
-from tests.integration.projections.helpers import migrated
+from tests.integration.projections.helpers import migrated, projecting
 from tests.support.browser import artefacts, chromium, needs_chromium
 from tests.support.serving import InProcessGateway
 
@@ -25,20 +23,6 @@ WIDTH = 1400
 # What the overview shows once the read model has the traffic: a memory bar, the deployment's
 # health, bars in a traffic chart and a request in the history.
 SHOWN = "#accelerators .membar .part.resident, #deployments td.health-ok, #traffic svg.chart rect.ok, #requests td.number"
-
-
-@contextlib.asynccontextmanager
-async def projecting(database_url: str, nats_url: str) -> AsyncIterator[asyncio.Event]:
-    """A projector running into `database_url` for the block; the event is set at each batch."""
-    stop, batch = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(
-        projector.run(database_url, nats_url, stop=stop, telemetry=False, on_batch=lambda _: batch.set())
-    )
-    try:
-        yield batch
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 @contextlib.asynccontextmanager
