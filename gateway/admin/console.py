@@ -21,6 +21,8 @@ _TYPES = {
     "console.js": "text/javascript; charset=utf-8",
     "words.js": "text/javascript; charset=utf-8",
     "charts.js": "text/javascript; charset=utf-8",
+    "dom.js": "text/javascript; charset=utf-8",
+    "overview.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }

@@ -21,8 +21,11 @@ from tests.support.serving import InProcessGateway
 TOKEN = "console-operator-token"
 WIDTH = 1400
 # What the overview shows once the read model has the traffic: a memory bar, the deployment's
-# health, bars in a traffic chart and a request in the history.
-SHOWN = "#accelerators .membar .part.resident, #deployments td.health-ok, #traffic svg.chart rect.ok, #requests td.number"
+# health, bars in a traffic chart, a request in the history and the read model's standing.
+SHOWN = (
+    "#accelerators .membar .part.resident, #deployments td.health-ok, #traffic svg.chart rect.ok,"
+    " #requests td.number, #projection td.number"
+)
 
 
 @contextlib.asynccontextmanager
