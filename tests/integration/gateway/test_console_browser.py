@@ -13,10 +13,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.gateway.conftest import Stack
+from streams import subjects
+from streams.events.requests import RequestCompleted
+from tests.integration.gateway.conftest import Stack, stack_admin
 from tests.integration.projections.helpers import migrated, projecting
 from tests.support.browser import artefacts, chromium, needs_chromium
-from tests.support.serving import InProcessGateway
+from tests.support.serving import InProcessGateway, events_until
 
 TOKEN = "console-operator-token"
 WIDTH = 1400
@@ -93,3 +95,23 @@ async def test_the_console_shows_the_fleet_and_its_traffic_without_errors_or_sid
     assert window_width == WIDTH
     assert scroll_width <= client_width, overflow  # nothing wider than the page (a scrollbar aside)
     assert shot.stat().st_size > 10_000
+
+
+async def test_without_a_read_model_the_traffic_is_folded_from_the_request_log(stack: Stack) -> None:
+    headers = {"authorization": f"Bearer {stack.key.key}"}
+    async with httpx.AsyncClient(base_url=stack.gateway.url, headers=headers, timeout=60) as http:
+        served = await http.post("/v1/embeddings", json={"input": "from the log"})
+        assert served.status_code == 200, served.text
+    request_id = served.headers["x-request-id"]
+    await events_until(
+        stack.connection,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, RequestCompleted) and e.request_id == request_id,
+    )
+    async with stack_admin(stack, TOKEN) as admin:
+        answer = await admin.get("traffic", params={"window_s": 600, "step_s": 60})
+    assert answer.status_code == 200, answer.text
+    [embedding] = [c for c in answer.json()["capabilities"] if c["capability"] == "rag.embedding@1"]
+    assert len(embedding["points"]) == 10
+    assert embedding["requests"] >= 1
+    assert any(p["p50_ms"] is not None for p in embedding["points"])  # completed ones have a latency

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import httpx
+import pytest
 
 from gateway.admin import console
 
@@ -64,3 +65,28 @@ def test_the_console_scripts_never_render_data_as_html() -> None:
     for name, script in SCRIPTS.items():
         for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "Function("):
             assert sink not in script, (name, sink)
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"step_s": "0"}, "step_s"),
+        ({"window_s": "abc"}, "window_s"),
+        ({"window_s": str(8 * 24 * 3600)}, "window_s"),
+        ({"window_s": "86400", "step_s": "1"}, "step_s"),  # 86,400 points: more than a chart takes
+    ],
+)
+async def test_a_traffic_window_the_console_cannot_draw_is_refused_naming_the_parameter(
+    admin: httpx.AsyncClient, query: dict[str, str], field: str
+) -> None:
+    response = await admin.get("traffic", params=query)
+    assert response.status_code == 422, response.text
+    assert (response.json()["error"]["code"], response.json()["error"]["param"]) == ("INVALID_INPUT", field)
+
+
+async def test_the_glance_reads_answer_empty_on_an_empty_fleet(admin: httpx.AsyncClient) -> None:
+    traffic = (await admin.get("traffic")).json()
+    assert traffic["capabilities"] == []
+    assert traffic["step_s"] == 60
+    assert (await admin.get("fleet")).json() == []
+    assert (await admin.get("scheduler/evictions")).json() == []
