@@ -45,6 +45,25 @@ async def console_gateway(stack: Stack) -> AsyncIterator[InProcessGateway]:
         await gateway.stop()
 
 
+# Each tab in turn: click it, wait (on the body's data-loaded attribute, set once its read is
+# drawn) and note how much wider than the window (less any scrollbar) the page became.
+EVERY_TAB = """(async () => {
+  const widths = {};
+  for (const button of document.querySelectorAll("nav button")) {
+    button.click();
+    await new Promise((resolve) => {
+      const done = () => document.body.dataset.loaded === button.dataset.name;
+      if (done()) return resolve();
+      new MutationObserver((_, observer) => { if (done()) { observer.disconnect(); resolve(); } })
+        .observe(document.body, { attributes: true, attributeFilter: ["data-loaded"] });
+    });
+    const page = document.documentElement;
+    widths[button.dataset.name] = page.scrollWidth - page.clientWidth;
+  }
+  return widths;
+})()"""
+
+
 def shown(selectors: str) -> str:
     """A promise (for Runtime.evaluate) settled once every selector matches: it waits on the
     page's own changes (a MutationObserver), never on a timer."""
@@ -87,6 +106,7 @@ async def test_the_console_shows_the_fleet_and_its_traffic_without_errors_or_sid
                 "[document.documentElement.scrollWidth, document.documentElement.clientWidth, innerWidth]"
             )
             shot = await page.screenshot(artefacts(tmp_path) / "console-overview.png")
+            tabs = await page.evaluate(EVERY_TAB, timeout=120)
 
     assert page.errors == []
     assert name in requests_text  # clients by name,
@@ -94,6 +114,10 @@ async def test_the_console_shows_the_fleet_and_its_traffic_without_errors_or_sid
     scroll_width, client_width, window_width = overflow
     assert window_width == WIDTH
     assert scroll_width <= client_width, overflow  # nothing wider than the page (a scrollbar aside)
+    assert len(tabs) >= 10
+    assert {
+        tab: width for tab, width in tabs.items() if width > client_width
+    } == {}  # every tab read and fits
     assert shot.stat().st_size > 10_000
 
 
