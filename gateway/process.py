@@ -18,6 +18,7 @@ from gateway.contracts import ContractChanged, register_contracts
 from gateway.http.edge import Edge
 from gateway.operators import operator_file_from_env
 from gateway.serving.context import ServingContext
+from gateway.serving.fleet_metrics import FleetMetrics
 from gateway.serving.keeper import run_upkeep
 from gateway.serving.queues import QueueBoard
 from gateway.serving.refusal_log import flush_refusals
@@ -41,6 +42,8 @@ class GatewayReplica:
         flush_refusals(ctx)
         await ctx.settle()
         await self.queues.close()
+        if self.edge.fleet_metrics is not None:
+            await self.edge.fleet_metrics.close()
         await ctx.live.stop()
         await self.edge.directory.close()
         await self.edge.read_models.close()
@@ -67,6 +70,8 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     ctx = ServingContext(store, live, connection.client, gateway_id, board=queues)
     live.listeners.append(ctx.wake_waiting)
     await queues.start()
+    fleet_metrics = FleetMetrics(connection.client, live.node_live)
+    await fleet_metrics.start()
     token = os.environ.get("MODELFORGE_OPERATOR_TOKEN", "")
     edge = Edge(
         ctx,
@@ -74,6 +79,7 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
         RequestLimiter(connection.client),
         operator_token=token,
         operators=operator_file_from_env(),
+        fleet_metrics=fleet_metrics,
     )
     edge.ready = True
     stop = asyncio.Event()

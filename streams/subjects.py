@@ -25,6 +25,7 @@ WORK_PREFIX = "mf.job"
 INVOKE_PREFIX = "mf.invoke"
 TELEMETRY_PREFIX = "mf.tel"
 QUEUE_DEPTH_PREFIX = "mf.queue"  # core NATS: each gateway replica's requests waiting for capacity
+AGENT_METRICS_PREFIX = "mf.metrics"  # core NATS: each agent's metrics snapshot, with its telemetry
 
 MAX_TOKEN_LENGTH = 128
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-=~]+$")
@@ -125,6 +126,10 @@ def node_inbox_prefix(public_key: str) -> str:
 
 def telemetry_subject(node_id: str, accelerator_id: str) -> str:
     return f"{TELEMETRY_PREFIX}.{token(node_id, 'node id')}.{token(accelerator_id, 'accelerator id')}"
+
+
+def agent_metrics_subject(node_id: str) -> str:
+    return f"{AGENT_METRICS_PREFIX}.{token(node_id, 'node id')}"
 
 
 def parse_event_subject(subject: str) -> tuple[str, str, str] | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.admin import clients, operating, pipeline, projection, projects
+from gateway.admin import clients, console_reads, operating, pipeline, projection, projects
 from gateway.admin.console import CONSOLE_OPERATIONS
 from gateway.admin.endpoint import Endpoint
 from gateway.http.operation import Operation
@@ -13,6 +13,7 @@ ENDPOINTS: list[Endpoint] = [
     *projects.ENDPOINTS,
     *clients.ENDPOINTS,
     *projection.ENDPOINTS,
+    *console_reads.ENDPOINTS,
 ]
 
 

@@ -9,6 +9,7 @@ from gateway.clients.limits import RequestLimiter
 from gateway.operators import OperatorFile
 from gateway.read_models import ReadModels
 from gateway.serving.context import ServingContext
+from gateway.serving.fleet_metrics import FleetMetrics
 
 
 @dataclass
@@ -19,4 +20,5 @@ class Edge:
     operator_token: str = ""  # the shared admin key (empty: named operators only)
     operators: OperatorFile = field(default_factory=lambda: OperatorFile(None))
     read_models: ReadModels = field(default_factory=ReadModels)  # closed by the replica's close
+    fleet_metrics: FleetMetrics | None = None  # the agents' metrics, for /metrics (closed likewise)
     ready: bool = False

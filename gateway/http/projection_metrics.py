@@ -33,9 +33,12 @@ class _Read(Collector):
 
 
 async def scraped(edge: Edge) -> CollectorRegistry:
-    """What one scrape of `/metrics` shows: the replica's registry and the projection's gauges."""
-    registry = CollectorRegistry(auto_describe=False)  # (no name checks: the two never share one)
+    """What one scrape of `/metrics` shows: the replica's registry, the agents' metrics by node and
+    the projection's gauges."""
+    registry = CollectorRegistry(auto_describe=False)  # (no name checks: none share a family name)
     registry.register(edge.ctx.metrics.registry)
+    if edge.fleet_metrics is not None:
+        registry.register(edge.fleet_metrics)
     registry.register(_Read(await projection_families(edge)))
     return registry
 

@@ -90,6 +90,7 @@ def node_permissions(identity: NodeIdentity) -> dict[str, list[str]]:
         *(subjects.aggregate_filter(subjects.Aggregate.ACCELERATOR, a) for a in accelerators),
         *(f"{subjects.EVENTS_PREFIX}.{aggregate.value}.*.{event}" for aggregate, event in SHARED_EVENTS),
         *(subjects.telemetry_subject(node, a) for a in accelerators),
+        subjects.agent_metrics_subject(node),
         f"$JS.API.DIRECT.GET.{subjects.EVENTS_STREAM}",
         f"$JS.API.STREAM.MSG.GET.{subjects.EVENTS_STREAM}",
         # Its job consumer only, and only with its own jobs as the filter (the create subject

@@ -4,6 +4,10 @@ connects out). Invokes by capability and outcome code and their latency at the a
 message's arrival to its reply), control jobs by operation and outcome and their duration, and per
 residency its worker's memory, read when scraped. `prometheus-client`'s own server answers on a
 thread: counters are thread-safe and the residencies are copied before they are read.
+
+Whether or not the port is open, the agent's own families (not its process metrics, which the
+gateway's would clash with) go out as a snapshot with each telemetry round (`snapshot`), and the
+gateway's `/metrics` shows them for every live node, labelled by node (gateway/serving/fleet_metrics.py).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    generate_latest,
     start_http_server,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -26,6 +31,7 @@ from prometheus_client.registry import Collector
 from nodeagent.agent.hardware import Hardware
 
 log = logging.getLogger("modelforge.agent.metrics")
+OWN_PREFIX = "modelforge_agent_"  # the families a snapshot carries
 # From a warm embedding batch (ms) to a long transcription; jobs up to a large cold load.
 INVOKE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 JOB_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -65,6 +71,14 @@ class _Residencies(Collector):
                 memory.add_metric(values, held.current_bytes)
         yield memory
         yield in_flight
+
+
+class _Own(Collector):
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        return (family for family in self._registry.collect() if family.name.startswith(OWN_PREFIX))
 
 
 class AgentMetrics:
@@ -109,6 +123,10 @@ class AgentMetrics:
     def job_ended(self, op: str, outcome: str, seconds: float) -> None:
         self._jobs.labels(op, outcome).inc()
         self._job_seconds.labels(op).observe(seconds)
+
+    def snapshot(self) -> bytes:
+        """The agent's own families in the Prometheus text format (what the gateway re-exports)."""
+        return generate_latest(_Own(self.registry))
 
     def serve(self, host: str, port: int) -> None:
         """Answer scrapes on `host:port` (a daemon thread, for the life of the process)."""

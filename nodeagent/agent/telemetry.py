@@ -2,7 +2,8 @@
 workers' RSS) and the agent's liveness, every interval, on
 `mf.tel.<node>.<accelerator>` (MF_TELEMETRY keeps the last value per subject). The wait between
 observations is a timer on the stop event, never a sleep loop. A clean stop sends `healthy=False`
-so the gateway need not wait for staleness.
+so the gateway need not wait for staleness. With each healthy round goes the agent's metrics
+snapshot, on core NATS (`mf.metrics.<node>`: not stored), for the gateway's fleet-wide `/metrics`.
 
 A sample is sent again while MF_TELEMETRY has no leader (a cluster electing one after the server that
 led it left), for up to one interval: the gateway declares a node lost two intervals after its last
@@ -68,7 +69,10 @@ class TelemetryPublisher:
         pids_of: Callable[[str], list[int]],
         interval_s: float,
         cached_sets: Callable[[], list[str]] = list,
+        metrics_snapshot: Callable[[], bytes] | None = None,
     ) -> None:
+        self.client = client
+        self.metrics_snapshot = metrics_snapshot
         self.js = client.jetstream()
         self.cached_sets = cached_sets
         self.hardware = hardware
@@ -98,6 +102,12 @@ class TelemetryPublisher:
                 )
             except Exception as error:  # a missed observation is only staleness; keep observing
                 log.warning("telemetry for %s not published: %s", accelerator.id, type(error).__name__)
+        if healthy and self.metrics_snapshot is not None:
+            subject = subjects.agent_metrics_subject(self.hardware.node_id)
+            try:
+                await self.client.publish(subject, self.metrics_snapshot())
+            except Exception as error:  # the next round sends a newer one
+                log.warning("metrics snapshot not published: %s", type(error).__name__)
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -36,6 +36,7 @@ from gateway.contracts import register_contracts
 from modelforge.devstack.nats_server import NatsServer
 from nodeagent.agent.hardware import detect
 from nodeagent.agent.jobs import JobConsumer
+from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.operations import Operations
 from nodeagent.agent.registration import start_generation
 from nodeagent.agent.telemetry import TelemetryPublisher
@@ -270,15 +271,27 @@ async def test_a_node_user_starts_a_generation_and_publishes_its_telemetry(
 ) -> None:
     hardware = detect(NODES[1])
     agent = await connect_node(deployment_nats, NODES[1])
+    snapshots: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def heard(msg: Msg) -> None:
+        await snapshots.put(msg.data)
+
+    # The gateway user hears the node's metrics snapshot, which goes with its telemetry.
+    heard_by_gateway = await gateway.client.subscribe(f"{subjects.AGENT_METRICS_PREFIX}.*", cb=heard)
+    await gateway.client.flush()
     try:
         store, actor = EventStore(agent), Actor(ActorKind.AGENT, hardware.node_id)
         # The second start loads the node after this store's own appends: a leader read too.
         generations = [await start_generation(store, hardware, ("onnx",), actor) for _ in range(2)]
         await TelemetryPublisher(
-            agent.client, hardware, generations[-1], lambda _: [], lambda _: [], 1.0
-        ).publish_all()
+            agent.client, hardware, generations[-1], lambda _: [], lambda _: [], 1.0,
+            metrics_snapshot=AgentMetrics().snapshot,
+        ).publish_all()  # fmt: skip
+        snapshot = await asyncio.wait_for(snapshots.get(), 30)
     finally:
+        await heard_by_gateway.unsubscribe()
         await agent.close()
+    assert b"modelforge_agent_" in snapshot
     assert generations == [1, 2]
     telemetry = subjects.telemetry_subject(hardware.node_id, hardware.accelerators[0].id)
     info = await gateway.client.jetstream().stream_info(subjects.TELEMETRY_STREAM, subjects_filter=telemetry)

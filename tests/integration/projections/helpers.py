@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 
 import psycopg
 from nats.js.api import StreamConfig
@@ -101,6 +101,18 @@ async def project_until(
         stop.set()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, 10)
+
+
+@contextlib.asynccontextmanager
+async def projecting(database_url: str, nats_url: str) -> AsyncIterator[None]:
+    """A projector running in this process into `database_url` for the block, then stopped."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(projector.run(database_url, nats_url, stop=stop, telemetry=False))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
 
 
 async def publish_raw(store: EventStore, subject: str, event_type: str, data: bytes) -> int:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import re
 
 import httpx
+import pytest
 
 from gateway.admin import console
 
 SCRIPT = (console._ASSETS / "console.js").read_text()
+SCRIPTS = {name: (console._ASSETS / name).read_text() for name in console._TYPES if name.endswith(".js")}
 
 
 def view_paths() -> list[str]:
@@ -57,7 +59,34 @@ async def test_the_console_shows_nothing_without_the_operator_token(admin: httpx
             assert response.json()["error"]["code"] == "CAPABILITY_NOT_AUTHORIZED"
 
 
-def test_the_console_script_never_renders_data_as_html() -> None:
+def test_the_console_scripts_never_render_data_as_html() -> None:
     # Data from the API (client names, reasons) is set as text only: no HTML-parsing sinks.
-    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
-        assert sink not in SCRIPT, sink
+    assert len(SCRIPTS) >= 2
+    for name, script in SCRIPTS.items():
+        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "Function("):
+            assert sink not in script, (name, sink)
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"step_s": "0"}, "step_s"),
+        ({"window_s": "abc"}, "window_s"),
+        ({"window_s": str(8 * 24 * 3600)}, "window_s"),
+        ({"window_s": "86400", "step_s": "1"}, "step_s"),  # 86,400 points: more than a chart takes
+    ],
+)
+async def test_a_traffic_window_the_console_cannot_draw_is_refused_naming_the_parameter(
+    admin: httpx.AsyncClient, query: dict[str, str], field: str
+) -> None:
+    response = await admin.get("traffic", params=query)
+    assert response.status_code == 422, response.text
+    assert (response.json()["error"]["code"], response.json()["error"]["param"]) == ("INVALID_INPUT", field)
+
+
+async def test_the_glance_reads_answer_empty_on_an_empty_fleet(admin: httpx.AsyncClient) -> None:
+    traffic = (await admin.get("traffic")).json()
+    assert traffic["capabilities"] == []
+    assert traffic["step_s"] == 60
+    assert (await admin.get("fleet")).json() == []
+    assert (await admin.get("scheduler/evictions")).json() == []

@@ -1,0 +1,87 @@
+"""The agents' metrics, fleet-wide, on the gateway's `/metrics`: each agent sends a snapshot of its
+own families (`modelforge_agent_*`, Prometheus text) with every telemetry round on core NATS
+(`mf.metrics.<node>`); the gateway keeps each node's latest, parsed as it arrives, and a scrape
+shows them for the nodes that are live now, every sample labelled `node`. A scraper needs to reach
+only the gateway, not every agent's port.
+
+What a snapshot holds is checked on arrival: text that does not parse, or a family not of the
+agent's own, is left out (and logged), so no agent can shadow the gateway's own series.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
+from streams import subjects
+
+log = logging.getLogger("modelforge.gateway.fleet_metrics")
+AGENT_PREFIX = "modelforge_agent_"
+MAX_SNAPSHOT_BYTES = 1 << 20
+
+
+def parsed(text: str) -> list[Metric]:
+    """The agent families in one snapshot; ValueError when it does not parse or holds another's."""
+    families = list(text_string_to_metric_families(text))
+    for family in families:
+        if not family.name.startswith(AGENT_PREFIX):
+            raise ValueError(f"family {family.name!r} is not an agent's")
+    return families
+
+
+def merged(snapshots: dict[str, list[Metric]]) -> list[Metric]:
+    """One family per name across nodes, each sample labelled with its node (node id order)."""
+    families: dict[str, Metric] = {}
+    for node in sorted(snapshots):
+        for family in snapshots[node]:
+            into = families.get(family.name)
+            if into is None:
+                into = families[family.name] = Metric(
+                    family.name, family.documentation, family.type, family.unit
+                )
+            for sample in family.samples:
+                into.add_sample(sample.name, {**sample.labels, "node": node}, sample.value, sample.timestamp)
+    return list(families.values())
+
+
+class FleetMetrics(Collector):
+    """The latest snapshot per node, shown while `live(node)` holds (a lost node drops out)."""
+
+    def __init__(self, client: Client, live: Callable[[str], bool]) -> None:
+        self.client, self.live = client, live
+        self._latest: dict[str, list[Metric]] = {}
+        self._lock = threading.Lock()  # a scrape may collect on another thread
+        self._subscription: Subscription | None = None
+
+    async def start(self) -> None:
+        self._subscription = await self.client.subscribe(f"{subjects.AGENT_METRICS_PREFIX}.*", cb=self._heard)
+
+    async def close(self) -> None:
+        if self._subscription is not None:
+            await self._subscription.unsubscribe()
+            self._subscription = None
+
+    async def _heard(self, msg: Msg) -> None:
+        node = msg.subject.rsplit(".", 1)[-1]
+        try:
+            if len(msg.data) > MAX_SNAPSHOT_BYTES:
+                raise ValueError(f"{len(msg.data)} bytes")
+            families = parsed(msg.data.decode())
+        except Exception as error:  # whatever the parser raises on odd text: that snapshot only
+            log.warning("metrics snapshot of node %s left out: %s", node, error)
+            return
+        with self._lock:
+            self._latest[node] = families
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            latest = dict(self._latest)
+        yield from merged({node: families for node, families in latest.items() if self.live(node)})
