@@ -49,17 +49,17 @@ def split_view(stable: DeploymentState) -> dict[str, Any]:
     }
 
 
-async def set_weights(call: Call) -> object:
+async def set_routing_weights(call: Call) -> object:
     b: Split = call.body
     return split_view(await canary(call).set_weights(b.capability, b.weights, b.sticky, b.reason))
 
 
-async def set_share(call: Call) -> object:
+async def set_experiment_share(call: Call) -> object:
     b: Share = call.body
     return split_view(await canary(call).set_share(call.path["deployment_id"], b.weight, b.sticky, b.reason))
 
 
-async def set_policy(call: Call) -> object:
+async def set_rollback_policy(call: Call) -> object:
     experiment = await canary(call).set_policy(call.path["deployment_id"], call.body)
     return {
         "deployment_id": experiment.deployment_id,
@@ -67,22 +67,22 @@ async def set_policy(call: Call) -> object:
     }
 
 
-async def promote(call: Call) -> object:
+async def promote_experiment(call: Call) -> object:
     body: Reason = call.body
     return split_view(await canary(call).promote(call.path["deployment_id"], body.reason))
 
 
-async def pause(call: Call) -> object:
+async def pause_experiment(call: Call) -> object:
     body: Reason = call.body
     return split_view(await canary(call).pause(call.path["deployment_id"], body.reason))
 
 
-async def abort(call: Call) -> object:
+async def abort_experiment(call: Call) -> object:
     body: Reason = call.body
     return split_view(await canary(call).abort(call.path["deployment_id"], body.reason))
 
 
-async def splits(call: Call) -> object:
+async def routing_splits(call: Call) -> object:
     """Every capability's split in force, as this gateway's live view holds it."""
     deployments = call.edge.ctx.live.catalog.deployments.values()
     return [split_view(d) for d in deployments if d.channel == "stable" and not d.drained]
@@ -96,18 +96,18 @@ async def routing_changes(call: Call) -> object:
 
 
 ENDPOINTS = [
-    Endpoint("GET", "/routing", "Each capability's traffic split in force", splits, tag="releases", response=ROWS),
-    Endpoint("POST", "/routing", "Set a capability's routing weights", set_weights, Split, "releases"),
+    Endpoint("GET", "/routing", "Each capability's traffic split in force", routing_splits, tag="releases", response=ROWS),
+    Endpoint("POST", "/routing", "Set a capability's routing weights", set_routing_weights, Split, "releases"),
     Endpoint(
         "GET", "/routing/changes", "Routing weight changes, newest first (read model)", routing_changes,
         tag="releases", response=ROWS,
     ),
-    Endpoint("POST", "/experiments/{deployment_id}/share", "Give an experiment a share of the traffic", set_share, Share, "releases"),
+    Endpoint("POST", "/experiments/{deployment_id}/share", "Give an experiment a share of the traffic", set_experiment_share, Share, "releases"),
     Endpoint(
-        "POST", "/experiments/{deployment_id}/rollback-policy", "Set an experiment's rollback guards", set_policy,
+        "POST", "/experiments/{deployment_id}/rollback-policy", "Set an experiment's rollback guards", set_rollback_policy,
         r.RollbackPolicy, "releases",
     ),
-    Endpoint("POST", "/experiments/{deployment_id}/promote", "All traffic to the experiment", promote, Reason, "releases"),
-    Endpoint("POST", "/experiments/{deployment_id}/pause", "Experiment weight to 0, kept loaded", pause, Reason, "releases"),
-    Endpoint("POST", "/experiments/{deployment_id}/abort", "Weight 0, deactivate and unload", abort, Reason, "releases"),
+    Endpoint("POST", "/experiments/{deployment_id}/promote", "All traffic to the experiment", promote_experiment, Reason, "releases"),
+    Endpoint("POST", "/experiments/{deployment_id}/pause", "Experiment weight to 0, kept loaded", pause_experiment, Reason, "releases"),
+    Endpoint("POST", "/experiments/{deployment_id}/abort", "Weight 0, deactivate and unload", abort_experiment, Reason, "releases"),
 ]  # fmt: skip

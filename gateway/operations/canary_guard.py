@@ -5,8 +5,8 @@ measurement) and, where the policy says `unload`, deactivates and unloads the ex
 
 Each replica judges the outcomes of the requests it served itself. Of several replicas that trip
 together one appends the change (the stable deployment's expected version) and only that one
-unloads. A split is judged only on outcomes since this replica first saw it: a canary resumed
-after a rollback starts with a clean window."""
+unloads. A split is judged only on outcomes noted since this replica's pass before it first saw
+it: a canary resumed after a rollback starts with a clean window."""
 
 from __future__ import annotations
 
@@ -29,9 +29,11 @@ SplitSeen = dict[tuple[str, str, frozenset[tuple[str, int]]], float]  # (stable,
 
 
 def tripped_guards(
-    catalog: Catalog, outcomes: OutcomeLog, now: float, seen: SplitSeen
+    catalog: Catalog, outcomes: OutcomeLog, now: float, seen: SplitSeen, looked: float | None = None
 ) -> list[tuple[str, r.GuardTrip]]:
-    """(stable deployment id, trip) for each experiment with a share whose guard trips now."""
+    """(stable deployment id, trip) for each experiment with a share whose guard trips now. A split
+    not seen before is judged on the outcomes noted since this replica last `looked` (its previous
+    pass: the split began after it), else from now."""
     trips = []
     for stable in catalog.deployments.values():
         if stable.channel != "stable" or not stable.weights:
@@ -46,7 +48,9 @@ def tripped_guards(
                 or experiment_id == stable.deployment_id
             ):
                 continue
-            since = seen.setdefault((stable.deployment_id, experiment_id, split), now)
+            since = seen.setdefault(
+                (stable.deployment_id, experiment_id, split), now if looked is None else looked
+            )
             trip = judge(
                 experiment.rollback,
                 experiment_id,
@@ -65,9 +69,13 @@ async def guard_canaries(promotion: PromotionContext, stop: asyncio.Event) -> No
     ctx, canary = promotion.ctx, Canary(promotion)
     seen: SplitSeen = {}
     acting: set[str] = set()  # experiments this replica is taking the share back from
+    looked = time.time()
     while not stop.is_set():
         ctx.outcomes.changed.clear()
-        for stable_id, trip in tripped_guards(ctx.live.catalog, ctx.outcomes, time.time(), seen):
+        now = time.time()
+        trips = tripped_guards(ctx.live.catalog, ctx.outcomes, now, seen, looked)
+        looked = now
+        for stable_id, trip in trips:
             if trip.experiment_id not in acting:
                 acting.add(trip.experiment_id)
                 ctx.spawn(_roll_back(canary, stable_id, trip, acting))

@@ -99,9 +99,10 @@ def test_only_an_experiment_with_a_share_and_a_policy_is_judged() -> None:
     assert tripped_guards(unguarded, log, NOW, seen) == []
 
 
-def test_a_split_first_seen_now_judges_only_outcomes_from_now_on() -> None:
+def test_a_split_first_seen_is_judged_on_outcomes_since_the_previous_look() -> None:
     guarded = r.RollbackPolicyChanged(deployment_id="exp", policy=policy("invalid_output_count", 0))
     log = OutcomeLog()
-    log.by_deployment["exp"] = deque([INVALID])  # before this replica saw the split
+    log.by_deployment["exp"] = deque([INVALID])  # noted at NOW - 1
     catalog = catalog_of(REGISTERED, STABLE, CREATED, ACTIVATED, guarded, split(10))
-    assert tripped_guards(catalog, log, NOW, {}) == []
+    assert tripped_guards(catalog, log, NOW, {}, looked=NOW - 0.5) == []  # before the previous look
+    assert len(tripped_guards(catalog, log, NOW, {}, looked=NOW - 2)) == 1
