@@ -318,8 +318,9 @@ ROUTING_WEIGHTS_INVALID: Final = spec(
 ROUTING_TARGET_INVALID: Final = spec(
     "ROUTING_TARGET_INVALID",
     409,
-    "A routing weight names no experiment of the capability, one in another embedding space, or an "
-    "inactive or draining experiment with a share of the traffic.",
+    "A routing weight names no experiment of the capability, one in another embedding space, or gives "
+    "a share of the traffic to an inactive or draining experiment or to one without a usable "
+    "production approval.",
     from_seed=False,
 )
 ROLLBACK_POLICY_INVALID: Final = spec(

@@ -12,7 +12,7 @@ replay.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 import msgspec
 
@@ -54,13 +54,18 @@ def choose(weights: Mapping[str, int], stable_id: str, bucket: int) -> str:
 
 
 def check_weights(
-    stable: DeploymentState, weights: Mapping[str, object], deployments: Iterable[DeploymentState]
+    stable: DeploymentState,
+    weights: Mapping[str, object],
+    deployments: Iterable[DeploymentState],
+    approved: Collection[str],
 ) -> dict[str, int]:
     """The split as it may be recorded, or ROUTING_WEIGHTS_INVALID (the numbers) or
     ROUTING_TARGET_INVALID (what they name): whole percents 0..100 summing to 100, naming the
     capability's stable deployment and experiments of the same capability that are active and not
-    draining (one with weight 0 may be inactive: it takes nothing), sharing the stable one's
-    embedding space (vectors from two spaces in one index would be silently wrong)."""
+    draining, whose candidate holds a usable production approval (`approved`: candidate ids; a
+    share of the capability's traffic is production traffic) and which share the stable one's
+    embedding space (vectors from two spaces in one index would be silently wrong). One with
+    weight 0 takes nothing and needs neither activity nor approval."""
     checked: dict[str, int] = {}
     for deployment_id, weight in weights.items():
         if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= BUCKETS:
@@ -80,12 +85,16 @@ def check_weights(
     known = {d.deployment_id: d for d in deployments}
     for deployment_id, weight in checked.items():
         if deployment_id != stable.deployment_id:
-            _check_experiment(stable, known.get(deployment_id), deployment_id, weight)
+            _check_experiment(stable, known.get(deployment_id), deployment_id, weight, approved)
     return checked
 
 
 def _check_experiment(
-    stable: DeploymentState, target: DeploymentState | None, target_id: str, weight: int
+    stable: DeploymentState,
+    target: DeploymentState | None,
+    target_id: str,
+    weight: int,
+    approved: Collection[str],
 ) -> None:
     def refuse(why: str) -> ServingError:
         return ServingError(
@@ -102,3 +111,8 @@ def _check_experiment(
         raise refuse(f"embeds in another space than {stable.deployment_id}: its vectors are not comparable")
     if weight and (target.draining or not target.active):
         raise refuse("is not active (or is draining): it can take no traffic")
+    if weight and target.candidate_id not in approved:
+        raise refuse(
+            f"has no usable production approval for its candidate {target.candidate_id}: a share of "
+            f"{stable.capability}'s traffic is production traffic (approvals production, then try again)"
+        )

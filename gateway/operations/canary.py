@@ -19,6 +19,7 @@ from gateway.deployments.model import DeploymentState
 from gateway.deployments.weights import check_weights
 from gateway.operations.service import Operations
 from gateway.promotion.context import PromotionContext
+from gateway.promotion.model import ApprovalState
 from streams.codes import ServingError
 from streams.events import releases as r
 from streams.subjects import Aggregate
@@ -38,7 +39,7 @@ class Canary:
         """Record the capability's split; returns its stable deployment, the split on it."""
         deployments = await self.promotion.deployments()
         stable = _stable_of(capability, deployments)
-        checked = check_weights(stable, weights, deployments)
+        checked = check_weights(stable, weights, deployments, await self._approved_candidates())
         command = ChangeRoutingWeights(stable.deployment_id, checked, sticky, reason)
         await self.aggregates.execute(A.DEPLOYMENT, stable.deployment_id, decide_deployment, command)
         await self.promotion.settle()
@@ -99,6 +100,12 @@ class Canary:
         await operations.set_experiment_active(experiment_id, False, reason)
         while await operations.unload_copy(experiment_id, wait_s=UNLOAD_WAIT_S) is not None:
             pass  # one copy per accelerator: until none is left
+
+    async def _approved_candidates(self) -> set[str]:
+        """Candidates holding a production approval that is neither revoked, stale nor expired."""
+        approvals: dict[str, ApprovalState] = await self.aggregates.all(A.APPROVAL)
+        now = self.promotion.now
+        return {a.candidate_id for a in approvals.values() if a.kind == "production" and a.usable(now)}
 
     async def _experiment(self, experiment_id: str) -> tuple[DeploymentState, DeploymentState]:
         """The experiment and its capability's stable deployment."""

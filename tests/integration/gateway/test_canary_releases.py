@@ -13,13 +13,16 @@ import random
 import httpx
 import msgspec
 
+from eventstore.store import ExpectedVersion
 from gateway.deployments.weights import RoutingKey, bucket_of, choose
 from gateway.state.live import LiveState
 from streams import subjects
 from streams.codes import ServingError
 from streams.envelope import new_id
+from streams.events import control as c
 from streams.events import serving as s
 from streams.events.requests import RequestCompleted, RequestFailed
+from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack, another_deployment, serve_directly, stack_admin
 from tests.support.agents import MINILM
 from tests.support.models import write_poisoned_embedder
@@ -42,10 +45,25 @@ def live_of(stack: Stack) -> LiveState:
 
 
 async def routed_experiment(stack: Stack, folder: str) -> str:
-    """The active experiment routed as `folder` (MiniLM copied there), made if not made yet."""
+    """The active experiment routed as `folder` (MiniLM copied there), its candidate approved for
+    production; made if not made yet."""
     live = live_of(stack)
     made = next((d for d in live.catalog.deployments.values() if d.route == folder), None)
-    return made.deployment_id if made else await another_deployment(stack, folder, folder)
+    if made is not None:
+        return made.deployment_id
+    experiment = await another_deployment(stack, folder, folder)
+    await approve_for_production(stack, live.catalog.deployments[experiment].candidate_id)
+    return experiment
+
+
+async def approve_for_production(stack: Stack, candidate_id: str) -> None:
+    """A production approval of the candidate, as the promotion pipeline records one."""
+    approval_id = f"approval-{new_id()[:8]}"
+    approved = c.ProductionApproved(
+        approval_id=approval_id, candidate_id=candidate_id, evidence_fingerprint="tests", evidence={},
+        approved_by="tests", reason="canary tests",
+    )  # fmt: skip
+    await stack.store.append(Aggregate.APPROVAL, approval_id, [approved], ExpectedVersion.NO_STREAM)
 
 
 async def admin_post(stack: Stack, path: str, body: dict[str, object]) -> httpx.Response:
@@ -80,6 +98,15 @@ async def test_weights_90_10_split_a_seeded_stream_within_a_binomial_bound(stack
     await stack.gateway.settled()
     recorded = await _completions(stack, set(request_ids))
     assert [recorded[rid] for rid in request_ids] == served  # as the request events say too
+
+
+async def test_a_share_for_an_unapproved_experiment_is_refused_and_changes_nothing(stack: Stack) -> None:
+    experiment = await another_deployment(stack, "minilm-unapproved", "minilm-unapproved")
+    before = live_of(stack).catalog.deployments[stack.deployment_id].weights
+    refused = await admin_post(stack, f"/experiments/{experiment}/share", {"weight": 10})
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "ROUTING_TARGET_INVALID"
+    assert live_of(stack).catalog.deployments[stack.deployment_id].weights == before
 
 
 async def test_weights_not_summing_to_100_are_refused_and_change_nothing(stack: Stack) -> None:
@@ -172,6 +199,7 @@ async def _poisoned_experiment(stack: Stack) -> str:
     artifacts = await register_artifacts(stack.store, stack.node, stack.root, "poisoned")
     measured = await probe(stack.connection, stack.node, artifacts, stack.root)
     experiment = await promote(stack.store, artifacts, measured, route="poisoned")
+    await approve_for_production(stack, measured.candidate_id)
     live = live_of(stack)
     assert await live.wait_for(lambda: experiment in live.catalog.deployments, 10)
     return experiment

@@ -1,6 +1,6 @@
 """Canary commands, decided: a split is whole percents summing to 100 over the stable deployment and
-active experiments of its capability in its embedding space (stable codes, nothing recorded
-otherwise); taking back a share that is already 0 decides nothing, which is what makes a guard's
+active, production-approved experiments of its capability in its embedding space (stable codes,
+nothing recorded otherwise); taking back a share that is already 0 decides nothing, which is what makes a guard's
 rollback happen once across replicas."""
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from tests.unit.gateway.test_canary_split import canary
 NOW = datetime(2026, 12, 4, tzinfo=UTC)
 CATALOG = canary(10)
 STABLE, EXPERIMENT = CATALOG.deployments["emb"], CATALOG.deployments["exp"]
+APPROVED = {EXPERIMENT.candidate_id}  # candidates holding a usable production approval
 POLICY = r.RollbackPolicy(guards=(r.RollbackGuard(kind="invalid_output_count", threshold=3),))
 
 
 def refused(stable: DeploymentState, weights: dict[str, object], *others: DeploymentState) -> ServingError:
     with pytest.raises(ServingError) as raised:
-        check_weights(stable, weights, [stable, *(others or (EXPERIMENT,))])
+        check_weights(stable, weights, [stable, *(others or (EXPERIMENT,))], APPROVED)
     return raised.value
 
 
@@ -54,7 +55,18 @@ def test_a_weight_on_an_experiment_of_another_capability_is_refused() -> None:
 def test_a_share_for_an_inactive_experiment_is_refused_but_a_zero_weight_is_not() -> None:
     inactive = msgspec.structs.replace(EXPERIMENT, active=False)
     assert refused(STABLE, {"emb": 90, "exp": 10}, inactive).code == "ROUTING_TARGET_INVALID"
-    assert check_weights(STABLE, {"emb": 100, "exp": 0}, [STABLE, inactive]) == {"emb": 100, "exp": 0}
+    assert check_weights(STABLE, {"emb": 100, "exp": 0}, [STABLE, inactive], APPROVED) == {
+        "emb": 100,
+        "exp": 0,
+    }
+
+
+def test_a_share_for_an_experiment_without_a_production_approval_is_refused() -> None:
+    with pytest.raises(ServingError) as raised:
+        check_weights(STABLE, {"emb": 90, "exp": 10}, [STABLE, EXPERIMENT], approved=set())
+    assert raised.value.code == "ROUTING_TARGET_INVALID"
+    assert "production approval" in raised.value.message
+    assert check_weights(STABLE, {"emb": 100, "exp": 0}, [STABLE, EXPERIMENT], approved=set())
 
 
 def test_a_share_for_an_experiment_in_another_embedding_space_is_refused() -> None:
