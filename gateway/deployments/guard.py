@@ -17,6 +17,8 @@ import msgspec
 from streams.codes import ServingError
 from streams.events.releases import GuardKind, GuardTrip, RollbackGuard, RollbackPolicy
 
+MAX_GUARDS = 8
+
 
 class Outcome(msgspec.Struct, frozen=True):
     """How one request served by a deployment ended: its code ("OK" when served), whether it failed
@@ -76,6 +78,8 @@ def judge(
 
 def check_policy(policy: RollbackPolicy) -> RollbackPolicy:
     """The policy as it may be recorded, else ROLLBACK_POLICY_INVALID naming the guard."""
+    if len(policy.guards) > MAX_GUARDS:
+        raise ServingError("ROLLBACK_POLICY_INVALID", f"at most {MAX_GUARDS} guards", "guards")
     for index, guard in enumerate(policy.guards):
         problem = _problem(guard)
         if problem:

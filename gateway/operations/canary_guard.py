@@ -73,7 +73,11 @@ async def guard_canaries(promotion: PromotionContext, stop: asyncio.Event) -> No
     while not stop.is_set():
         ctx.outcomes.changed.clear()
         now = time.time()
-        trips = tripped_guards(ctx.live.catalog, ctx.outcomes, now, seen, looked)
+        try:
+            trips = tripped_guards(ctx.live.catalog, ctx.outcomes, now, seen, looked)
+        except Exception:  # a bug in judging must not stop the guards for the replica's lifetime
+            log.exception("judging the canaries failed")
+            trips = []
         looked = now
         for stable_id, trip in trips:
             if trip.experiment_id not in acting:
