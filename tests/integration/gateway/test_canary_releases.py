@@ -7,8 +7,10 @@ from its start holds the same routing state and routes alike."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import random
+from pathlib import Path
 
 import httpx
 import msgspec
@@ -24,6 +26,8 @@ from streams.events import serving as s
 from streams.events.requests import RequestCompleted, RequestFailed
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack, another_deployment, serve_directly, stack_admin
+from tests.integration.gateway.test_node_verbs import TOKEN as VERBS_TOKEN
+from tests.integration.gateway.test_node_verbs import modelforge
 from tests.support.agents import MINILM
 from tests.support.models import write_poisoned_embedder
 from tests.support.serving import (
@@ -239,3 +243,34 @@ async def _completions(stack: Stack, request_ids: set[str]) -> dict[str, str]:
 
     await events_until(stack.connection, subjects.REQUESTS_STREAM, collect, timeout=60)
     return found
+
+
+async def test_the_canary_verbs_drive_a_release_as_an_operator_runs_them(stack: Stack, scratch: Path) -> None:
+    experiment = await routed_experiment(stack, "minilm-canary")
+    assert stack.gateway.replica is not None
+    stack.gateway.replica.edge.operator_token = VERBS_TOKEN
+
+    policy = await modelforge(
+        stack, scratch, "canary", "policy", experiment, "--guard", "error_rate=0.1,min=30"
+    )
+    assert policy.status == 0, policy.stderr
+    assert json.loads(policy.stdout)["rollback_policy"]["guards"][0]["min_requests"] == 30
+    shared = await modelforge(stack, scratch, "canary", "share", experiment, "20", "--sticky")
+    assert shared.status == 0, shared.stderr
+    assert (
+        shared.stdout.strip()
+        == f"{EMBEDDING}: {stack.deployment_id} 80%, {experiment} 20% (sticky per client)"
+    )
+    listed = await modelforge(stack, scratch, "canary", "list", "--json")
+    assert {experiment: 20, stack.deployment_id: 80} in [
+        split["weights"] for split in json.loads(listed.stdout)
+    ]
+    refused = await modelforge(
+        stack, scratch, "canary", "weights", EMBEDDING, f"{stack.deployment_id}=90", f"{experiment}=20"
+    )
+    assert refused.status != 0
+    assert "ROUTING_WEIGHTS_INVALID" in refused.stderr
+    paused = await modelforge(stack, scratch, "canary", "pause", experiment, "--reason", "looking into it")
+    assert paused.status == 0, paused.stderr
+    assert live_of(stack).catalog.deployments[stack.deployment_id].weights[experiment] == 0
+    assert live_of(stack).catalog.deployments[experiment].active  # paused: still loaded and routable
