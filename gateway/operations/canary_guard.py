@@ -1,6 +1,6 @@
-"""The rollback guards at work, in every gateway replica: after each request outcome this replica
-notes (`ctx.outcomes`), judge every experiment that holds a share of its capability's traffic and
-has a rollback policy; a guard that trips takes the share back (the event names the guard and its
+"""The rollback guards at work, in every gateway replica: after each outcome of an experiment this
+replica notes (`ctx.outcomes`), judge it when it holds a share of its capability's traffic and has
+a rollback policy; a guard that trips takes the share back (the event names the guard and its
 measurement) and, where the policy says `unload`, deactivates and unloads the experiment.
 
 Each replica judges the outcomes of the requests it served itself. Of several replicas that trip
@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Collection
 
 from gateway.deployments.guard import judge
 from gateway.operations.canary import Canary
@@ -29,11 +30,18 @@ SplitSeen = dict[tuple[str, str, frozenset[tuple[str, int]]], float]  # (stable,
 
 
 def tripped_guards(
-    catalog: Catalog, outcomes: OutcomeLog, now: float, seen: SplitSeen, looked: float | None = None
+    catalog: Catalog,
+    outcomes: OutcomeLog,
+    now: float,
+    seen: SplitSeen,
+    looked: float | None = None,
+    fresh: Collection[str] | None = None,
 ) -> list[tuple[str, r.GuardTrip]]:
-    """(stable deployment id, trip) for each experiment with a share whose guard trips now. A split
-    not seen before is judged on the outcomes noted since this replica last `looked` (its previous
-    pass: the split began after it), else from now."""
+    """(stable deployment id, trip) for each experiment with a share whose guard trips now; with
+    `fresh`, only experiments among those (new outcomes of their own: what moves their figures
+    most, and the stable deployment's many outcomes are not judged each). A split not seen before
+    is judged on the outcomes noted since this replica last `looked` (its previous pass: the split
+    began after it), else from now."""
     trips = []
     for stable in catalog.deployments.values():
         if stable.channel != "stable" or not stable.weights:
@@ -46,6 +54,7 @@ def tripped_guards(
                 or experiment is None
                 or experiment.rollback is None
                 or experiment_id == stable.deployment_id
+                or (fresh is not None and experiment_id not in fresh)
             ):
                 continue
             since = seen.setdefault(
@@ -71,10 +80,10 @@ async def guard_canaries(promotion: PromotionContext, stop: asyncio.Event) -> No
     acting: set[str] = set()  # experiments this replica is taking the share back from
     looked = time.time()
     while not stop.is_set():
-        ctx.outcomes.changed.clear()
+        fresh = ctx.outcomes.take_fresh()
         now = time.time()
         try:
-            trips = tripped_guards(ctx.live.catalog, ctx.outcomes, now, seen, looked)
+            trips = tripped_guards(ctx.live.catalog, ctx.outcomes, now, seen, looked, fresh)
         except Exception:  # a bug in judging must not stop the guards for the replica's lifetime
             log.exception("judging the canaries failed")
             trips = []

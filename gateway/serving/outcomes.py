@@ -18,6 +18,7 @@ KEPT_PER_DEPLOYMENT = 4096  # a guard's window sees at most this many of one dep
 class OutcomeLog:
     def __init__(self) -> None:
         self.by_deployment: dict[str, deque[Outcome]] = {}
+        self.fresh: set[str] = set()  # deployments with outcomes noted since `take_fresh`
         self.changed = asyncio.Event()
 
     def note(self, event: Event, at: float | None = None) -> None:
@@ -40,7 +41,14 @@ class OutcomeLog:
         if kept is None:
             kept = self.by_deployment[deployment_id] = deque(maxlen=KEPT_PER_DEPLOYMENT)
         kept.append(outcome)
+        self.fresh.add(deployment_id)
         self.changed.set()
+
+    def take_fresh(self) -> set[str]:
+        """The deployments with new outcomes since the last call (and clears `changed`)."""
+        fresh, self.fresh = self.fresh, set()
+        self.changed.clear()
+        return fresh
 
     def of(self, deployment_id: str) -> list[Outcome]:
         return list(self.by_deployment.get(deployment_id, ()))

@@ -106,3 +106,21 @@ def test_a_split_first_seen_is_judged_on_outcomes_since_the_previous_look() -> N
     catalog = catalog_of(REGISTERED, STABLE, CREATED, ACTIVATED, guarded, split(10))
     assert tripped_guards(catalog, log, NOW, {}, looked=NOW - 0.5) == []  # before the previous look
     assert len(tripped_guards(catalog, log, NOW, {}, looked=NOW - 2)) == 1
+
+
+def test_an_experiment_without_fresh_outcomes_of_its_own_is_not_judged_again() -> None:
+    guarded = r.RollbackPolicyChanged(deployment_id="exp", policy=policy("invalid_output_count", 0))
+    log = OutcomeLog()
+    log.by_deployment["exp"] = deque([INVALID])
+    seen = {("emb", "exp", frozenset(split(10).weights.items())): NOW - 5}
+    catalog = catalog_of(REGISTERED, STABLE, CREATED, ACTIVATED, guarded, split(10))
+    assert tripped_guards(catalog, log, NOW, seen, fresh={"emb"}) == []
+    assert len(tripped_guards(catalog, log, NOW, seen, fresh={"exp"})) == 1
+
+
+def test_taking_the_fresh_deployments_empties_them_and_clears_the_wakeup() -> None:
+    log = OutcomeLog()
+    log.note(RequestFailed(request_id="r", client_id="c", capability="cap", code="INVALID_OUTPUT",
+                           http_status=502, deployment_id="exp"), at=1.0)  # fmt: skip
+    assert log.take_fresh() == {"exp"}
+    assert (log.take_fresh(), log.changed.is_set()) == (set(), False)
