@@ -46,6 +46,8 @@ class Canary:
         return await self.promotion.deployment(stable.deployment_id)
 
     async def set_policy(self, experiment_id: str, policy: r.RollbackPolicy) -> DeploymentState:
+        if await self.aggregates.get(A.DEPLOYMENT, experiment_id) is None:
+            raise ServingError("EXPERIMENT_NOT_FOUND", f"no experiment {experiment_id!r}", "deployment_id")
         command = SetRollbackPolicy(experiment_id, check_policy(policy))
         await self.aggregates.execute(A.DEPLOYMENT, experiment_id, decide_deployment, command)
         await self.promotion.settle()

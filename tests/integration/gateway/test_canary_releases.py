@@ -274,3 +274,16 @@ async def test_the_canary_verbs_drive_a_release_as_an_operator_runs_them(stack: 
     assert paused.status == 0, paused.stderr
     assert live_of(stack).catalog.deployments[stack.deployment_id].weights[experiment] == 0
     assert live_of(stack).catalog.deployments[experiment].active  # paused: still loaded and routable
+
+
+async def test_every_canary_command_on_an_unknown_experiment_is_404(stack: Stack) -> None:
+    for verb, body in [
+        ("share", {"weight": 10}),
+        ("rollback-policy", {"guards": []}),
+        ("promote", {}),
+        ("pause", {}),
+        ("abort", {}),
+    ]:
+        answer = await admin_post(stack, f"/experiments/exp-nowhere/{verb}", body)
+        assert answer.status_code == 404, (verb, answer.text)
+        assert answer.json()["error"]["code"] == "EXPERIMENT_NOT_FOUND"
