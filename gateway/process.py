@@ -16,7 +16,9 @@ from gateway.clients.directory import ClientDirectory
 from gateway.clients.limits import RequestLimiter, provision_limits
 from gateway.contracts import ContractChanged, register_contracts
 from gateway.http.edge import Edge
+from gateway.operations.canary_guard import guard_canaries
 from gateway.operators import operator_file_from_env
+from gateway.promotion.context import PromotionContext
 from gateway.serving.context import ServingContext
 from gateway.serving.fleet_metrics import FleetMetrics
 from gateway.serving.keeper import run_upkeep
@@ -33,12 +35,14 @@ class GatewayReplica:
     upkeep: asyncio.Task[None]
     stop: asyncio.Event
     queues: QueueBoard
+    guards: asyncio.Task[None]  # the canaries' rollback guards (gateway.operations.canary_guard)
 
     async def close(self) -> None:
         ctx = self.edge.ctx
         self.stop.set()  # the upkeep loop wakes on it
         ctx.closing.set()
         await self.upkeep
+        await self.guards
         flush_refusals(ctx)
         await ctx.settle()
         await self.queues.close()
@@ -84,4 +88,5 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     edge.ready = True
     stop = asyncio.Event()
     upkeep = asyncio.create_task(run_upkeep(ctx, stop), name="residency-upkeep")
-    return GatewayReplica(connection, edge, create_app(edge), upkeep, stop, queues)
+    guards = asyncio.create_task(guard_canaries(PromotionContext(ctx, ctx.actor), stop), name="canary-guards")
+    return GatewayReplica(connection, edge, create_app(edge), upkeep, stop, queues, guards)

@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "gateway.admin.cli",
     "gateway.admin.models_cli",
     "gateway.admin.nodes_cli",
+    "gateway.admin.canary_cli",
     "gateway.admin.operators_cli",
     "projections.cli",
     "modelforge.backup_cli",

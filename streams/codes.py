@@ -309,6 +309,27 @@ DEPLOYMENT_PROVENANCE_INCOMPLETE: Final = spec(
 DEPLOYMENT_NOT_FOUND: Final = spec("DEPLOYMENT_NOT_FOUND", 404, "The capability deployment does not exist.")
 EXPERIMENT_NOT_FOUND: Final = spec("EXPERIMENT_NOT_FOUND", 404, "The capability experiment does not exist.")
 
+ROUTING_WEIGHTS_INVALID: Final = spec(
+    "ROUTING_WEIGHTS_INVALID",
+    422,
+    "A capability's routing weights are not whole percents 0..100 summing to 100.",
+    from_seed=False,
+)
+ROUTING_TARGET_INVALID: Final = spec(
+    "ROUTING_TARGET_INVALID",
+    409,
+    "A routing weight names no experiment of the capability, one in another embedding space, or gives "
+    "a share of the traffic to an inactive or draining experiment or to one without a usable "
+    "production approval.",
+    from_seed=False,
+)
+ROLLBACK_POLICY_INVALID: Final = spec(
+    "ROLLBACK_POLICY_INVALID",
+    422,
+    "A rollback policy's guard has no positive threshold or window, or is set on a stable deployment.",
+    from_seed=False,
+)
+
 # --- clients and projects ----------------------------------------------------------------------------
 CLIENT_EXISTS: Final = spec("CLIENT_EXISTS", 409, "A service client with this name already exists.")
 CLIENT_NOT_FOUND: Final = spec("CLIENT_NOT_FOUND", 404, "The service client does not exist.")

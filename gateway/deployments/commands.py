@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
+from streams.events import releases as r
 from streams.events import serving as s
 
 
@@ -35,4 +36,38 @@ class ChangeScaling(msgspec.Struct, frozen=True):
     placement: s.PlacementKind
 
 
-DeploymentCommand = DrainDeployment | CompleteDrain | ChangeResidency | ChangeScaling | SetExperimentActive
+class ChangeRoutingWeights(msgspec.Struct, frozen=True):
+    """On the capability's stable deployment: the split, already checked against the other
+    deployments (`gateway.deployments.weights.check_weights`)."""
+
+    deployment_id: str
+    weights: dict[str, int]
+    sticky: bool = False
+    reason: str = ""
+
+
+class TakeBackShare(msgspec.Struct, frozen=True):
+    """On the stable deployment: an experiment's weight back to 0, its share to the stable one
+    (an operator's pause or abort, or a guard that tripped: `guard` says what it measured)."""
+
+    deployment_id: str
+    experiment_id: str
+    reason: str
+    guard: r.GuardTrip | None = None
+
+
+class SetRollbackPolicy(msgspec.Struct, frozen=True):
+    deployment_id: str  # an experiment
+    policy: r.RollbackPolicy
+
+
+DeploymentCommand = (
+    DrainDeployment
+    | CompleteDrain
+    | ChangeResidency
+    | ChangeScaling
+    | SetExperimentActive
+    | ChangeRoutingWeights
+    | TakeBackShare
+    | SetRollbackPolicy
+)

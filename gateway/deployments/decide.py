@@ -1,5 +1,6 @@
 """Decisions on a deployment: drain (refused while requests run), residency, an experiment's
-activation. Pure."""
+activation, a capability's routing weights (on its stable deployment) and an experiment's rollback
+policy. Pure."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from datetime import datetime
 
 from gateway.deployments.commands import (
     ChangeResidency,
+    ChangeRoutingWeights,
     ChangeScaling,
     CompleteDrain,
     DeploymentCommand,
     DrainDeployment,
     SetExperimentActive,
+    SetRollbackPolicy,
+    TakeBackShare,
 )
 from gateway.deployments.model import DeploymentState
 from streams.codes import ServingError
@@ -59,4 +63,47 @@ def decide_deployment(
                     raise ServingError("EXPERIMENT_NOT_ROUTABLE", "a drained experiment cannot be activated")
                 return [s.ExperimentActivated(deployment_id=state.deployment_id)]
             return [s.ExperimentDeactivated(deployment_id=state.deployment_id, reason=command.reason)]
+        case ChangeRoutingWeights() | TakeBackShare():
+            return _decide_split(state, command)
+        case SetRollbackPolicy():
+            if state.channel != "experiment":
+                raise ServingError(
+                    "ROLLBACK_POLICY_INVALID", "a rollback policy guards an experiment", "deployment_id"
+                )
+            if state.rollback == command.policy:
+                return []
+            return [s.RollbackPolicyChanged(deployment_id=state.deployment_id, policy=command.policy)]
     raise AssertionError(command)  # pragma: no cover
+
+
+def _decide_split(state: DeploymentState, command: ChangeRoutingWeights | TakeBackShare) -> list[Event]:
+    """A split lives on the stable deployment that takes traffic; taking back a share that is
+    already 0 decides nothing (of two replicas whose guards trip together, one records it)."""
+    if state.channel != "stable" or state.draining:
+        raise ServingError(
+            "ROUTING_TARGET_INVALID",
+            f"{state.deployment_id} is not a stable deployment taking traffic",
+            "deployment_id",
+        )
+    if isinstance(command, ChangeRoutingWeights):
+        if (state.weights, state.sticky) == (command.weights, command.sticky):
+            return []
+        weights, reason, guard = command.weights, command.reason, None
+        sticky = command.sticky
+    else:
+        share = state.weights.get(command.experiment_id, 0)
+        if share == 0:
+            return []
+        stable_share = state.weights.get(state.deployment_id, 0) + share
+        weights = {**state.weights, command.experiment_id: 0, state.deployment_id: stable_share}
+        reason, guard, sticky = command.reason, command.guard, state.sticky
+    return [
+        s.RoutingWeightsChanged(
+            deployment_id=state.deployment_id,
+            capability=state.capability,
+            weights=weights,
+            sticky=sticky,
+            reason=reason,
+            guard=guard,
+        )
+    ]

@@ -58,4 +58,8 @@ def evolve_deployment(state: DeploymentState | None, event: Event, seq: int) -> 
             return _replace(state, residency=event.residency)
         case s.DeploymentScalingChanged() if state is not None:
             return _replace(state, replicas=event.replicas, placement=event.placement)
+        case s.RoutingWeightsChanged() if state is not None:
+            return _replace(state, weights=dict(event.weights), sticky=event.sticky)
+        case s.RollbackPolicyChanged() if state is not None:
+            return _replace(state, rollback=event.policy)
     return state

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
+from streams.events import releases as r
 from streams.events import serving as s
 
 
@@ -28,6 +29,11 @@ class DeploymentState(msgspec.Struct, frozen=True, kw_only=True):
     manifest_sha256: str = ""  # the artifact set's manifest it was promoted with: all it loads
     replicas: s.Replicas = s.Replicas()
     placement: s.PlacementKind = "binpack"
+    # A stable deployment's split of its capability's traffic (deployment id -> percent; empty:
+    # all of it here) and whether a client keeps its deployment (gateway.deployments.weights).
+    weights: dict[str, int] = msgspec.field(default_factory=dict)
+    sticky: bool = False
+    rollback: r.RollbackPolicy | None = None  # an experiment's guards (gateway.deployments.guard)
 
     @property
     def resident_floor(self) -> int:

@@ -16,6 +16,7 @@ from eventstore.store import EventStore
 from gateway.serving.gauges import LiveGauges
 from gateway.serving.line import Place, wake_order
 from gateway.serving.metrics import ServingMetrics
+from gateway.serving.outcomes import OutcomeLog
 from gateway.serving.queues import QueueBoard
 from gateway.serving.refusals import RefusalTally
 from gateway.serving.upkeep import PressureTrack
@@ -48,6 +49,8 @@ class ServingContext:
     # (gateway.serving.refusal_log)
     refusals: RefusalTally = field(default_factory=RefusalTally)
     refusal_timer: asyncio.TimerHandle | None = None
+    # how this replica's requests ended, per deployment: what canary rollback guards judge
+    outcomes: OutcomeLog = field(default_factory=OutcomeLog)
     # set when the gateway closes: background writes stop retrying (a lease then ends by its TTL)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     metrics: ServingMetrics = field(init=False)  # this replica's /metrics, its live gauges included

@@ -18,6 +18,7 @@ from typing import TypeVar
 import msgspec
 
 from gateway.deployments.model import DeploymentState
+from gateway.deployments.weights import RoutingKey
 from gateway.serving import capacity
 from gateway.serving.background import record_request
 from gateway.serving.context import ServingContext
@@ -146,7 +147,8 @@ async def serve(
     request_id, client_id, capability = request.request_id, request.client_id, request.capability
     payload, shape, deadline, priority = request.payload, request.shape, request.deadline, request.priority
     started, validation_ms, resolution_ms = request.started, request.validation_ms, request.resolution_ms
-    deployment = ctx.live.catalog.resolve(capability, request.model)
+    key = RoutingKey(client_id, request_id)  # a canary's weighted split hashes it
+    deployment = ctx.live.catalog.resolve(capability, request.model, key)
     if deployment is None:
         await admitted()  # the client's limits answer first, as when they are checked beforehand
         unavailable = ServingError(

@@ -11,6 +11,7 @@ import msgspec
 from gateway.deployments.evolve import evolve_deployment
 from gateway.deployments.model import DeploymentState
 from gateway.deployments.routes import names_stable
+from gateway.deployments.weights import RoutingKey, bucket_of, choose
 from gateway.scheduler.fleet import accelerator_model
 from gateway.scheduler.state import HardwareClass
 from streams.events import control as c
@@ -153,8 +154,11 @@ class Catalog(msgspec.Struct, frozen=True):
             if d.capability == capability and not d.drained and (d.channel == "stable" or d.route)
         ]
 
-    def resolve(self, capability: str, model: str = "") -> DeploymentState | None:
-        """An active experiment whose route the client named, else the stable deployment.
+    def resolve(
+        self, capability: str, model: str = "", key: RoutingKey | None = None
+    ) -> DeploymentState | None:
+        """An active experiment whose route the client named, else the stable deployment, or with
+        `key` (a request being served) the deployment the stable one's weights send it to.
         Experiments are reached only through their route, never through a capability's or a stable
         deployment's model name: new routes cannot take those (gateway.deployments.routes), and an
         experiment an older log routed under one does not take the stable deployment's traffic."""
@@ -174,7 +178,17 @@ class Catalog(msgspec.Struct, frozen=True):
             # every request names a model)
             if routed and not names_stable(model, self.deployments.values()):
                 return routed
-        return self.stable_for(capability)
+        stable = self.stable_for(capability)
+        return self._weighted(stable, key) if stable and stable.weights and key else stable
+
+    def _weighted(self, stable: DeploymentState, key: RoutingKey) -> DeploymentState:
+        """The deployment of the split that takes this request; the stable one when the chosen
+        experiment cannot take it now (deactivated, draining, its files unservable)."""
+        bucket = bucket_of(stable.capability, key.for_split(stable.sticky))
+        chosen = self.deployments.get(choose(stable.weights, stable.deployment_id, bucket))
+        if chosen is None or chosen.capability != stable.capability or not self._routable(chosen):
+            return stable
+        return chosen
 
     def node_of_accelerator(self, accelerator_id: str) -> NodeInfo | None:
         for node in self.nodes.values():
@@ -199,6 +213,8 @@ def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
             | s.DeploymentDrained()
             | s.ResidencyPolicyChanged()
             | s.DeploymentScalingChanged()
+            | s.RoutingWeightsChanged()
+            | s.RollbackPolicyChanged()
         ):
             # One fold of the deployment aggregate serves the promotion pipeline and serving alike.
             updated = evolve_deployment(deployments.get(event.deployment_id), event, 0)

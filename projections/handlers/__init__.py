@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from projections.handlers import artifacts, clients, identity, nodes, promotion, requests, serving
+from projections.handlers import artifacts, clients, identity, nodes, promotion, releases, requests, serving
 from projections.handlers.ops import Op, Pending, up
 from streams.events.base import Event
 
@@ -12,6 +12,7 @@ Area = Callable[[Event, int, str | None], list[Op] | None]
 _AREAS: tuple[Area, ...] = (
     requests.ops,
     serving.ops,
+    releases.ops,
     artifacts.ops,
     nodes.ops,
     promotion.ops,

@@ -404,8 +404,6 @@ def _deployment(event: Event, at: str | None) -> list[Op] | None:
         case s.DeploymentScalingChanged():
             scaling = _scaling(event.replicas, event.placement)
             return [up("deployments", (event.deployment_id,), **scaling, updated_at=at)]
-        case s.RoutingWeightsChanged():
-            return [up("deployments", (event.deployment_id,), routing_weights=event.weights, updated_at=at)]
     return None
 
 

@@ -57,6 +57,7 @@ _BY_AGGREGATE: dict[Aggregate, tuple[type[Event], ...]] = {
         s.ResidencyPolicyChanged,
         s.DeploymentScalingChanged,
         s.RoutingWeightsChanged,
+        s.RollbackPolicyChanged,
     ),
     Aggregate.ACCELERATOR: (
         s.LeaseGranted,

@@ -9,6 +9,9 @@ from typing import Literal
 import msgspec
 
 from streams.events.base import Event
+from streams.events.releases import RollbackPolicyChanged, RoutingWeightsChanged
+
+__all__ = ["RollbackPolicyChanged", "RoutingWeightsChanged"]  # canary events, kept in releases.py
 
 ResidencyPolicyKind = Literal["on_demand", "keep_warm", "always_warm"]
 Channel = Literal["stable", "experiment", "lab"]
@@ -110,12 +113,6 @@ class DeploymentScalingChanged(Event, frozen=True):
     deployment_id: str
     replicas: Replicas
     placement: PlacementKind
-
-
-class RoutingWeightsChanged(Event, frozen=True):
-    deployment_id: str
-    capability: str
-    weights: dict[str, int]  # deployment id -> weight
 
 
 # ---- accelerator (scheduling aggregate) ------------------------------------------------------
