@@ -17,6 +17,7 @@ from gateway.clients.limits import RequestLimiter, provision_limits
 from gateway.contracts import ContractChanged, register_contracts
 from gateway.http.edge import Edge
 from gateway.operators import operator_file_from_env
+from gateway.serving.caps import DeploymentGate
 from gateway.serving.context import ServingContext
 from gateway.serving.keeper import run_upkeep
 from gateway.serving.queues import QueueBoard
@@ -64,14 +65,16 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     await directory.start()
     await directory.wait_ready(120)
     queues = QueueBoard(connection.client, gateway_id)
-    ctx = ServingContext(store, live, connection.client, gateway_id, board=queues)
+    limiter = RequestLimiter(connection.client)
+    gate = DeploymentGate(limiter, connection.client)
+    ctx = ServingContext(store, live, connection.client, gateway_id, board=queues, gate=gate)
     live.listeners.append(ctx.wake_waiting)
     await queues.start()
     token = os.environ.get("MODELFORGE_OPERATOR_TOKEN", "")
     edge = Edge(
         ctx,
         directory,
-        RequestLimiter(connection.client),
+        limiter,
         operator_token=token,
         operators=operator_file_from_env(),
     )

@@ -15,6 +15,7 @@ from gateway.admin.endpoint import ROWS, Call, Endpoint, limit_of
 from gateway.admin.pipeline import Reason, promotion
 from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, fresh_for, requests_from_log
 from gateway.admin.scheduler import co_residency, dry_run, overview
+from gateway.deployments.commands import ChangeCaps
 from gateway.operations import node_drain
 from gateway.operations.service import Operations
 from gateway.promotion import commands as cmd
@@ -38,6 +39,11 @@ class Scaling(msgspec.Struct, frozen=True, kw_only=True):
     min: int = 1
     max: int | None = None  # None: as many as `min`
     placement: str = "binpack"
+
+
+class Caps(msgspec.Struct, frozen=True, kw_only=True):
+    max_concurrency: int | None = None  # None: as it is
+    max_queue_depth: int | None = None
 
 
 class PolicyRevision(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,6 +104,12 @@ async def replicas(call: Call) -> object:
     b: Scaling = call.body
     wanted, placement = check_scaling(b.min, b.min if b.max is None else b.max, b.placement)
     return views.deployment(await ops(call).change_scaling(call.path["deployment_id"], wanted, placement))
+
+
+async def caps(call: Call) -> object:
+    b: Caps = call.body
+    command = ChangeCaps(call.path["deployment_id"], b.max_concurrency, b.max_queue_depth)
+    return views.deployment(await ops(call).change_caps(command))
 
 
 async def set_experiment(call: Call, active: bool) -> object:
@@ -264,6 +276,10 @@ ENDPOINTS = [
     ),
     Endpoint(
         "POST", "/deployments/{deployment_id}/replicas", "Change the replicas and placement", replicas, Scaling,
+        "operations",
+    ),
+    Endpoint(
+        "POST", "/deployments/{deployment_id}/caps", "Change the concurrency and queue caps", caps, Caps,
         "operations",
     ),
     Endpoint("POST", "/experiments/{deployment_id}/activate", "Activate an experiment route", activate, tag="operations"),

@@ -35,4 +35,12 @@ class ChangeScaling(msgspec.Struct, frozen=True):
     placement: s.PlacementKind
 
 
-DeploymentCommand = DrainDeployment | CompleteDrain | ChangeResidency | ChangeScaling | SetExperimentActive
+class ChangeCaps(msgspec.Struct, frozen=True):
+    deployment_id: str
+    max_concurrency: int | None = None  # None: as it is
+    max_queue_depth: int | None = None
+
+
+DeploymentCommand = (
+    DrainDeployment | CompleteDrain | ChangeResidency | ChangeScaling | ChangeCaps | SetExperimentActive
+)

@@ -43,6 +43,7 @@ def evolve_deployment(state: DeploymentState | None, event: Event, seq: int) -> 
                 embedding_space=event.embedding_space,
                 route=event.route,
                 active=False,
+                caps=s.EXPERIMENT_CAPS,
                 probe_id=event.probe_id,
                 manifest_sha256=event.manifest_sha256,
             )
@@ -58,4 +59,6 @@ def evolve_deployment(state: DeploymentState | None, event: Event, seq: int) -> 
             return _replace(state, residency=event.residency)
         case s.DeploymentScalingChanged() if state is not None:
             return _replace(state, replicas=event.replicas, placement=event.placement)
+        case s.DeploymentCapsChanged() if state is not None:
+            return _replace(state, caps=event.caps)
     return state

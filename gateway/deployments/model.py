@@ -28,6 +28,7 @@ class DeploymentState(msgspec.Struct, frozen=True, kw_only=True):
     manifest_sha256: str = ""  # the artifact set's manifest it was promoted with: all it loads
     replicas: s.Replicas = s.Replicas()
     placement: s.PlacementKind = "binpack"
+    caps: s.DeploymentCaps = s.STABLE_CAPS  # an experiment's start as s.EXPERIMENT_CAPS
 
     @property
     def resident_floor(self) -> int:

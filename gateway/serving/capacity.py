@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from eventstore.errors import ConcurrencyConflict, EventStoreError
+from gateway.clients.permit import Permit
 from gateway.deployments.model import DeploymentState
 from gateway.scheduler import (
     Channel,
@@ -55,6 +56,7 @@ class Grant(msgspec.Struct, kw_only=True):
     scheduling_ms: float = 0.0
     load_ms: float = 0.0
     queue_ms: float = 0.0
+    run_slot: Permit | None = None  # the deployment's cap (gateway.serving.caps), let go after the lease
 
 
 def envelope_of(
@@ -171,9 +173,13 @@ async def acquire(
     line, a higher client `priority` is woken first when capacity frees up. `avoid`: an accelerator
     not to place it on (a retry's, whose node did not answer)."""
     place = Place(deployment.deployment_id, priority)
+    run_slot = None
     try:
         with span("place", attributes={"modelforge.deployment_id": place.deployment_id}) as placing:
+            if ctx.gate is not None:
+                run_slot = await ctx.gate.enter(deployment, deadline)
             grant = await _acquire(ctx, deployment, request_id, client_id, deadline, place, avoid)
+            grant.run_slot, run_slot = run_slot, None
             if placing.is_recording():
                 placing.set_attributes(
                     {
@@ -185,6 +191,8 @@ async def acquire(
                 )
             return grant
     finally:
+        if run_slot is not None:  # no lease came of it
+            ctx.spawn(run_slot.release())
         if place in ctx.waiting:
             ctx.waiting.remove(place)
             ctx.queue_changed()
@@ -401,6 +409,8 @@ async def _queue(ctx: ServingContext, place: Place, deadline: float) -> None:
 
 async def release(ctx: ServingContext, grant: Grant, outcome: str) -> None:
     await _release(ctx, grant.lease_id, grant.accelerator_id, outcome)
+    if grant.run_slot is not None:  # after the lease: its cap then holds on the record too
+        await grant.run_slot.release()
 
 
 async def _release(ctx: ServingContext, lease_id: str, accelerator_id: str, outcome: str) -> None:

@@ -190,6 +190,8 @@ async def serve(
             log.warning("request %s: %s; trying it again", request_id, lost.message)
             if isinstance(lost, NodeUnreachable):
                 ctx.spawn(capacity.release(ctx, grant, "failed"))
+            elif grant.run_slot is not None:  # the lease went with its node; its run slot goes now
+                ctx.spawn(grant.run_slot.release())
             gone, grant = grant.accelerator_id, None
             grant = await _elsewhere(ctx, deployment, request_id, client_id, deadline, priority, gone, lost)
             invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)

@@ -362,6 +362,7 @@ def _deployment(event: Event, at: str | None) -> list[Op] | None:
                     per_request_bytes=e.per_request_bytes,
                     cold_load_ms=e.cold_load_ms,
                     embedding_space=event.embedding_space,
+                    **_caps(s.EXPERIMENT_CAPS),
                     created_at=at,
                     updated_at=at,
                 )
@@ -404,9 +405,15 @@ def _deployment(event: Event, at: str | None) -> list[Op] | None:
         case s.DeploymentScalingChanged():
             scaling = _scaling(event.replicas, event.placement)
             return [up("deployments", (event.deployment_id,), **scaling, updated_at=at)]
+        case s.DeploymentCapsChanged():
+            return [up("deployments", (event.deployment_id,), **_caps(event.caps), updated_at=at)]
         case s.RoutingWeightsChanged():
             return [up("deployments", (event.deployment_id,), routing_weights=event.weights, updated_at=at)]
     return None
+
+
+def _caps(caps: s.DeploymentCaps) -> dict[str, object]:
+    return {"max_concurrency": caps.max_concurrency, "max_queue_depth": caps.max_queue_depth}
 
 
 def _scaling(replicas: s.Replicas, placement: str) -> dict[str, object]:

@@ -56,6 +56,7 @@ _BY_AGGREGATE: dict[Aggregate, tuple[type[Event], ...]] = {
         s.DeploymentDrained,
         s.ResidencyPolicyChanged,
         s.DeploymentScalingChanged,
+        s.DeploymentCapsChanged,
         s.RoutingWeightsChanged,
     ),
     Aggregate.ACCELERATOR: (

@@ -50,6 +50,19 @@ class Replicas(msgspec.Struct, frozen=True):
     max: int = 1
 
 
+class DeploymentCaps(msgspec.Struct, frozen=True):
+    """At most `max_concurrency` requests of one deployment run at once across every gateway
+    replica (0: no cap of its own), and at most `max_queue_depth` more wait for one of them; past
+    that a request is refused QUEUE_FULL (gateway.serving.caps)."""
+
+    max_concurrency: int = 0
+    max_queue_depth: int = 64
+
+
+STABLE_CAPS = DeploymentCaps()
+EXPERIMENT_CAPS = DeploymentCaps(max_concurrency=1)  # an experiment runs one request at a time
+
+
 class DeploymentPromoted(Event, frozen=True):
     deployment_id: str
     capability: str
@@ -110,6 +123,11 @@ class DeploymentScalingChanged(Event, frozen=True):
     deployment_id: str
     replicas: Replicas
     placement: PlacementKind
+
+
+class DeploymentCapsChanged(Event, frozen=True):
+    deployment_id: str
+    caps: DeploymentCaps
 
 
 class RoutingWeightsChanged(Event, frozen=True):

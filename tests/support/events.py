@@ -27,6 +27,19 @@ def stable_deployment(
     )
 
 
+def experiment_created(deployment_id: str, envelope: s.ResourceEnvelope) -> s.ExperimentCreated:
+    """An experiment of `rag.embedding@1` measured at `envelope`, reached by its own id as route."""
+    return s.ExperimentCreated(
+        deployment_id=deployment_id,
+        capability="rag.embedding@1",
+        candidate_id="c",
+        artifact_set_id="x",
+        model_name=deployment_id,
+        route=deployment_id,
+        envelope=envelope,
+    )
+
+
 def lease_granted(
     lease_id: str,
     accelerator_id: str,

@@ -47,10 +47,12 @@ async def oversized_deployment(stack: Stack, route: str) -> str:
         envelope=envelope,
         embedding_space=model.embedding_space,
     )
+    activated = s.ExperimentActivated(deployment_id=deployment_id)
     await stack.store.append(
         Aggregate.DEPLOYMENT,
         deployment_id,
-        [created, s.ExperimentActivated(deployment_id=deployment_id)],
+        # no cap of its own (an experiment runs one at a time): the storm reaches placement
+        [created, s.DeploymentCapsChanged(deployment_id=deployment_id, caps=s.DeploymentCaps()), activated],
         ExpectedVersion.NO_STREAM,
     )
 
