@@ -20,8 +20,8 @@ from gateway.operations import node_drain
 from gateway.operations.service import Operations
 from gateway.promotion import commands as cmd
 from gateway.promotion.profile import check_scaling
-from gateway.scheduler import Attribution, SchedulerPolicy, Verdict, account
-from gateway.serving.refusal_log import note_refusal
+from gateway.scheduler import Attribution, SchedulerPolicy, account
+from gateway.serving.refusal_log import note_dry_run
 from streams import subjects, text
 from streams.codes import ServingError
 from streams.envelope import new_id
@@ -177,8 +177,7 @@ async def placement_dry_run(call: Call) -> object:
     if b.channel not in ("production", "lab"):
         raise ServingError("INVALID_INPUT", "channel is production or lab", "channel")
     decision = dry_run(call.edge.ctx.live, deployment, b.channel)
-    if decision.verdict.rejects or decision.verdict is Verdict.QUEUE:  # on the record, as a request's
-        note_refusal(call.edge.ctx, decision, b.deployment_id, new_id(), dry_run=True)
+    note_dry_run(call.edge.ctx, decision, b.deployment_id, new_id())  # on the record, whatever it says
     return msgspec.to_builtins(decision)
 
 

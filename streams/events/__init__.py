@@ -75,6 +75,7 @@ _BY_AGGREGATE: dict[Aggregate, tuple[type[Event], ...]] = {
         s.EvictionCompleted,
         s.PressureChanged,
         s.PlacementRejected,
+        s.PlacementDryRun,
         s.CoResidencyProven,
         s.ResidencyHealthChecked,
         s.ResidencyDrained,

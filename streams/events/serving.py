@@ -280,6 +280,27 @@ class PlacementRejected(Event, frozen=True):
     schedulable_bytes: int | None = None  # the accelerator's headroom before the decision
 
 
+class PlacementDryRun(Event, frozen=True):
+    """A dry run (POST /admin/v1/scheduler/dry-run) whose plan would admit: where, what it would
+    evict and the headroom around it; nothing was asked to run. A plan that would refuse or queue
+    is a `PlacementRejected` marked `dry_run`. Identical ones within a window are one event with
+    their `count`, as refusals are (gateway.serving.refusals)."""
+
+    accelerator_id: str
+    deployment_id: str
+    verdict: str  # ADMIT | ADMIT_AFTER_EVICTION
+    reason_codes: tuple[str, ...]
+    decision_fingerprint: str
+    required_bytes: int
+    schedulable_bytes: int | None = None  # the accelerator's headroom before the decision
+    headroom_after_bytes: int | None = None
+    evictions: tuple[str, ...] = ()  # deployments it would unload first
+    cold_load: bool = False
+    count: int = 1
+    first_at: datetime | None = None
+    window_s: float = 0.0
+
+
 class CoResidencyProven(Event, frozen=True):
     """Two residents measured together in one worker generation."""
 

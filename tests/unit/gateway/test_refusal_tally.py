@@ -74,3 +74,23 @@ def test_later_reasons_do_not_split_a_window() -> None:
     tally.add(refusal(reasons=("INSUFFICIENT_SCHEDULABLE_VRAM", "PRESSURE_HIGH")), now=0.0)
     tally.add(refusal(reasons=("INSUFFICIENT_SCHEDULABLE_VRAM",)), now=0.1)
     assert [e.count for e in tally.drain()] == [2]
+
+
+def test_dry_runs_that_would_admit_are_counted_in_windows_of_their_own() -> None:
+    planned = s.PlacementDryRun(
+        accelerator_id="acc-0",
+        deployment_id="dep-a",
+        verdict="ADMIT",
+        reason_codes=(),
+        decision_fingerprint="fp-plan",
+        required_bytes=5,
+    )
+    tally = RefusalTally()
+    for n in range(50):
+        tally.add(planned, now=n * 0.01)
+        tally.add(refusal(request_id=f"req-{n}", dry_run=True), now=n * 0.01)
+    written = tally.drain()
+    assert sorted((type(e).__name__, e.count) for e in written) == [
+        ("PlacementDryRun", 50),
+        ("PlacementRejected", 50),
+    ]
