@@ -18,6 +18,7 @@ given back (`gateway.serving.capacity`): a deployment's leases on the record ove
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 
@@ -38,6 +39,7 @@ class DeploymentGate:
     def __init__(self, limiter: RequestLimiter, client: Client) -> None:
         self._limiter = limiter
         self._nats = client
+        self._letting_go: set[asyncio.Task[None]] = set()  # slots taken for requests gone meanwhile
 
     async def enter(self, deployment: DeploymentState, deadline: float) -> Permit | None:
         """One of the deployment's run slots (release it once the request's lease is given back),
@@ -46,7 +48,7 @@ class DeploymentGate:
         if caps.max_concurrency <= 0:
             return None
         run = subjects.deployment_slots(deployment.deployment_id, "run")
-        permit = await self._limiter.take_slot(run, caps.max_concurrency)
+        permit = await self._take(run, caps.max_concurrency)
         if permit is None:
             permit = await self._queue(deployment, run, deadline)
         return permit
@@ -56,7 +58,9 @@ class DeploymentGate:
         waiting = None
         if caps.max_queue_depth > 0:
             group = subjects.deployment_slots(deployment.deployment_id, "wait")
-            waiting = await self._limiter.take_slot(group, caps.max_queue_depth)
+            waiting = await self._take(group, caps.max_queue_depth)
+            if waiting is not None:
+                waiting.announce = False  # nobody waits for a place in the queue: they are refused
         if waiting is None:
             raise ServingError(
                 "QUEUE_FULL",
@@ -76,7 +80,7 @@ class DeploymentGate:
 
     async def _wait_for_slot(self, freed: Subscription, run: str, size: int, deadline: float) -> Permit:
         while True:
-            permit = await self._limiter.take_slot(run, size)
+            permit = await self._take(run, size)
             if permit is not None:
                 return permit
             remaining = deadline - time.time()
@@ -87,3 +91,23 @@ class DeploymentGate:
             # a notice, or a TTL's worth of silence (a crashed holder's slot ran out)
             with contextlib.suppress(NatsTimeoutError):
                 await freed.next_msg(timeout=min(remaining, self._limiter.slot_ttl_s))
+
+    async def _take(self, group: str, size: int) -> Permit | None:
+        """A slot, taken to the end even if the request is cancelled meanwhile (a client refused
+        alongside, a disconnect): a slot taken then is let go at once, not held until its TTL (an
+        experiment's only slot, for half a minute)."""
+        taking = asyncio.ensure_future(self._limiter.take_slot(group, size))
+        try:
+            return await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            taking.add_done_callback(self._let_go)
+            raise
+
+    def _let_go(self, taking: asyncio.Future[Permit | None]) -> None:
+        if taking.cancelled() or taking.exception() is not None:
+            return
+        permit = taking.result()
+        if permit is not None:
+            task = asyncio.ensure_future(permit.release())
+            self._letting_go.add(task)
+            task.add_done_callback(self._letting_go.discard)
