@@ -168,16 +168,24 @@ async def acquire(
     deadline: float,
     priority: int = 0,
     avoid: str = "",
+    taken: asyncio.Future[ServingError | None] | None = None,
 ) -> Grant:
     """A lease on an accelerator where `deployment` is loaded, or a ServingError. While it waits in
     line, a higher client `priority` is woken first when capacity frees up. `avoid`: an accelerator
-    not to place it on (a retry's, whose node did not answer)."""
+    not to place it on (a retry's, whose node did not answer). `taken` is resolved once the
+    deployment's caps have let the request run or wait (None), or its queue refused it."""
     place = Place(deployment.deployment_id, priority)
     run_slot = None
+
+    def heard(refusal: ServingError | None) -> None:
+        if taken is not None and not taken.done():
+            taken.set_result(refusal)
+
     try:
         with span("place", attributes={"modelforge.deployment_id": place.deployment_id}) as placing:
             if ctx.gate is not None:
-                run_slot = await ctx.gate.enter(deployment, deadline)
+                run_slot = await ctx.gate.enter(deployment, deadline, heard)
+            heard(None)
             grant = await _acquire(ctx, deployment, request_id, client_id, deadline, place, avoid)
             grant.run_slot, run_slot = run_slot, None
             if placing.is_recording():
@@ -191,6 +199,7 @@ async def acquire(
                 )
             return grant
     finally:
+        heard(None)  # (failed before the caps decided: the search's own failure answers)
         if run_slot is not None:  # no lease came of it
             ctx.spawn(run_slot.release())
         if place in ctx.waiting:

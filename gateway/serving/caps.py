@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
@@ -33,6 +34,10 @@ from streams import subjects
 from streams.codes import ServingError
 
 
+def _ignore(_: ServingError | None) -> None:
+    pass
+
+
 class DeploymentGate:
     """One per gateway process: `enter` before a request of a deployment seeks capacity."""
 
@@ -41,19 +46,34 @@ class DeploymentGate:
         self._nats = client
         self._letting_go: set[asyncio.Task[None]] = set()  # slots taken for requests gone meanwhile
 
-    async def enter(self, deployment: DeploymentState, deadline: float) -> Permit | None:
+    async def enter(
+        self,
+        deployment: DeploymentState,
+        deadline: float,
+        taken: Callable[[ServingError | None], None] = _ignore,
+    ) -> Permit | None:
         """One of the deployment's run slots (release it once the request's lease is given back),
-        None when it has no cap of its own; QUEUE_FULL or REQUEST_TIMEOUT otherwise."""
+        None when it has no cap of its own; QUEUE_FULL or REQUEST_TIMEOUT otherwise. `taken` hears
+        as soon as the request runs or has a place in the queue (None), or the queue refused it."""
         caps = deployment.caps
         if caps.max_concurrency <= 0:
+            taken(None)
             return None
         run = subjects.deployment_slots(deployment.deployment_id, "run")
         permit = await self._take(run, caps.max_concurrency)
         if permit is None:
-            permit = await self._queue(deployment, run, deadline)
+            permit = await self._queue(deployment, run, deadline, taken)
+        else:
+            taken(None)
         return permit
 
-    async def _queue(self, deployment: DeploymentState, run: str, deadline: float) -> Permit:
+    async def _queue(
+        self,
+        deployment: DeploymentState,
+        run: str,
+        deadline: float,
+        taken: Callable[[ServingError | None], None],
+    ) -> Permit:
         caps = deployment.caps
         waiting = None
         if caps.max_queue_depth > 0:
@@ -62,12 +82,15 @@ class DeploymentGate:
             if waiting is not None:
                 waiting.announce = False  # nobody waits for a place in the queue: they are refused
         if waiting is None:
-            raise ServingError(
+            full = ServingError(
                 "QUEUE_FULL",
                 f"the capability's queue is full: {caps.max_concurrency} requests of this deployment "
                 f"run and {caps.max_queue_depth} wait",
                 details={"max_concurrency": caps.max_concurrency, "max_queue_depth": caps.max_queue_depth},
             )
+            taken(full)
+            raise full
+        taken(None)
         try:
             # Subscribed before the next try, so a slot let go after that try is heard of.
             freed = await self._nats.subscribe(subjects.slot_freed_subject(run))

@@ -154,11 +154,17 @@ async def serve(
         )
         record_rejection(ctx, capability, request_id, client_id, unavailable)
         raise unavailable
+    taken: asyncio.Future[ServingError | None] = asyncio.get_running_loop().create_future()
     seeking = asyncio.ensure_future(
-        capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority)
+        capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority, taken=taken)
     )
     try:
         await admitted()
+        # A request its deployment's queue refuses (QUEUE_FULL) is refused, as one over its
+        # client's limits is; one that runs or waits in that queue is accepted.
+        if (queue_full := await asyncio.shield(taken)) is not None:
+            record_rejection(ctx, capability, request_id, client_id, queue_full)
+            raise queue_full
     except BaseException:  # refused (or cancelled): the search's lease, if it gets one, goes back
         ctx.spawn(_give_back(ctx, seeking))
         raise

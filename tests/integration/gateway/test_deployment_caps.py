@@ -124,6 +124,18 @@ async def test_requests_past_a_deployments_queue_depth_are_refused_queue_full_an
     assert [(r.status_code, r.json()["error"]["code"]) for r in refused] == [(429, "QUEUE_FULL")] * 4
     assert all(r.headers["retry-after"] for r in refused)
     assert [r.status_code for r in served] == [200, 200]
+    # refused as a client's limits refuse: one RequestRejected each, never accepted
+    ids = {r.json()["error"]["request_id"] for r in refused}
+    rejected: dict[str, list[str]] = {}
+
+    def all_recorded(event: object) -> bool:
+        request_id = getattr(event, "request_id", None)
+        if request_id in ids:
+            rejected.setdefault(request_id, []).append(type(event).__name__)
+        return len(rejected) == len(ids) and all("RequestRejected" in kinds for kinds in rejected.values())
+
+    await events_until(stack.connection, subjects.REQUESTS_STREAM, all_recorded, timeout=60)
+    assert all(kinds == ["RequestRejected"] for kinds in rejected.values()), rejected
 
 
 async def test_an_operator_sets_a_deployments_caps_and_bad_values_change_nothing(
