@@ -40,6 +40,19 @@ def experiment_created(deployment_id: str, envelope: s.ResourceEnvelope) -> s.Ex
     )
 
 
+def dry_run_admitting(deployment_id: str = "dep-a", count: int = 1) -> s.PlacementDryRun:
+    """A dry run of `deployment_id` whose plan would admit it on `acc-0`, counted `count` times."""
+    return s.PlacementDryRun(
+        accelerator_id="acc-0",
+        deployment_id=deployment_id,
+        verdict="ADMIT",
+        reason_codes=(),
+        decision_fingerprint="fp-plan",
+        required_bytes=5,
+        count=count,
+    )
+
+
 def lease_granted(
     lease_id: str,
     accelerator_id: str,

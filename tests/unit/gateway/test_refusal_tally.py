@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gateway.serving.refusals import WINDOW_S, RefusalTally
 from streams.events import serving as s
+from tests.support.events import dry_run_admitting
 
 
 def refusal(
@@ -77,14 +78,7 @@ def test_later_reasons_do_not_split_a_window() -> None:
 
 
 def test_dry_runs_that_would_admit_are_counted_in_windows_of_their_own() -> None:
-    planned = s.PlacementDryRun(
-        accelerator_id="acc-0",
-        deployment_id="dep-a",
-        verdict="ADMIT",
-        reason_codes=(),
-        decision_fingerprint="fp-plan",
-        required_bytes=5,
-    )
+    planned = dry_run_admitting()
     tally = RefusalTally()
     for n in range(50):
         tally.add(planned, now=n * 0.01)
