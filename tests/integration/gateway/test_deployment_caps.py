@@ -12,8 +12,10 @@ import pytest
 
 from eventstore import reading
 from eventstore.store import ExpectedVersion
+from gateway.admin.client import TOKEN_ENV, URL_ENV
 from gateway.clients.limits import RequestLimiter
 from gateway.clients.permit import Permit
+from modelforge.cli import main
 from streams import subjects
 from streams.events import serving as s
 from streams.subjects import Aggregate
@@ -155,3 +157,22 @@ async def test_an_operator_sets_a_deployments_caps_and_bad_values_change_nothing
     )
     caps = [r.event.caps for r in records if isinstance(r.event, s.DeploymentCapsChanged)]
     assert caps[-1] == s.DeploymentCaps(max_concurrency=3, max_queue_depth=2)  # the good change, and no other
+
+
+async def test_the_cli_sets_a_deployments_caps_and_reports_a_bad_value_by_its_code(
+    stack: Stack,
+    admin: httpx.AsyncClient,
+    capped: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv(URL_ENV, stack.gateway.url)
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)  # the admin fixture made it the gateway's operator token
+    caps = ["deployments", "caps", capped]
+    # The CLI's client is synchronous: off this loop, which serves the gateway.
+    assert await asyncio.to_thread(main, [*caps, "--max-concurrency", "4", "--max-queue-depth", "8"]) == 0
+    assert '"max_concurrency": 4' in capsys.readouterr().out
+    assert await asyncio.to_thread(main, [*caps, "--max-queue-depth", "-2"]) == 1
+    assert "INVALID_INPUT" in capsys.readouterr().err
+    shown = await admin.get(f"/deployments/{capped}")
+    assert shown.json()["caps"] == {"max_concurrency": 4, "max_queue_depth": 8}
