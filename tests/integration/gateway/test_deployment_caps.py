@@ -140,12 +140,37 @@ async def test_requests_past_a_deployments_queue_depth_are_refused_queue_full_an
     assert all(kinds == ["RequestRejected"] for kinds in rejected.values()), rejected
 
 
+async def test_a_request_queued_past_its_deadline_times_out_and_gives_its_place_back(
+    stack: Stack, gateways: TwoGateways, capped: str
+) -> None:
+    await _set_caps(gateways, capped, concurrency=1, queue_depth=1)
+    holder = RequestLimiter(stack.connection.client)
+    held = [await holder.take_slot(subjects.deployment_slots(capped, "run"), 1)]
+    headers = {"authorization": f"Bearer {gateways.key}", "x-request-timeout-ms": "1500"}
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            answers = []
+            for i in range(2):  # the second finds the one place free again: it waits, it is not refused
+                answers.append(
+                    await http.post(
+                        f"{gateways.urls[i % 2]}/v1/embeddings",
+                        json={"input": f"late {i}", "model": "capped"},
+                        headers=headers,
+                    )
+                )
+    finally:
+        await _release(held)
+    assert [(r.status_code, r.json()["error"]["code"]) for r in answers] == [(504, "REQUEST_TIMEOUT")] * 2
+
+
 async def test_an_operator_sets_a_deployments_caps_and_bad_values_change_nothing(
     stack: Stack, admin: httpx.AsyncClient, capped: str
 ) -> None:
-    changed = await admin.post(f"/deployments/{capped}/caps", json={"max_concurrency": 3})
+    changed = await admin.post(
+        f"/deployments/{capped}/caps", json={"max_concurrency": 3, "max_queue_depth": 5}
+    )
     assert changed.status_code == 200, changed.text
-    assert changed.json()["caps"]["max_concurrency"] == 3
+    assert changed.json()["caps"] == {"max_concurrency": 3, "max_queue_depth": 5}
     for body in ({"max_concurrency": -1}, {"max_queue_depth": 10_001}, {"max_concurrency": "two"}):
         bad = await admin.post(f"/deployments/{capped}/caps", json=body)
         assert bad.status_code == 422, bad.text
@@ -156,7 +181,7 @@ async def test_an_operator_sets_a_deployments_caps_and_bad_values_change_nothing
         subjects.aggregate_filter(Aggregate.DEPLOYMENT, capped),
     )
     caps = [r.event.caps for r in records if isinstance(r.event, s.DeploymentCapsChanged)]
-    assert caps[-1] == s.DeploymentCaps(max_concurrency=3, max_queue_depth=2)  # the good change, and no other
+    assert caps[-1] == s.DeploymentCaps(max_concurrency=3, max_queue_depth=5)  # the good change, and no other
 
 
 async def test_the_cli_sets_a_deployments_caps_and_reports_a_bad_value_by_its_code(
