@@ -126,7 +126,9 @@ async def main(home: Path, root: Path, seconds: float, callers: int) -> None:
         for folder, route in ((agents.MINILM, "minilm-a"), ("minilm-b", "minilm-b")):
             artifacts = await serving.register_artifacts(store, agent.node, root, folder)
             measured = await serving.probe(connection, agent.node, artifacts, root)
-            deployments[route] = await serving.promote(store, artifacts, measured, route=route)
+            # no cap of their own (an experiment runs one request at a time): capacity is measured here
+            uncapped = s.DeploymentCaps()
+            deployments[route] = await serving.promote(store, artifacts, measured, route=route, caps=uncapped)
         issued = await ClientService(store).create(
             "bench", ["rag.embedding@1"], requests_per_minute=10_000_000, max_concurrency=1024
         )

@@ -19,6 +19,7 @@ from gateway.http.edge import Edge
 from gateway.operations.canary_guard import guard_canaries
 from gateway.operators import operator_file_from_env
 from gateway.promotion.context import PromotionContext
+from gateway.serving.caps import DeploymentGate
 from gateway.serving.context import ServingContext
 from gateway.serving.fleet_metrics import FleetMetrics
 from gateway.serving.keeper import run_upkeep
@@ -71,7 +72,9 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     await directory.start()
     await directory.wait_ready(120)
     queues = QueueBoard(connection.client, gateway_id)
-    ctx = ServingContext(store, live, connection.client, gateway_id, board=queues)
+    limiter = RequestLimiter(connection.client)
+    gate = DeploymentGate(limiter, connection.client)
+    ctx = ServingContext(store, live, connection.client, gateway_id, board=queues, gate=gate)
     live.listeners.append(ctx.wake_waiting)
     await queues.start()
     fleet_metrics = FleetMetrics(connection.client, live.node_live)
@@ -80,7 +83,7 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     edge = Edge(
         ctx,
         directory,
-        RequestLimiter(connection.client),
+        limiter,
         operator_token=token,
         operators=operator_file_from_env(),
         fleet_metrics=fleet_metrics,

@@ -147,6 +147,7 @@ LIMITS_RATE_STREAM = "MF_LIMITS_RATE"
 LIMITS_CONCURRENCY_STREAM = "MF_LIMITS_CONC"
 LIMIT_RATE_PREFIX = "mf.limit.rate"
 LIMIT_CONCURRENCY_PREFIX = "mf.limit.conc"
+LIMIT_FREED_PREFIX = "mf.limit.freed"  # core NATS: a slot was let go
 
 
 def rate_window_subject(client_id: str, window: int) -> str:
@@ -154,13 +155,34 @@ def rate_window_subject(client_id: str, window: int) -> str:
     return f"{LIMIT_RATE_PREFIX}.{token(client_id, 'client id')}.{int(window)}"
 
 
+def client_slots(client_id: str) -> str:
+    """The group of a client's `max_concurrency` slots (`slot_subject` names each)."""
+    return f"{LIMIT_CONCURRENCY_PREFIX}.{token(client_id, 'client id')}"
+
+
+def deployment_slots(deployment_id: str, kind: str) -> str:
+    """The group of a deployment's slots: `run` (its `max_concurrency`) or `wait` (its
+    `max_queue_depth`). One token more than a client's group, so neither filter matches the other."""
+    return f"{LIMIT_CONCURRENCY_PREFIX}.deployment.{token(deployment_id, 'deployment id')}.{token(kind, 'slot kind')}"
+
+
+def slot_subject(group: str, slot: int) -> str:
+    """One slot of a group; a message on it means the slot is held."""
+    return f"{group}.{int(slot)}"
+
+
+def slots_filter(group: str) -> str:
+    return f"{group}.*"
+
+
 def concurrency_slot_subject(client_id: str, slot: int) -> str:
-    """One of a client's `max_concurrency` slots; a message on it means the slot is held."""
-    return f"{LIMIT_CONCURRENCY_PREFIX}.{token(client_id, 'client id')}.{int(slot)}"
+    """One of a client's `max_concurrency` slots."""
+    return slot_subject(client_slots(client_id), slot)
 
 
-def concurrency_slots_filter(client_id: str) -> str:
-    return f"{LIMIT_CONCURRENCY_PREFIX}.{token(client_id, 'client id')}.*"
+def slot_freed_subject(group: str) -> str:
+    """Core NATS: a holder of one of the group's slots let it go (those waiting for one try again)."""
+    return f"{LIMIT_FREED_PREFIX}.{group.removeprefix(LIMIT_CONCURRENCY_PREFIX + '.')}"
 
 
 def queue_depth_subject(gateway_id: str) -> str:

@@ -310,6 +310,19 @@ def _deployments(verbs: Any) -> None:
     rep.add_argument("--min", type=int, default=1)
     rep.add_argument("--max", type=int, default=None, help="default: --min")
     rep.add_argument("--placement", choices=["binpack", "spread"], default="binpack")
+    caps = verb(
+        verbs,
+        "caps",
+        "change how many requests run at once (0: no cap) and how many more wait",
+        lambda a: (
+            "POST",
+            f"/deployments/{a.id}/caps",
+            {"max_concurrency": a.max_concurrency, "max_queue_depth": a.max_queue_depth},
+        ),
+    )
+    caps.add_argument("id")
+    caps.add_argument("--max-concurrency", type=int, default=None, help="default: as it is")
+    caps.add_argument("--max-queue-depth", type=int, default=None, help="default: as it is")
     listing(verbs, "deployments", "/deployments", lambda: tables.DEPLOYMENTS)
 
 

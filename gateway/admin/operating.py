@@ -15,12 +15,13 @@ from gateway.admin.endpoint import ROWS, Call, Endpoint, limit_of
 from gateway.admin.pipeline import Reason, promotion
 from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, fresh_for, requests_from_log
 from gateway.admin.scheduler import co_residency, dry_run, overview
+from gateway.deployments.commands import ChangeCaps
 from gateway.operations import node_drain
 from gateway.operations.service import Operations
 from gateway.promotion import commands as cmd
 from gateway.promotion.profile import check_scaling
-from gateway.scheduler import Attribution, SchedulerPolicy, Verdict, account
-from gateway.serving.refusal_log import note_refusal
+from gateway.scheduler import Attribution, SchedulerPolicy, account
+from gateway.serving.refusal_log import note_dry_run
 from streams import subjects, text
 from streams.codes import ServingError
 from streams.envelope import new_id
@@ -38,6 +39,11 @@ class Scaling(msgspec.Struct, frozen=True, kw_only=True):
     min: int = 1
     max: int | None = None  # None: as many as `min`
     placement: str = "binpack"
+
+
+class Caps(msgspec.Struct, frozen=True, kw_only=True):
+    max_concurrency: int | None = None  # None: as it is
+    max_queue_depth: int | None = None
 
 
 class PolicyRevision(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,6 +104,12 @@ async def replicas(call: Call) -> object:
     b: Scaling = call.body
     wanted, placement = check_scaling(b.min, b.min if b.max is None else b.max, b.placement)
     return views.deployment(await ops(call).change_scaling(call.path["deployment_id"], wanted, placement))
+
+
+async def caps(call: Call) -> object:
+    b: Caps = call.body
+    command = ChangeCaps(call.path["deployment_id"], b.max_concurrency, b.max_queue_depth)
+    return views.deployment(await ops(call).change_caps(command))
 
 
 async def set_experiment(call: Call, active: bool) -> object:
@@ -165,8 +177,7 @@ async def placement_dry_run(call: Call) -> object:
     if b.channel not in ("production", "lab"):
         raise ServingError("INVALID_INPUT", "channel is production or lab", "channel")
     decision = dry_run(call.edge.ctx.live, deployment, b.channel)
-    if decision.verdict.rejects or decision.verdict is Verdict.QUEUE:  # on the record, as a request's
-        note_refusal(call.edge.ctx, decision, b.deployment_id, new_id(), dry_run=True)
+    note_dry_run(call.edge.ctx, decision, b.deployment_id, new_id())  # on the record, whatever it says
     return msgspec.to_builtins(decision)
 
 
@@ -264,6 +275,10 @@ ENDPOINTS = [
     ),
     Endpoint(
         "POST", "/deployments/{deployment_id}/replicas", "Change the replicas and placement", replicas, Scaling,
+        "operations",
+    ),
+    Endpoint(
+        "POST", "/deployments/{deployment_id}/caps", "Change the concurrency and queue caps", caps, Caps,
         "operations",
     ),
     Endpoint("POST", "/experiments/{deployment_id}/activate", "Activate an experiment route", activate, tag="operations"),

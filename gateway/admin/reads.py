@@ -66,7 +66,7 @@ FROM placements ORDER BY seq DESC LIMIT %s
 
 METRICS_SQL = """
 SELECT
-  (SELECT count(*) FROM placements WHERE verdict LIKE 'ADMIT%%') AS admissions,
+  (SELECT count(*) FROM placements WHERE verdict LIKE 'ADMIT%%' AND NOT dry_run) AS admissions,
   (SELECT coalesce(sum(decisions), 0)::bigint FROM placements WHERE verdict LIKE 'REJECT%%' AND NOT dry_run)
     AS rejections,
   (SELECT coalesce(sum(decisions), 0)::bigint FROM placements WHERE verdict = 'QUEUE' AND NOT dry_run)

@@ -81,6 +81,13 @@ def _residency(row: Row) -> str:
     return f"{policy.get('kind', '-')} {human_duration(ttl)}" if ttl else str(policy.get("kind", "-"))
 
 
+def _caps(row: Row) -> str:
+    """Running at once / waiting at most: `2/64`, `-/64` without a cap of its own."""
+    caps = row.get("caps") or {}
+    concurrency = caps.get("max_concurrency", 0)
+    return f"{concurrency or '-'}/{caps.get('max_queue_depth', 64)}"
+
+
 def _replicas(row: Row) -> str:
     """`min-max placement`, e.g. `2-4 spread` (`1 binpack`: one copy, packed)."""
     wanted = row.get("replicas") or {}
@@ -96,6 +103,7 @@ DEPLOYMENTS: list[Column] = [
     ("STATUS", lambda r: r["status"]),
     ("RESIDENCY", _residency),
     ("REPLICAS", _replicas),
+    ("CAPS", _caps),
     ("NEEDS", lambda r: human_bytes((r.get("envelope") or {}).get("required_bytes", 0))),
 ]
 

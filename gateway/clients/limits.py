@@ -130,9 +130,9 @@ class RequestLimiter:
         self.max_hold_s = max_hold_s  # renewals stop after this: longer than any request may run
         self._timeout = timeout_s
         self._clock = clock
-        self._held: dict[str, set[int]] = {}  # slots this replica holds, per client
+        self._held: dict[str, set[int]] = {}  # slots this replica holds, per group of slots
         self._rate_seen: dict[str, tuple[int, int]] = {}  # per client: (window, latest total seen)
-        self._crowded_until: dict[str, float] = {}  # per client: refused or contended until then
+        self._crowded_until: dict[str, float] = {}  # per group: refused or contended until then
 
     def has_headroom(self, principal: ClientPrincipal) -> bool:
         """Whether, as far as this replica has seen, the client is under half of each limit.
@@ -142,19 +142,19 @@ class RequestLimiter:
         check still decides, and this replica's next facts correct the view.
         """
         now = self._clock()
-        client_id = principal.client_id
-        if self._crowded_until.get(client_id, 0.0) > now:
+        client_id, group = principal.client_id, subjects.client_slots(principal.client_id)
+        if self._crowded_until.get(group, 0.0) > now:
             return False
         seen = self._rate_seen.get(client_id)
         if seen is None or seen[0] < int(now // WINDOW_S) - 1:
             return False
         if seen[1] * 2 > principal.requests_per_minute:
             return False
-        return len(self._held.get(client_id, ())) * 2 < principal.max_concurrency
+        return len(self._held.get(group, ())) * 2 < principal.max_concurrency
 
-    def _crowded(self, client_id: str) -> None:
-        """Check this client first until the current rate window ends."""
-        self._crowded_until[client_id] = (int(self._clock() // WINDOW_S) + 1) * WINDOW_S
+    def _crowded(self, group: str) -> None:
+        """Check this group's holders first until the current rate window ends."""
+        self._crowded_until[group] = (int(self._clock() // WINDOW_S) + 1) * WINDOW_S
 
     @contextlib.asynccontextmanager
     async def admit(self, principal: ClientPrincipal) -> AsyncIterator[Permit]:
@@ -169,9 +169,10 @@ class RequestLimiter:
         now = self._clock()
         window = int(now // WINDOW_S)
         rate_subject = subjects.rate_window_subject(principal.client_id, window)
+        group = subjects.client_slots(principal.client_id)
         counted, slot = await asyncio.gather(
             self._count(rate_subject),
-            self._take_slot(principal.client_id, principal.max_concurrency),
+            self._take_slot(group, principal.max_concurrency),
             return_exceptions=True,
         )
         permit = slot if isinstance(slot, Permit) else None
@@ -181,7 +182,7 @@ class RequestLimiter:
         if rate_ok and permit is not None:
             permit._schedule_renewal()
             return permit
-        self._crowded(principal.client_id)
+        self._crowded(group)
         # Refused (or a backend failure): give back whatever this attempt took, then say why.
         undo = []
         if isinstance(counted, int):
@@ -221,42 +222,52 @@ class RequestLimiter:
 
     # ---- concurrency ----------------------------------------------------------------------------
 
-    async def _take_slot(self, client_id: str, max_concurrency: int) -> Permit | None:
-        held = self._held.setdefault(client_id, set())
+    async def take_slot(self, group: str, size: int) -> Permit | None:
+        """One of the `size` slots of `group` (`subjects.deployment_slots`, say), held and renewed
+        until released; None when every one is held. The same slots and rules as a client's; its
+        release is announced on `subjects.slot_freed_subject(group)` to those waiting for one."""
+        permit = await self._take_slot(group, size)
+        if permit is not None:
+            permit.announce = True
+            permit._schedule_renewal()
+        return permit
+
+    async def _take_slot(self, group: str, max_concurrency: int) -> Permit | None:
+        held = self._held.setdefault(group, set())
         first = _unheld_slot(held, max_concurrency)
         if first is None:
             return None
         candidates = [first]  # the cheap optimistic first try
         for _ in range(SLOT_ROUNDS + 1):
             for slot in candidates:
-                permit = await self._try_slot(client_id, slot)
+                permit = await self._try_slot(group, slot)
                 if permit is not None:
                     return permit
-            self._crowded(client_id)  # another replica holds the slot we tried
-            occupied = await self._occupied(client_id)
+            self._crowded(group)  # another replica holds the slot we tried
+            occupied = await self._occupied(group)
             candidates = [
                 s
                 for s in range(max_concurrency)
-                if s not in held and subjects.concurrency_slot_subject(client_id, s) not in occupied
+                if s not in held and subjects.slot_subject(group, s) not in occupied
             ]
             if not candidates:
                 return None
             random.shuffle(candidates)
         return None
 
-    async def _try_slot(self, client_id: str, slot: int) -> Permit | None:
+    async def _try_slot(self, group: str, slot: int) -> Permit | None:
         headers = {"Nats-Expected-Last-Subject-Sequence": "0", "Nats-TTL": self._ttl()}
-        held = self._held.setdefault(client_id, set())
+        held = self._held.setdefault(group, set())
         if slot in held:  # another request of this replica got there first
             return None
         held.add(slot)  # reserve locally first, so this replica never races itself for the slot
         try:
-            ack = await self._publish(subjects.concurrency_slot_subject(client_id, slot), headers)
+            ack = await self._publish(subjects.slot_subject(group, slot), headers)
         except BaseException:
             held.discard(slot)
             raise
         if ack.error is None:
-            return Permit(self, client_id, slot, ack.seq)
+            return Permit(self, group, slot, ack.seq)
         held.discard(slot)
         if ack.error.err_code in WRONG_LAST_SEQUENCE_CODES:  # another replica took the slot
             return None
@@ -265,12 +276,12 @@ class RequestLimiter:
     async def renew_slot(self, permit: Permit) -> bool:
         """Extend a held slot's TTL (for its `Permit`); False when it had already expired."""
         headers = {"Nats-Expected-Last-Subject-Sequence": str(permit.sequence), "Nats-TTL": self._ttl()}
-        ack = await self._publish(subjects.concurrency_slot_subject(permit.client_id, permit.slot), headers)
+        ack = await self._publish(subjects.slot_subject(permit.group, permit.slot), headers)
         if ack.error is None:
             permit.sequence = ack.seq
             return True
         permit.lost = True
-        log.warning("concurrency slot %s/%s expired while held", permit.client_id, permit.slot)
+        log.warning("concurrency slot %s.%s expired while held", permit.group, permit.slot)
         return False
 
     async def release_slot(self, permit: Permit) -> None:
@@ -281,12 +292,15 @@ class RequestLimiter:
                 api = f"$JS.API.STREAM.MSG.DELETE.{subjects.LIMITS_CONCURRENCY_STREAM}"
                 await inbox_of(self._nats).request(api, request, self._timeout)
         except Exception as exc:  # the TTL frees the slot anyway
-            log.warning("releasing concurrency slot %s/%s failed: %r", permit.client_id, permit.slot, exc)
+            log.warning("releasing concurrency slot %s.%s failed: %r", permit.group, permit.slot, exc)
         finally:
-            self._held.get(permit.client_id, set()).discard(permit.slot)
+            self._held.get(permit.group, set()).discard(permit.slot)
+        if permit.announce:  # those waiting for a slot of the group, on any replica, try again
+            with contextlib.suppress(Exception):
+                await self._nats.publish(subjects.slot_freed_subject(permit.group), b"")
 
-    async def _occupied(self, client_id: str) -> dict[str, int]:
-        request = msgspec.json.encode({"subjects_filter": subjects.concurrency_slots_filter(client_id)})
+    async def _occupied(self, group: str) -> dict[str, int]:
+        request = msgspec.json.encode({"subjects_filter": subjects.slots_filter(group)})
         api = f"$JS.API.STREAM.INFO.{subjects.LIMITS_CONCURRENCY_STREAM}"
         reply = _info.decode((await inbox_of(self._nats).request(api, request, self._timeout)).data)
         if reply.error is not None:

@@ -21,11 +21,12 @@ log = logging.getLogger("modelforge.gateway.limits")
 class Permit:
     """One held concurrency slot. Release it exactly once (`release` is idempotent)."""
 
-    def __init__(self, limiter: RequestLimiter, client_id: str, slot: int, sequence: int) -> None:
-        self.client_id = client_id
+    def __init__(self, limiter: RequestLimiter, group: str, slot: int, sequence: int) -> None:
+        self.group = group  # the slots it is one of (`streams.subjects.client_slots`, ...)
         self.slot = slot
         self.sequence = sequence
         self.lost = False  # the slot expired before we renewed it (e.g. after a long partition)
+        self.announce = False  # tell those waiting for a slot of the group when it is let go (take_slot)
         self._limiter = limiter
         self._released = False
         self._renewal: asyncio.TimerHandle | None = None
@@ -58,7 +59,7 @@ class Permit:
         if asyncio.get_running_loop().time() > self._renew_until:
             # A permit nobody released (a caller's bug) must not hold its slot forever: let the TTL end it.
             log.warning(
-                "concurrency slot %s/%s held past max_hold_s; letting it expire", self.client_id, self.slot
+                "concurrency slot %s.%s held past max_hold_s; letting it expire", self.group, self.slot
             )
             return
         self._renewing = asyncio.create_task(self._renew())
@@ -67,7 +68,7 @@ class Permit:
         try:
             renewed = await self._limiter.renew_slot(self)
         except Exception as exc:  # keep trying at the next half-life; the TTL still covers us
-            log.warning("renewing concurrency slot %s/%s failed: %r", self.client_id, self.slot, exc)
+            log.warning("renewing concurrency slot %s.%s failed: %r", self.group, self.slot, exc)
             renewed = True
         if renewed and not self._released:
             self._schedule_renewal()

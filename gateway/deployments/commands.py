@@ -61,11 +61,18 @@ class SetRollbackPolicy(msgspec.Struct, frozen=True):
     policy: r.RollbackPolicy
 
 
+class ChangeCaps(msgspec.Struct, frozen=True):
+    deployment_id: str
+    max_concurrency: int | None = None  # None: as it is
+    max_queue_depth: int | None = None
+
+
 DeploymentCommand = (
     DrainDeployment
     | CompleteDrain
     | ChangeResidency
     | ChangeScaling
+    | ChangeCaps
     | SetExperimentActive
     | ChangeRoutingWeights
     | TakeBackShare

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from gateway.deployments.commands import (
+    ChangeCaps,
     ChangeResidency,
     ChangeRoutingWeights,
     ChangeScaling,
@@ -53,6 +54,11 @@ def decide_deployment(
                     deployment_id=state.deployment_id, replicas=command.replicas, placement=command.placement
                 )
             ]
+        case ChangeCaps():
+            caps = checked_caps(state.caps, command.max_concurrency, command.max_queue_depth)
+            if caps == state.caps:
+                return []
+            return [s.DeploymentCapsChanged(deployment_id=state.deployment_id, caps=caps)]
         case SetExperimentActive():
             if state.channel != "experiment":
                 raise ServingError("EXPERIMENT_NOT_FOUND", "not an experiment", "deployment_id")
@@ -107,3 +113,20 @@ def _decide_split(state: DeploymentState, command: ChangeRoutingWeights | TakeBa
             guard=guard,
         )
     ]
+
+
+MAX_CAP = 10_000  # as a client's max_concurrency
+
+
+def checked_caps(
+    caps: s.DeploymentCaps, concurrency: int | None, queue_depth: int | None
+) -> s.DeploymentCaps:
+    """`caps` with the values given, each a whole number from 0 (no cap of its own; no request
+    waits) to MAX_CAP, or INVALID_INPUT naming the field."""
+    for field, value in (("max_concurrency", concurrency), ("max_queue_depth", queue_depth)):
+        if value is not None and (isinstance(value, bool) or not 0 <= value <= MAX_CAP):
+            raise ServingError("INVALID_INPUT", f"{field} must be a whole number from 0 to {MAX_CAP}", field)
+    return s.DeploymentCaps(
+        max_concurrency=caps.max_concurrency if concurrency is None else concurrency,
+        max_queue_depth=caps.max_queue_depth if queue_depth is None else queue_depth,
+    )

@@ -43,6 +43,7 @@ def evolve_deployment(state: DeploymentState | None, event: Event, seq: int) -> 
                 embedding_space=event.embedding_space,
                 route=event.route,
                 active=False,
+                caps=s.EXPERIMENT_CAPS,
                 probe_id=event.probe_id,
                 manifest_sha256=event.manifest_sha256,
             )
@@ -62,4 +63,6 @@ def evolve_deployment(state: DeploymentState | None, event: Event, seq: int) -> 
             return _replace(state, weights=dict(event.weights), sticky=event.sticky)
         case s.RollbackPolicyChanged() if state is not None:
             return _replace(state, rollback=event.policy)
+        case s.DeploymentCapsChanged() if state is not None:
+            return _replace(state, caps=event.caps)
     return state

@@ -34,6 +34,7 @@ class DeploymentState(msgspec.Struct, frozen=True, kw_only=True):
     weights: dict[str, int] = msgspec.field(default_factory=dict)
     sticky: bool = False
     rollback: r.RollbackPolicy | None = None  # an experiment's guards (gateway.deployments.guard)
+    caps: s.DeploymentCaps = s.STABLE_CAPS  # an experiment's start as s.EXPERIMENT_CAPS
 
     @property
     def resident_floor(self) -> int:

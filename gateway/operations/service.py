@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway.deployments.commands import (
+    ChangeCaps,
     ChangeResidency,
     ChangeScaling,
     CompleteDrain,
@@ -129,6 +130,11 @@ class Operations:
         await self.aggregates.execute(A.DEPLOYMENT, deployment_id, decide_deployment, command)
         await self.promotion.settle()
         return await self.promotion.deployment(deployment_id)
+
+    async def change_caps(self, command: ChangeCaps) -> DeploymentState:
+        await self.aggregates.execute(A.DEPLOYMENT, command.deployment_id, decide_deployment, command)
+        await self.promotion.settle()
+        return await self.promotion.deployment(command.deployment_id)
 
     async def set_experiment_active(
         self, deployment_id: str, active: bool, reason: str = ""

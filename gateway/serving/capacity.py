@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from eventstore.errors import ConcurrencyConflict, EventStoreError
+from gateway.clients.permit import Permit
 from gateway.deployments.model import DeploymentState
 from gateway.scheduler import (
     Channel,
@@ -55,6 +56,7 @@ class Grant(msgspec.Struct, kw_only=True):
     scheduling_ms: float = 0.0
     load_ms: float = 0.0
     queue_ms: float = 0.0
+    run_slot: Permit | None = None  # the deployment's cap (gateway.serving.caps), let go after the lease
 
 
 def envelope_of(
@@ -166,14 +168,26 @@ async def acquire(
     deadline: float,
     priority: int = 0,
     avoid: str = "",
+    taken: asyncio.Future[ServingError | None] | None = None,
 ) -> Grant:
     """A lease on an accelerator where `deployment` is loaded, or a ServingError. While it waits in
     line, a higher client `priority` is woken first when capacity frees up. `avoid`: an accelerator
-    not to place it on (a retry's, whose node did not answer)."""
+    not to place it on (a retry's, whose node did not answer). `taken` is resolved once the
+    deployment's caps have let the request run or wait (None), or its queue refused it."""
     place = Place(deployment.deployment_id, priority)
+    run_slot = None
+
+    def heard(refusal: ServingError | None) -> None:
+        if taken is not None and not taken.done():
+            taken.set_result(refusal)
+
     try:
         with span("place", attributes={"modelforge.deployment_id": place.deployment_id}) as placing:
+            if ctx.gate is not None:
+                run_slot = await ctx.gate.enter(deployment, deadline, heard)
+            heard(None)
             grant = await _acquire(ctx, deployment, request_id, client_id, deadline, place, avoid)
+            grant.run_slot, run_slot = run_slot, None
             if placing.is_recording():
                 placing.set_attributes(
                     {
@@ -185,6 +199,9 @@ async def acquire(
                 )
             return grant
     finally:
+        heard(None)  # (failed before the caps decided: the search's own failure answers)
+        if run_slot is not None:  # no lease came of it
+            ctx.spawn(run_slot.release())
         if place in ctx.waiting:
             ctx.waiting.remove(place)
             ctx.queue_changed()
@@ -401,6 +418,8 @@ async def _queue(ctx: ServingContext, place: Place, deadline: float) -> None:
 
 async def release(ctx: ServingContext, grant: Grant, outcome: str) -> None:
     await _release(ctx, grant.lease_id, grant.accelerator_id, outcome)
+    if grant.run_slot is not None:  # after the lease: its cap then holds on the record too
+        await grant.run_slot.release()
 
 
 async def _release(ctx: ServingContext, lease_id: str, accelerator_id: str, outcome: str) -> None:

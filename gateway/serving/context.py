@@ -13,6 +13,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from eventstore.store import EventStore
+from gateway.serving.caps import DeploymentGate
 from gateway.serving.gauges import LiveGauges
 from gateway.serving.line import Place, wake_order
 from gateway.serving.metrics import ServingMetrics
@@ -51,6 +52,9 @@ class ServingContext:
     refusal_timer: asyncio.TimerHandle | None = None
     # how this replica's requests ended, per deployment: what canary rollback guards judge
     outcomes: OutcomeLog = field(default_factory=OutcomeLog)
+    # the deployments' caps across replicas (gateway.serving.caps); without one (a context in a
+    # unit test) a deployment has no cap of its own
+    gate: DeploymentGate | None = None
     # set when the gateway closes: background writes stop retrying (a lease then ends by its TTL)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     metrics: ServingMetrics = field(init=False)  # this replica's /metrics, its live gauges included

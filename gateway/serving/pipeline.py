@@ -156,11 +156,17 @@ async def serve(
         )
         record_rejection(ctx, capability, request_id, client_id, unavailable)
         raise unavailable
+    taken: asyncio.Future[ServingError | None] = asyncio.get_running_loop().create_future()
     seeking = asyncio.ensure_future(
-        capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority)
+        capacity.acquire(ctx, deployment, request_id, client_id, deadline, priority, taken=taken)
     )
     try:
         await admitted()
+        # A request its deployment's queue refuses (QUEUE_FULL) is refused, as one over its
+        # client's limits is; one that runs or waits in that queue is accepted.
+        if (queue_full := await asyncio.shield(taken)) is not None:
+            record_rejection(ctx, capability, request_id, client_id, queue_full)
+            raise queue_full
     except BaseException:  # refused (or cancelled): the search's lease, if it gets one, goes back
         ctx.spawn(_give_back(ctx, seeking))
         raise
@@ -192,6 +198,8 @@ async def serve(
             log.warning("request %s: %s; trying it again", request_id, lost.message)
             if isinstance(lost, NodeUnreachable):
                 ctx.spawn(capacity.release(ctx, grant, "failed"))
+            elif grant.run_slot is not None:  # the lease went with its node; its run slot goes now
+                ctx.spawn(grant.run_slot.release())
             gone, grant = grant.accelerator_id, None
             grant = await _elsewhere(ctx, deployment, request_id, client_id, deadline, priority, gone, lost)
             invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)

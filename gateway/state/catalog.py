@@ -215,6 +215,7 @@ def evolve_catalog(catalog: Catalog, event: Event) -> Catalog:
             | s.DeploymentScalingChanged()
             | s.RoutingWeightsChanged()
             | s.RollbackPolicyChanged()
+            | s.DeploymentCapsChanged()
         ):
             # One fold of the deployment aggregate serves the promotion pipeline and serving alike.
             updated = evolve_deployment(deployments.get(event.deployment_id), event, 0)

@@ -234,26 +234,8 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     pressure_changed_at=at,
                 )
             ]
-        case s.PlacementRejected():
-            return [
-                up(
-                    "placements",
-                    (seq,),
-                    accelerator_id=event.accelerator_id,
-                    request_id=event.request_id,
-                    deployment_id=event.deployment_id,
-                    verdict=event.verdict,
-                    reason_codes=event.reason_codes,
-                    decision_fingerprint=event.decision_fingerprint,
-                    decisions=event.count,
-                    window_s=event.window_s,
-                    first_at=event.first_at,
-                    dry_run=event.dry_run,
-                    required_bytes=event.required_bytes,
-                    schedulable_bytes=event.schedulable_bytes,
-                    decided_at=at,
-                )
-            ]
+        case s.PlacementRejected() | s.PlacementDryRun():
+            return [_counted_placement(seq, event, at)]
         case s.ResidencyHealthChecked():
             detail = f"{event.code}: {event.detail}" if event.code else event.detail
             return [
@@ -362,6 +344,7 @@ def _deployment(event: Event, at: str | None) -> list[Op] | None:
                     per_request_bytes=e.per_request_bytes,
                     cold_load_ms=e.cold_load_ms,
                     embedding_space=event.embedding_space,
+                    **_caps(s.EXPERIMENT_CAPS),
                     created_at=at,
                     updated_at=at,
                 )
@@ -404,7 +387,37 @@ def _deployment(event: Event, at: str | None) -> list[Op] | None:
         case s.DeploymentScalingChanged():
             scaling = _scaling(event.replicas, event.placement)
             return [up("deployments", (event.deployment_id,), **scaling, updated_at=at)]
+        case s.DeploymentCapsChanged():
+            return [up("deployments", (event.deployment_id,), **_caps(event.caps), updated_at=at)]
     return None
+
+
+def _counted_placement(seq: int, event: s.PlacementRejected | s.PlacementDryRun, at: str | None) -> Op:
+    """A window's refusals, queueings or dry runs as one row, with their number in `decisions`."""
+    request_id, dry_run = (
+        (event.request_id, event.dry_run) if isinstance(event, s.PlacementRejected) else (None, True)
+    )
+    return up(
+        "placements",
+        (seq,),
+        accelerator_id=event.accelerator_id,
+        request_id=request_id,
+        deployment_id=event.deployment_id,
+        verdict=event.verdict,
+        reason_codes=event.reason_codes,
+        decision_fingerprint=event.decision_fingerprint,
+        decisions=event.count,
+        window_s=event.window_s,
+        first_at=event.first_at,
+        dry_run=dry_run,
+        required_bytes=event.required_bytes,
+        schedulable_bytes=event.schedulable_bytes,
+        decided_at=at,
+    )
+
+
+def _caps(caps: s.DeploymentCaps) -> dict[str, object]:
+    return {"max_concurrency": caps.max_concurrency, "max_queue_depth": caps.max_queue_depth}
 
 
 def _scaling(replicas: s.Replicas, placement: str) -> dict[str, object]:

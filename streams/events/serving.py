@@ -53,6 +53,19 @@ class Replicas(msgspec.Struct, frozen=True):
     max: int = 1
 
 
+class DeploymentCaps(msgspec.Struct, frozen=True):
+    """At most `max_concurrency` requests of one deployment run at once across every gateway
+    replica (0: no cap of its own), and at most `max_queue_depth` more wait for one of them; past
+    that a request is refused QUEUE_FULL (gateway.serving.caps)."""
+
+    max_concurrency: int = 0
+    max_queue_depth: int = 64
+
+
+STABLE_CAPS = DeploymentCaps()
+EXPERIMENT_CAPS = DeploymentCaps(max_concurrency=1)  # an experiment runs one request at a time
+
+
 class DeploymentPromoted(Event, frozen=True):
     deployment_id: str
     capability: str
@@ -113,6 +126,11 @@ class DeploymentScalingChanged(Event, frozen=True):
     deployment_id: str
     replicas: Replicas
     placement: PlacementKind
+
+
+class DeploymentCapsChanged(Event, frozen=True):
+    deployment_id: str
+    caps: DeploymentCaps
 
 
 # ---- accelerator (scheduling aggregate) ------------------------------------------------------
@@ -257,6 +275,27 @@ class PlacementRejected(Event, frozen=True):
     dry_run: bool = False  # planned by POST /admin/v1/scheduler/dry-run: nothing was asked to run
     required_bytes: int = 0
     schedulable_bytes: int | None = None  # the accelerator's headroom before the decision
+
+
+class PlacementDryRun(Event, frozen=True):
+    """A dry run (POST /admin/v1/scheduler/dry-run) whose plan would admit: where, what it would
+    evict and the headroom around it; nothing was asked to run. A plan that would refuse or queue
+    is a `PlacementRejected` marked `dry_run`. Identical ones within a window are one event with
+    their `count`, as refusals are (gateway.serving.refusals)."""
+
+    accelerator_id: str
+    deployment_id: str
+    verdict: str  # ADMIT | ADMIT_AFTER_EVICTION
+    reason_codes: tuple[str, ...]
+    decision_fingerprint: str
+    required_bytes: int
+    schedulable_bytes: int | None = None  # the accelerator's headroom before the decision
+    headroom_after_bytes: int | None = None
+    evictions: tuple[str, ...] = ()  # deployments it would unload first
+    cold_load: bool = False
+    count: int = 1
+    first_at: datetime | None = None
+    window_s: float = 0.0
 
 
 class CoResidencyProven(Event, frozen=True):

@@ -249,6 +249,26 @@ async def test_the_gateway_user_takes_lists_and_releases_concurrency_slots(
     assert refused.value.code == "QUEUE_FULL"
 
 
+async def test_the_gateway_user_waits_for_a_deployments_slot_on_the_notice_another_gateway_sends(
+    deployment_nats: NatsServer, gateway: Connection
+) -> None:
+    run = subjects.deployment_slots(f"perm-dep-{uuid.uuid4().hex[:6]}", "run")
+    other = await connect(url(deployment_nats, "gateway"), "permissions-gateway-3")
+    try:
+        held = await RequestLimiter(gateway.client).take_slot(run, 1)
+        assert held is not None
+        assert await RequestLimiter(other.client).take_slot(run, 1) is None
+        freed = await other.client.subscribe(subjects.slot_freed_subject(run))
+        await held.release()  # deletes the slot's message, then tells those waiting
+        await freed.next_msg(timeout=10)
+        again = await RequestLimiter(other.client).take_slot(run, 1)
+        assert again is not None
+        await again.release()
+        await freed.unsubscribe()
+    finally:
+        await other.close()
+
+
 async def test_the_gateway_user_reads_its_own_latest_appends_from_the_leader_and_the_request_log(
     gateway: Connection, published: dict[str, int]
 ) -> None:

@@ -27,6 +27,32 @@ def stable_deployment(
     )
 
 
+def experiment_created(deployment_id: str, envelope: s.ResourceEnvelope) -> s.ExperimentCreated:
+    """An experiment of `rag.embedding@1` measured at `envelope`, reached by its own id as route."""
+    return s.ExperimentCreated(
+        deployment_id=deployment_id,
+        capability="rag.embedding@1",
+        candidate_id="c",
+        artifact_set_id="x",
+        model_name=deployment_id,
+        route=deployment_id,
+        envelope=envelope,
+    )
+
+
+def dry_run_admitting(deployment_id: str = "dep-a", count: int = 1) -> s.PlacementDryRun:
+    """A dry run of `deployment_id` whose plan would admit it on `acc-0`, counted `count` times."""
+    return s.PlacementDryRun(
+        accelerator_id="acc-0",
+        deployment_id=deployment_id,
+        verdict="ADMIT",
+        reason_codes=(),
+        decision_fingerprint="fp-plan",
+        required_bytes=5,
+        count=count,
+    )
+
+
 def lease_granted(
     lease_id: str,
     accelerator_id: str,

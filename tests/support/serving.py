@@ -88,9 +88,11 @@ async def promote(
     model_name: str = "all-MiniLM-L6-v2",
     truncatable_dimensions: tuple[int, ...] = (),
     space: s.EmbeddingSpace | None = None,
+    caps: s.DeploymentCaps | None = None,
 ) -> str:
     """A stable deployment, or with `route` an active experiment reached by that model name.
-    A MiniLM set gets MiniLM's embedding space (with `truncatable_dimensions`), others `space`."""
+    A MiniLM set gets MiniLM's embedding space (with `truncatable_dimensions`), others `space`.
+    `caps`: other than a deployment's own (an experiment runs one request at a time)."""
     deployment_id = f"dep-{new_id()[:10]}"
     envelope = envelope_from_probe(measured)
     if artifacts.capability == EMBEDDING:
@@ -132,6 +134,8 @@ async def promote(
             )
         ]
     )
+    if caps is not None:
+        events.append(s.DeploymentCapsChanged(deployment_id=deployment_id, caps=caps))
     await store.append(Aggregate.DEPLOYMENT, deployment_id, events, ExpectedVersion.NO_STREAM)
     return deployment_id
 

@@ -354,3 +354,29 @@ async def refused_leaving_no_trace(
     await gateway.settled()
     assert (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq == before
     return response
+
+
+class TwoGateways(msgspec.Struct):
+    urls: list[str]
+    store: EventStore
+    connection: Connection
+    key: str  # a client with limits no test here reaches
+
+
+@pytest.fixture(scope="module")
+async def gateways(stack: Stack, scratch: Path) -> AsyncIterator[TwoGateways]:
+    processes = [GatewayProcess(stack.nats_url, scratch), GatewayProcess(stack.nats_url, scratch)]
+    urls = [await process.start() for process in processes]
+    await ready_through(urls, stack.key.sequence, 5)
+    yield TwoGateways(urls, stack.store, stack.connection, stack.key.key)
+    for process in processes:
+        process.stop()
+
+
+async def ready_through(urls: list[str], clients_applied: int, timeout: float) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        for url in urls:
+            response = await http.get(
+                f"{url}/readyz", params={"clients_applied": clients_applied}, timeout=timeout + 5
+            )
+            assert response.json()["checks"]["clients_applied"], response.text

@@ -110,8 +110,10 @@ async def _set_up(
     set_a = await register_artifacts(store, node, minilm_root, MINILM)
     set_b = await register_artifacts(store, node, minilm_root, "minilm-b")
     # Both as experiments (the lab channel): lab work may evict lab residents, never production.
-    await promote(store, set_a, await probe(connection, node, set_a, minilm_root), route="minilm-a")
-    await promote(store, set_b, await probe(connection, node, set_b, minilm_root), route="minilm-b")
+    # Without a cap of their own (an experiment runs one request at a time): capacity decides here.
+    for artifacts, route in ((set_a, "minilm-a"), (set_b, "minilm-b")):
+        measured = await probe(connection, node, artifacts, minilm_root)
+        await promote(store, artifacts, measured, route=route, caps=s.DeploymentCaps())
     key = await ClientService(store).create(
         f"load-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=100_000, max_concurrency=1_000
     )

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 
 import httpx
 import msgspec
-import pytest
 
-from eventstore.connection import Connection
-from eventstore.store import EventStore, ExpectedVersion
+from eventstore.store import ExpectedVersion
 from gateway.clients.service import ClientService
 from streams import subjects
 from streams.envelope import new_id
@@ -24,35 +21,9 @@ from streams.events import serving as s
 from streams.events.requests import RequestAccepted, RequestRejected
 from streams.messages import QueueDepth
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack
+from tests.integration.gateway.conftest import Stack, TwoGateways, ready_through
 from tests.support.events import lease_granted
-from tests.support.serving import GatewayProcess, events_until, revise_policy
-
-
-class TwoGateways(msgspec.Struct):
-    urls: list[str]
-    store: EventStore
-    connection: Connection
-    key: str  # a client with limits no test here reaches
-
-
-@pytest.fixture(scope="module")
-async def gateways(stack: Stack, scratch: Path) -> AsyncIterator[TwoGateways]:
-    processes = [GatewayProcess(stack.nats_url, scratch), GatewayProcess(stack.nats_url, scratch)]
-    urls = [await process.start() for process in processes]
-    await _ready_through(urls, stack.key.sequence, 5)
-    yield TwoGateways(urls, stack.store, stack.connection, stack.key.key)
-    for process in processes:
-        process.stop()
-
-
-async def _ready_through(urls: list[str], clients_applied: int, timeout: float) -> None:
-    async with httpx.AsyncClient(timeout=30) as http:
-        for url in urls:
-            response = await http.get(
-                f"{url}/readyz", params={"clients_applied": clients_applied}, timeout=timeout + 5
-            )
-            assert response.json()["checks"]["clients_applied"], response.text
+from tests.support.serving import events_until, revise_policy
 
 
 async def _inside_one_rate_window(seconds_needed: float = 15) -> None:
@@ -65,7 +36,7 @@ async def test_a_clients_rate_limit_is_exact_across_two_gateways(gateways: TwoGa
     issued = await ClientService(gateways.store).create(
         f"rpm-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=10, max_concurrency=100
     )
-    await _ready_through(gateways.urls, issued.sequence, 5)
+    await ready_through(gateways.urls, issued.sequence, 5)
     await _inside_one_rate_window()
     headers = {"authorization": f"Bearer {issued.key}"}
 
@@ -86,7 +57,7 @@ async def test_a_clients_concurrency_limit_holds_across_two_gateways(gateways: T
     issued = await ClientService(gateways.store).create(
         f"conc-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=10_000, max_concurrency=2
     )
-    await _ready_through(gateways.urls, issued.sequence, 5)
+    await ready_through(gateways.urls, issued.sequence, 5)
     headers = {"authorization": f"Bearer {issued.key}"}
 
     async def one(i: int, http: httpx.AsyncClient) -> httpx.Response:
@@ -109,7 +80,7 @@ async def test_a_clients_concurrency_limit_holds_across_two_gateways(gateways: T
 async def test_a_revoked_key_is_refused_by_both_gateways_within_a_second(gateways: TwoGateways) -> None:
     service = ClientService(gateways.store)
     issued = await service.create(f"rev-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=1000)
-    await _ready_through(gateways.urls, issued.sequence, 5)
+    await ready_through(gateways.urls, issued.sequence, 5)
     headers = {"authorization": f"Bearer {issued.key}"}
     async with httpx.AsyncClient(timeout=60) as http:
         for url in gateways.urls:
@@ -118,7 +89,7 @@ async def test_a_revoked_key_is_refused_by_both_gateways_within_a_second(gateway
             )
             assert ok.status_code != 401  # admitted (served, or refused for capacity after the burst above)
         revoked_at = await service.revoke(issued.client_id, issued.credential_id, "leaked")
-        await _ready_through(gateways.urls, revoked_at, 1.0)
+        await ready_through(gateways.urls, revoked_at, 1.0)
         for url in gateways.urls:
             refused = await http.post(
                 f"{url}/v1/embeddings", json={"input": "x", "model": "all-MiniLM-L6-v2"}, headers=headers
@@ -133,7 +104,7 @@ async def test_a_client_far_from_its_limits_is_checked_alongside_capacity_and_ne
     issued = await ClientService(gateways.store).create(
         f"spec-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=4, max_concurrency=100
     )
-    await _ready_through(gateways.urls, issued.sequence, 5)
+    await ready_through(gateways.urls, issued.sequence, 5)
     await _inside_one_rate_window()
     a, b = gateways.urls
     ids: dict[str, str] = {}  # what the gateways named each call

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import msgspec
@@ -47,10 +48,12 @@ async def oversized_deployment(stack: Stack, route: str) -> str:
         envelope=envelope,
         embedding_space=model.embedding_space,
     )
+    activated = s.ExperimentActivated(deployment_id=deployment_id)
     await stack.store.append(
         Aggregate.DEPLOYMENT,
         deployment_id,
-        [created, s.ExperimentActivated(deployment_id=deployment_id)],
+        # no cap of its own (an experiment runs one at a time): the storm reaches placement
+        [created, s.DeploymentCapsChanged(deployment_id=deployment_id, caps=s.DeploymentCaps()), activated],
         ExpectedVersion.NO_STREAM,
     )
 
@@ -133,18 +136,14 @@ async def read_model_database(
     await stack.gateway.replica.edge.read_models.close()
 
 
-async def test_the_placement_history_shows_counted_refusals_and_the_metrics_sum_them(
-    stack: Stack, read_model_database: str
-) -> None:
-    deployment_id = await oversized_deployment(stack, "oversized-history")
-    await refused(stack, "oversized-history", 120)
+async def history_and_metrics(stack: Stack, database: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The placement history and the scheduler's metrics, once a projector has brought the read
+    model up to what the stack's gateway has written."""
     await stack.gateway.settled()
     assert stack.gateway.replica is not None
     stack.gateway.replica.edge.operator_token = TOKEN
     stop = asyncio.Event()
-    running = asyncio.create_task(
-        projector.run(read_model_database, stack.nats_url, stop=stop, telemetry=False)
-    )
+    running = asyncio.create_task(projector.run(database, stack.nats_url, stop=stop, telemetry=False))
     try:
         async with httpx.AsyncClient(
             base_url=f"{stack.gateway.url}/admin/v1", headers={"authorization": f"Bearer {TOKEN}"}, timeout=60
@@ -155,8 +154,48 @@ async def test_the_placement_history_shows_counted_refusals_and_the_metrics_sum_
         stop.set()
         async with asyncio.timeout(30):
             await running
+    return history, metrics
+
+
+async def test_the_placement_history_shows_counted_refusals_and_the_metrics_sum_them(
+    stack: Stack, read_model_database: str
+) -> None:
+    deployment_id = await oversized_deployment(stack, "oversized-history")
+    await refused(stack, "oversized-history", 120)
+
+    history, metrics = await history_and_metrics(stack, read_model_database)
 
     mine = [row for row in history if row["deployment_id"] == deployment_id]
     assert sum(row["decisions"] for row in mine if row["verdict"].startswith("REJECT_")) == 120
     refusals = [row for row in history if row["verdict"].startswith("REJECT_") and not row["dry_run"]]
     assert metrics["counters"]["rejections"] == sum(row["decisions"] for row in refusals)
+
+
+async def test_dry_runs_that_would_admit_are_a_few_counted_events_in_the_history_and_no_admissions(
+    stack: Stack, read_model_database: str
+) -> None:
+    assert stack.gateway.replica is not None
+    stack.gateway.replica.edge.operator_token = TOKEN
+    plan = {"deployment_id": stack.deployment_id, "channel": "production"}
+    async with httpx.AsyncClient(
+        base_url=f"{stack.gateway.url}/admin/v1", headers={"authorization": f"Bearer {TOKEN}"}, timeout=60
+    ) as admin:
+        plans = [(await admin.post("/scheduler/dry-run", json=plan)).json() for _ in range(40)]
+    assert all(p["verdict"].startswith("ADMIT") for p in plans), plans[0]
+
+    history, metrics = await history_and_metrics(stack, read_model_database)
+
+    records = await reading.read_subject_range(
+        stack.connection.client,
+        subjects.EVENTS_STREAM,
+        f"{subjects.EVENTS_PREFIX}.accelerator.*.PlacementDryRun",
+    )
+    events = [r.event for r in records if isinstance(r.event, s.PlacementDryRun)]
+    assert [e.deployment_id for e in events] == [stack.deployment_id] * len(events)
+    assert 1 <= len(events) < 40  # counted in windows, not one event each
+    assert sum(e.count for e in events) == 40
+    rows = [row for row in history if row["deployment_id"] == stack.deployment_id and row["dry_run"]]
+    assert sum(row["decisions"] for row in rows) == 40
+    assert {row["verdict"] for row in rows} == {p["verdict"] for p in plans}
+    admitted = [row for row in history if row["verdict"].startswith("ADMIT") and not row["dry_run"]]
+    assert metrics["counters"]["admissions"] == len(admitted)

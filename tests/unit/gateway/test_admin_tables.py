@@ -49,10 +49,11 @@ def test_a_deployments_table_puts_the_model_name_before_the_id_with_its_size_in_
         "envelope": {"required_bytes": 90 * 2**20},
         "replicas": {"min": 2, "max": 4},
         "placement": "spread",
+        "caps": {"max_concurrency": 2, "max_queue_depth": 16},
     }
     header, rule, line = tables.table([row], tables.DEPLOYMENTS).splitlines()
     assert header.split() == [
-        "MODEL", "DEPLOYMENT", "CAPABILITY", "CHANNEL", "STATUS", "RESIDENCY", "REPLICAS", "NEEDS",
+        "MODEL", "DEPLOYMENT", "CAPABILITY", "CHANNEL", "STATUS", "RESIDENCY", "REPLICAS", "CAPS", "NEEDS",
     ]  # fmt: skip
     assert set(rule) <= {"-", " "}
     assert line.split() == [
@@ -65,6 +66,7 @@ def test_a_deployments_table_puts_the_model_name_before_the_id_with_its_size_in_
         "10m",
         "2-4",
         "spread",
+        "2/16",
         "90.0",
         "MiB",
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gateway.serving.refusals import WINDOW_S, RefusalTally
 from streams.events import serving as s
+from tests.support.events import dry_run_admitting
 
 
 def refusal(
@@ -74,3 +75,16 @@ def test_later_reasons_do_not_split_a_window() -> None:
     tally.add(refusal(reasons=("INSUFFICIENT_SCHEDULABLE_VRAM", "PRESSURE_HIGH")), now=0.0)
     tally.add(refusal(reasons=("INSUFFICIENT_SCHEDULABLE_VRAM",)), now=0.1)
     assert [e.count for e in tally.drain()] == [2]
+
+
+def test_dry_runs_that_would_admit_are_counted_in_windows_of_their_own() -> None:
+    planned = dry_run_admitting()
+    tally = RefusalTally()
+    for n in range(50):
+        tally.add(planned, now=n * 0.01)
+        tally.add(refusal(request_id=f"req-{n}", dry_run=True), now=n * 0.01)
+    written = tally.drain()
+    assert sorted((type(e).__name__, e.count) for e in written) == [
+        ("PlacementDryRun", 50),
+        ("PlacementRejected", 50),
+    ]

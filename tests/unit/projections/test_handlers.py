@@ -15,8 +15,9 @@ from projections.migrate import migrations
 from projections.source import Delivery, _ack_facts, parse_headers
 from streams.events import CATALOGUE
 from streams.events import control as c
+from streams.events import serving as s
 from tests.catalogue_samples import sample
-from tests.support.events import KEY_HASH, credential_events
+from tests.support.events import KEY_HASH, credential_events, dry_run_admitting, experiment_created
 
 
 def test_every_catalogue_event_has_rows() -> None:
@@ -111,3 +112,27 @@ def test_headers_and_ack_subjects_are_read_without_nats_py() -> None:
     )
     assert Delivery(1, "s", b"", b"{}", 0).seq == 1
     assert msgspec.json.decode(b"{}") == {}
+
+
+def test_a_deployments_caps_are_on_its_row_and_an_experiment_starts_at_one_at_a_time() -> None:
+    envelope = s.ResourceEnvelope(required_bytes=1, peak_bytes=1, per_request_bytes=1, cold_load_ms=1.0)
+    [created] = ops_for(experiment_created("exp-1", envelope), 1, None)
+    caps = s.DeploymentCaps(max_concurrency=3, max_queue_depth=0)
+    [changed] = ops_for(s.DeploymentCapsChanged(deployment_id="exp-1", caps=caps), 2, None)
+    assert (created.table, created.set["max_concurrency"], created.set["max_queue_depth"]) == (
+        "deployments",
+        1,
+        64,
+    )
+    assert (changed.key, changed.set["max_concurrency"], changed.set["max_queue_depth"]) == (("exp-1",), 3, 0)
+
+
+def test_a_dry_run_that_would_admit_is_a_placement_row_marked_a_dry_run_with_its_count() -> None:
+    [row] = ops_for(dry_run_admitting(count=7), 9, None)
+    assert (row.table, row.key, row.set["dry_run"], row.set["decisions"], row.set["verdict"]) == (
+        "placements",
+        (9,),
+        True,
+        7,
+        "ADMIT",
+    )
