@@ -95,6 +95,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             state.pids_on,
             config.telemetry_interval_s,
             state.cache.held_set_ids,
+            state.workers_on,
         )
         consumer = JobConsumer(
             connection.client,
