@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.admin import clients, operating, pipeline, projection, projects
+from gateway.admin import clients, operating, pipeline, projection, projects, residencies
 from gateway.admin.console import CONSOLE_OPERATIONS
 from gateway.admin.endpoint import Endpoint
 from gateway.http.operation import Operation
@@ -10,6 +10,7 @@ from gateway.http.operation import Operation
 ENDPOINTS: list[Endpoint] = [
     *pipeline.ENDPOINTS,
     *operating.ENDPOINTS,
+    *residencies.ENDPOINTS,
     *projects.ENDPOINTS,
     *clients.ENDPOINTS,
     *projection.ENDPOINTS,

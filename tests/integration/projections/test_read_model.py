@@ -360,6 +360,7 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
             (14, "deployment_replicas"),
             (15, "node_credentials"),
             (16, "request_trace_id"),
+            (23, "worker_memory"),  # 017-022: other branches' numbers, merged before this one
         ]
-    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
+    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 23]
     assert again == []
