@@ -27,7 +27,9 @@ from psycopg import sql
 
 from projections.batch import Catalog
 
-EXCLUDED_TABLES = frozenset({"schema_migrations", "telemetry", "projection_gaps", "projection_halts"})
+EXCLUDED_TABLES = frozenset(
+    {"schema_migrations", "telemetry", "worker_memory", "projection_gaps", "projection_halts"}
+)
 EXCLUDED_COLUMNS = frozenset({"projected_at"})
 Conn = psycopg.AsyncConnection[Any]
 Scope = Mapping[str, sql.Composable]  # table -> row filter (alias t): the rows a digest covers

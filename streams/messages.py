@@ -88,6 +88,14 @@ class InvokeReply(msgspec.Struct, frozen=True, kw_only=True):
     timings: WorkerTimings = WorkerTimings()
 
 
+class WorkerMemory(msgspec.Struct, frozen=True):
+    """What one resident deployment's worker process holds on the accelerator: its RSS on the CPU
+    device, its NVML per-process figure on a GPU."""
+
+    deployment_id: str
+    bytes: int
+
+
 class AcceleratorTelemetry(msgspec.Struct, frozen=True, kw_only=True):
     """One accelerator's memory observation and the agent's liveness, on `mf.tel.<node>.<accelerator>`.
 
@@ -108,6 +116,9 @@ class AcceleratorTelemetry(msgspec.Struct, frozen=True, kw_only=True):
     # The artifact sets this node holds (fetched into its cache, or found in its artifact root),
     # sorted: placement prefers a node that need not fetch a set first.
     cached_sets: list[str] = []
+    # Each resident's worker, where the device can tell one process's memory; an unloaded
+    # deployment's worker is gone, and so is its entry.
+    workers: list[WorkerMemory] = []
 
 
 class QueueDepth(msgspec.Struct, frozen=True, kw_only=True):

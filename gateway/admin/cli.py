@@ -373,6 +373,9 @@ def _scheduler(verbs: Any) -> None:
     )
     pol.add_argument("--set", action="append", help="field=value; none: show the policy")
     verb(verbs, "overview", "budgets per accelerator", lambda a: ("GET", "/scheduler/overview", None))
+    verb(
+        verbs, "residencies", "residencies and each worker's memory", lambda a: ("GET", "/residencies", None)
+    )
     dry = verb(
         verbs,
         "dry-run",

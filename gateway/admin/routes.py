@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from gateway.admin import clients, console_reads, operating, pipeline, projection, projects, releases
+from gateway.admin import (
+    clients,
+    console_reads,
+    operating,
+    pipeline,
+    projection,
+    projects,
+    releases,
+    residencies,
+)
 from gateway.admin.console import CONSOLE_OPERATIONS
 from gateway.admin.endpoint import Endpoint
 from gateway.http.operation import Operation
@@ -11,6 +20,7 @@ ENDPOINTS: list[Endpoint] = [
     *pipeline.ENDPOINTS,
     *operating.ENDPOINTS,
     *releases.ENDPOINTS,
+    *residencies.ENDPOINTS,
     *projects.ENDPOINTS,
     *clients.ENDPOINTS,
     *projection.ENDPOINTS,

@@ -25,7 +25,7 @@ from gateway.scheduler.eviction import choose_evictions, evictable_when_idle, ev
 from gateway.scheduler.fingerprint import decision_fingerprint
 from gateway.scheduler.placement import plan_placement
 from gateway.scheduler.policy import DEFAULT_POLICY, GIB, MIB, SchedulerPolicy
-from gateway.scheduler.pressure import level_for, next_pressure
+from gateway.scheduler.pressure import level_for, next_pressure, refuses_cold_loads
 from gateway.scheduler.state import (
     AcceleratorState,
     Channel,
@@ -68,6 +68,7 @@ __all__ = [
     "level_for",
     "next_pressure",
     "plan_placement",
+    "refuses_cold_loads",
     "required_bytes",
     "safety_reserve",
     "telemetry_fresh",

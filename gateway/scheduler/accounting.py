@@ -70,9 +70,20 @@ def account(state: AcceleratorState, policy: SchedulerPolicy, now: float) -> Bud
     """The budget of ``state`` at ``now`` under ``policy``."""
     # Plain loops, no intermediate lists: placement accounts every eligible accelerator per decision,
     # and a loop's attribute reads are cheaper than ``sum(map(attrgetter(...)))`` (~25 vs ~55 ns each).
+    observed_at = state.observed_at
+    observed = state.observed_used_bytes
+    fresh = (
+        observed is not None
+        and observed_at is not None
+        and 0.0 <= now - observed_at <= policy.telemetry_fresh_seconds
+    )
+    # A resident is its load's measurement, or more where its worker now holds more (fresh
+    # telemetry): a worker that grew is counted as its own, not as someone else's memory.
     resident = 0
     for item in state.residents:
-        resident += item.measured_bytes
+        held = item.measured_bytes
+        grown = item.worker_bytes
+        resident += grown if fresh and grown > held else held
     reserved = materialised = 0
     for lease in state.leases:
         held = lease.reserved_bytes
@@ -81,7 +92,6 @@ def account(state: AcceleratorState, policy: SchedulerPolicy, now: float) -> Bud
         materialised += used if used < held else held
     outstanding = reserved - materialised
     attributed = resident + materialised
-    observed = state.observed_used_bytes
     seen = 0 if observed is None else observed
     external = seen - attributed if seen > attributed else 0
     committed = (seen if seen > attributed else attributed) + outstanding
@@ -89,12 +99,6 @@ def account(state: AcceleratorState, policy: SchedulerPolicy, now: float) -> Bud
     # safety_reserve() and telemetry_fresh() inline: each call would cost about as much again.
     share = int(total * policy.safety_reserve_fraction)
     reserve = policy.safety_reserve_min_bytes if policy.safety_reserve_min_bytes >= share else share
-    observed_at = state.observed_at
-    fresh = (
-        observed is not None
-        and observed_at is not None
-        and 0.0 <= now - observed_at <= policy.telemetry_fresh_seconds
-    )
     return Budget(
         accelerator_id=state.accelerator_id,
         total_bytes=total,

@@ -52,8 +52,8 @@ from gateway.scheduler.fingerprint import (
 )
 from gateway.scheduler.fleet import holds_copy, leases_of, measured_here, nodes_with_copy
 from gateway.scheduler.policy import SchedulerPolicy
-from gateway.scheduler.pressure import next_pressure
-from gateway.scheduler.state import AcceleratorState, ModelEnvelope, Pressure, ResidencyState, Resident
+from gateway.scheduler.pressure import refuses_cold_loads
+from gateway.scheduler.state import AcceleratorState, ModelEnvelope, ResidencyState, Resident
 
 R = ReasonCode
 # Enum members read through their class cost ~0.1-0.2 µs each on Python 3.11; these are read per
@@ -61,7 +61,6 @@ R = ReasonCode
 _LOADED = ResidencyState.LOADED
 _LOADING = ResidencyState.LOADING
 _UNLOADING = ResidencyState.UNLOADING
-_CRITICAL = Pressure.CRITICAL
 _UNKNOWN = Attribution.UNKNOWN
 _PROVEN_UNSAFE = CoResidencyStatus.PROVEN_UNSAFE
 _ADMIT = Verdict.ADMIT
@@ -382,8 +381,7 @@ def _screen_cold(ask: _Ask, state: AcceleratorState, unsafe: frozenset[str]) -> 
     budget = account(state, policy, ask.now)
     if ask.request.load_failed_on and state.accelerator_id in ask.request.load_failed_on:
         return _Assessment(state, budget, False, reasons=(R.RESIDENCY_LOAD_FAILED,))
-    critical = state.pressure.level is _CRITICAL or budget.utilisation >= policy.pressure_critical_at
-    if critical and next_pressure(state.pressure, budget.utilisation, ask.now, policy).level is _CRITICAL:
+    if refuses_cold_loads(state.pressure, budget.utilisation, ask.now, policy):
         return _Assessment(state, budget, False, reasons=(R.PRESSURE_CRITICAL,))
     if budget.attribution is _UNKNOWN and policy.cold_load_requires_known_attribution:
         return _Assessment(state, budget, False, reasons=(R.ATTRIBUTION_UNKNOWN,), waitable=True)

@@ -2,7 +2,7 @@
 
 ``next_pressure`` is the pure step the accelerator aggregate runs on each telemetry sample (and
 placement runs to see the level that applies *now*); a changed ``level`` is a
-``PressureChanged`` event.
+``PressureChanged`` event. ``refuses_cold_loads`` is the rule placement applies with it.
 """
 
 from __future__ import annotations
@@ -49,3 +49,15 @@ def next_pressure(
             return PressureReading(level=peak, since=now)
         return PressureReading(level=peak, since=now, below_since=now, below_peak=candidate)
     return PressureReading(level=current.level, since=current.since, below_since=below_since, below_peak=peak)
+
+
+def refuses_cold_loads(
+    reading: PressureReading, utilisation: float, now: float, policy: SchedulerPolicy
+) -> bool:
+    """Whether CRITICAL pressure keeps cold loads off an accelerator at ``now``: its utilisation is
+    critical, or has not yet stayed below critical for ``pressure_stable_seconds`` since the first
+    reading under it. The same hysteresis as ``next_pressure``, so that a cold load does not tip a
+    device that has only just recovered straight back over."""
+    if reading.level is not Pressure.CRITICAL and utilisation < policy.pressure_critical_at:
+        return False  # the common case, without building a reading
+    return next_pressure(reading, utilisation, now, policy).level is Pressure.CRITICAL

@@ -69,6 +69,9 @@ class Resident(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     channel: Channel = Channel.PRODUCTION
     last_used_at: float = 0.0
     reload_cost_ms: float = 0.0
+    # What its worker process holds now, from the node's telemetry (0: not told): the books count
+    # the resident at the larger of this and `measured_bytes` while that telemetry is fresh.
+    worker_bytes: int = 0
 
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True, array_like=True):

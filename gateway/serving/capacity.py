@@ -35,6 +35,7 @@ from gateway.serving.jobs import publish_unload
 from gateway.serving.line import Place, note_blocked, waits_behind, yields
 from gateway.serving.loading import await_evicted, await_loaded, record_failure, send_load
 from gateway.serving.refusal_log import note_refusal
+from gateway.serving.upkeep import with_tracked_pressure
 from gateway.state.live import LiveState
 from gateway.state.loads import failed_recently
 from streams.codes import ServingError
@@ -226,7 +227,7 @@ async def _acquire(
             raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline")
         started = time.perf_counter()
         async with ctx.live.decision_lock:
-            accelerators = ctx.live.schedulable_accelerators(now)
+            accelerators = with_tracked_pressure(ctx.live.schedulable_accelerators(now), ctx.pressure)
             decision = plan_placement(
                 [a for a in accelerators if a.accelerator_id != avoid] if avoid else accelerators,
                 envelope,

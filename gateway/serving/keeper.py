@@ -198,7 +198,7 @@ async def _load_copy(ctx: ServingContext, deployment_id: str, reason: str, may_e
     async with live.decision_lock:
         now = time.time()
         decision = plan_placement(
-            live.schedulable_accelerators(now),
+            upkeep.with_tracked_pressure(live.schedulable_accelerators(now), ctx.pressure),
             envelope,
             PlacementRequest(channel=envelope.channel, new_replica=True),
             live.policy,

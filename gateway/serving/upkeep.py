@@ -88,6 +88,26 @@ def track_pressure(
     return out, steps
 
 
+def with_tracked_pressure(
+    accelerators: list[AcceleratorState], tracks: Mapping[str, PressureTrack]
+) -> list[AcceleratorState]:
+    """The accelerators with this replica's own reading in place of the booked one, where that
+    reading follows the level on the books and a fall is under way. A booked reading starts afresh
+    and cannot tell since when utilisation has been below it, so placement would refuse cold loads
+    on a booked CRITICAL until the upkeep's next round books the fall; with the track it admits
+    them the moment the stable period has passed (`scheduler.refuses_cold_loads`)."""
+    out = accelerators
+    for index, state in enumerate(accelerators):
+        track = tracks.get(state.accelerator_id)
+        if track is None or track.reading.below_since is None:
+            continue
+        booked = state.pressure.level
+        if track.booked is booked and track.reading.level is booked:
+            out = list(out) if out is accelerators else out  # copied once, only when a reading moves
+            out[index] = msgspec.structs.replace(state, pressure=track.reading)
+    return out
+
+
 def next_pressure_due(tracks: Mapping[str, PressureTrack], policy: SchedulerPolicy) -> float | None:
     """When the next pending fall of a pressure level is due (None: none is pending)."""
     times = [

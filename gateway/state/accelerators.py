@@ -7,6 +7,7 @@ come from its deployment in the catalogue.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 import msgspec
@@ -185,8 +186,23 @@ def _freed(state: AcceleratorState, reclaimed: int, when: float) -> AcceleratorS
 
 
 def with_telemetry(
-    state: AcceleratorState, used_bytes: int, observed_at: float, cached_sets: tuple[str, ...] = ()
+    state: AcceleratorState,
+    used_bytes: int,
+    observed_at: float,
+    cached_sets: tuple[str, ...] = (),
+    workers: Mapping[str, int] | None = None,
 ) -> AcceleratorState:
+    """The sample's memory on the books; `workers` (by deployment id): what each resident's worker
+    holds now, where the agent could tell (a resident it does not name keeps 0: not told)."""
+    residents = state.residents
+    if workers is not None and any(r.worker_bytes != workers.get(r.deployment_id, 0) for r in residents):
+        residents = tuple(
+            msgspec.structs.replace(r, worker_bytes=workers.get(r.deployment_id, 0)) for r in residents
+        )
     return msgspec.structs.replace(
-        state, observed_used_bytes=used_bytes, observed_at=observed_at, cached_sets=cached_sets
+        state,
+        observed_used_bytes=used_bytes,
+        observed_at=observed_at,
+        cached_sets=cached_sets,
+        residents=residents,
     )

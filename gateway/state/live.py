@@ -282,7 +282,11 @@ class LiveState:
             state = table.get(sample.accelerator_id)
             if state is not None:
                 table[sample.accelerator_id] = with_telemetry(
-                    state, sample.used_bytes, observed_at, tuple(sorted(sample.cached_sets))
+                    state,
+                    sample.used_bytes,
+                    observed_at,
+                    tuple(sorted(sample.cached_sets)),
+                    {w.deployment_id: w.bytes for w in sample.workers},
                 )
 
     # ---- queries -------------------------------------------------------------------------

@@ -79,6 +79,12 @@ class AgentState:
             for r in list(self.residencies.values())
         ]
 
+    def workers_on(self, accelerator_id: str) -> list[tuple[str, int]]:
+        """Each deployment resident on the accelerator and its worker's pid, in deployment order."""
+        return sorted(
+            (d, r.worker.pid) for d, r in self.residencies.items() if r.accelerator_id == accelerator_id
+        )
+
     def pids_on(self, accelerator_id: str) -> list[int]:
         """The agent's and the workers' on the accelerator: whose memory its telemetry counts."""
         workers = [r.worker for r in self.residencies.values() if r.accelerator_id == accelerator_id]

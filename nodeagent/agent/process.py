@@ -95,7 +95,8 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             state.pids_on,
             config.telemetry_interval_s,
             state.cache.held_set_ids,
-            metrics.snapshot,
+            metrics_snapshot=metrics.snapshot,
+            workers_of=state.workers_on,
         )
         consumer = JobConsumer(
             connection.client,

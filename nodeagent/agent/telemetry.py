@@ -1,5 +1,5 @@
 """Telemetry: each accelerator's memory (the device's; on the CPU device, the agent's and its
-workers' RSS) and the agent's liveness, every interval, on
+workers' RSS), each resident deployment's worker's own, and the agent's liveness, every interval, on
 `mf.tel.<node>.<accelerator>` (MF_TELEMETRY keeps the last value per subject). The wait between
 observations is a timer on the stop event, never a sleep loop. A clean stop sends `healthy=False`
 so the gateway need not wait for staleness. With each healthy round goes the agent's metrics
@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import msgspec
@@ -26,7 +26,7 @@ from nats.aio.client import Client
 from eventstore.replies import resend_while_leaderless
 from nodeagent.agent.hardware import Accelerator, Hardware
 from streams import subjects
-from streams.messages import AcceleratorTelemetry
+from streams.messages import AcceleratorTelemetry, WorkerMemory
 
 log = logging.getLogger("modelforge.agent.telemetry")
 
@@ -42,8 +42,10 @@ def observe(
     healthy: bool,
     interval_s: float,
     cached_sets: list[str],
+    workers: Sequence[tuple[str, int]] = (),  # each resident's deployment and its worker's pid
 ) -> AcceleratorTelemetry:
     reading = accelerator.read_memory(pids)
+    held = [(deployment_id, accelerator.read_process(pid)) for deployment_id, pid in workers]
     return AcceleratorTelemetry(
         node_id=node_id,
         accelerator_id=accelerator.id,
@@ -56,6 +58,7 @@ def observe(
         healthy=healthy,
         interval_s=interval_s,
         cached_sets=cached_sets,
+        workers=[WorkerMemory(d, memory.current_bytes) for d, memory in held if memory is not None],
     )
 
 
@@ -70,6 +73,7 @@ class TelemetryPublisher:
         interval_s: float,
         cached_sets: Callable[[], list[str]] = list,
         metrics_snapshot: Callable[[], bytes] | None = None,
+        workers_of: Callable[[str], list[tuple[str, int]]] = lambda _: [],
     ) -> None:
         self.client = client
         self.metrics_snapshot = metrics_snapshot
@@ -79,6 +83,7 @@ class TelemetryPublisher:
         self.generation = generation
         self.residencies_of = residencies_of
         self.pids_of = pids_of
+        self.workers_of = workers_of
         self.interval_s = interval_s
 
     async def publish_all(self, healthy: bool = True) -> None:
@@ -92,6 +97,7 @@ class TelemetryPublisher:
                 healthy,
                 self.interval_s,
                 self.cached_sets(),
+                self.workers_of(accelerator.id),
             )
             subject = subjects.telemetry_subject(self.hardware.node_id, accelerator.id)
             data = _encoder.encode(sample)

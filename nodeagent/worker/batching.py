@@ -2,8 +2,8 @@
 
 Submissions queue up; a worker task takes as many whole submissions as fit the batch limits
 (rows, padded tokens) once the batch is full or the oldest one has waited `max_wait_s`, runs
-them in one runtime call on an executor thread, and routes each caller's rows back to it.
-Waiting is on an asyncio event with a timeout: no polling.
+them in one runtime call on an executor thread (or, `inline`, on the event loop's own thread),
+and routes each caller's rows back to it. Waiting is on an asyncio event with a timeout: no polling.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         max_batch_tokens: int | None = None,
         count_tokens: Callable[[ItemT], int] | None = None,
         executor: Executor | None = None,
+        inline: bool = False,
     ) -> None:
         if max_batch_size < 1 or max_wait_s < 0:
             raise ValueError("max_batch_size must be ≥ 1 and max_wait_s ≥ 0")
@@ -77,6 +78,11 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self.max_batch_tokens = max_batch_tokens
         self._count_tokens = count_tokens
         self._executor = executor
+        # Inline: each runtime call blocks the event loop. Right where that loop serves nothing but
+        # this batcher (a worker process): it saves handing every batch to a thread and waking the
+        # loop again when it ends, two thread wakeups a request (bench/agent.py's worker hop).
+        # Submissions that arrive meanwhile wait in the socket and form the next batch.
+        self.inline = inline
         self._queue: deque[_Part[ItemT, ResultT]] = deque()
         self._wakeup = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
@@ -189,8 +195,11 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             offset += len(part.items)
 
     async def _call(self, rows: list[ItemT]) -> list[ResultT]:
-        loop = asyncio.get_running_loop()
-        results = list(await loop.run_in_executor(self._executor, self._run_batch, rows))
+        if self.inline:
+            results = list(self._run_batch(rows))
+        else:
+            loop = asyncio.get_running_loop()
+            results = list(await loop.run_in_executor(self._executor, self._run_batch, rows))
         self.runtime_calls += 1
         self.rows_run += len(rows)
         if len(results) != len(rows):

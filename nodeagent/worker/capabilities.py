@@ -82,6 +82,7 @@ class MeasuredOutput:
 
 class CapabilityServer(Protocol):
     capability: str
+    batcher: DynamicBatcher[Any, Any]  # every serve and check goes through it
 
     async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]: ...
 

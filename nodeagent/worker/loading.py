@@ -186,11 +186,19 @@ class Warm:
 
 
 def load_blocking(
-    verified: VerifiedArtifactSet, capability: str, gpu_index: int | None, max_batch: int, cpu_threads: int
+    verified: VerifiedArtifactSet,
+    capability: str,
+    gpu_index: int | None,
+    max_batch: int,
+    cpu_threads: int,
+    *,
+    inline_batches: bool = False,
 ) -> Warm:
-    """Load and warm up. Raises ServingError with a stable code on any refusal."""
+    """Load and warm up. Raises ServingError with a stable code on any refusal. `inline_batches`:
+    run batches on the event loop's thread (a worker process, whose loop serves only this model)."""
     servable = _servable(capability, verified, lambda: runtime_for(gpu_index), max_batch, gpu_index)
     server, runtime = servable.server, servable.runtime
+    server.batcher.inline = inline_batches
     try:
         runtime.load(servable.model_path, RuntimeOptions(intra_op_threads=cpu_threads, max_batch=max_batch))
         warm_started = time.perf_counter()

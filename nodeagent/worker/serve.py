@@ -8,6 +8,7 @@ logged: an engine fault is reported by its type.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import time
@@ -101,8 +102,9 @@ class Session:
             raise ServingError(codes.RESIDENCY_CONFLICT.code, "this worker has already loaded its model")
         manifest = ArtifactManifest.from_dict(request.manifest)
         verified = VerifiedArtifactSet(Path(request.folder), manifest, request.bytes_verified)
+        # This process serves only this model: its batches run on the loop's own thread.
         self.warm = await asyncio.to_thread(
-            load_blocking,
+            functools.partial(load_blocking, inline_batches=True),
             verified,
             request.capability,
             request.gpu_index,

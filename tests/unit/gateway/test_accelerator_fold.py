@@ -219,3 +219,11 @@ def test_a_cold_request_right_after_a_keep_warm_unload_may_still_evict_to_make_r
     decision = plan_placement([state], wanted, PlacementRequest(deadline_ms=30_000), policy, now)
     assert decision.verdict is Verdict.ADMIT_AFTER_EVICTION, decision.reason_codes
     assert len(decision.evictions) == 1  # `emb` or `b`: both idle, used at the same moment
+
+
+def test_a_sample_names_each_residents_worker_memory_and_a_later_one_without_it_clears_it() -> None:
+    loaded = fold(LOAD, LOADED)
+    told = with_telemetry(loaded, 400 * MIB, AT.timestamp(), workers={"emb": 180 * MIB})
+    assert [r.worker_bytes for r in told.residents] == [180 * MIB]
+    silent = with_telemetry(told, 400 * MIB, AT.timestamp() + 1, workers={})
+    assert [r.worker_bytes for r in silent.residents] == [0]

@@ -14,6 +14,7 @@ from gateway.scheduler import (
     PressureReading,
     ResidencyState,
     Resident,
+    refuses_cold_loads,
 )
 from gateway.serving import upkeep
 from gateway.state.catalog import Catalog, evolve_catalog
@@ -136,3 +137,21 @@ def test_a_cold_load_avoids_where_the_agent_failed_the_deployments_load_until_it
     assert failed_recently({"d": LoadFailure(failed, 100.0)}, "d", 101.0) == ()  # not sent: no backoff
     assert failed_recently(failures, "d", 100.0 + LOAD_RETRY_S) == ()
     assert failed_recently(failures, "other", 101.0) == ()
+
+
+def test_placement_sees_this_replicas_recovery_and_admits_cold_loads_the_moment_it_has_held() -> None:
+    tracks, _ = upkeep.track_pressure([used(0.96)], {}, POLICY, now=10.0)
+    critical = used(0.50, booked=Pressure.CRITICAL)
+    tracks, _ = upkeep.track_pressure([critical], tracks, POLICY, now=11.0)  # below since 11 s
+    (seen,) = upkeep.with_tracked_pressure([critical], tracks)
+    assert refuses_cold_loads(seen.pressure, 0.50, 40.9, POLICY)
+    assert not refuses_cold_loads(seen.pressure, 0.50, 41.0, POLICY)
+    # The booked reading alone holds cold loads off until the upkeep's next round books the fall.
+    assert refuses_cold_loads(critical.pressure, 0.50, 41.0, POLICY)
+
+
+def test_a_track_of_a_level_no_longer_on_the_books_is_not_used() -> None:
+    tracks, _ = upkeep.track_pressure([used(0.96)], {}, POLICY, now=10.0)
+    tracks, _ = upkeep.track_pressure([used(0.50, booked=Pressure.CRITICAL)], tracks, POLICY, now=11.0)
+    fallen = used(0.50)  # another replica booked the fall meanwhile
+    assert upkeep.with_tracked_pressure([fallen], tracks) == [fallen]

@@ -71,6 +71,20 @@ async def test_a_full_batch_runs_without_waiting_for_the_timer() -> None:
     await batcher.close()
 
 
+async def test_an_inline_batcher_runs_its_batches_on_the_loop_thread_and_still_batches() -> None:
+    threads: list[int] = []
+
+    def run(rows: Sequence[str]) -> list[str]:
+        threads.append(threading.get_ident())
+        return [row.upper() for row in rows]
+
+    batcher: DynamicBatcher[str, str] = DynamicBatcher(run, max_batch_size=8, max_wait_s=0.0, inline=True)
+    results = await asyncio.gather(*(batcher.submit([f"x{i}"]) for i in range(5)))
+    assert results == [["X0"], ["X1"], ["X2"], ["X3"], ["X4"]]
+    assert threads == [threading.get_ident()]  # one runtime call, on this (the loop's) thread
+    await batcher.close()
+
+
 async def test_a_lone_submission_runs_after_max_wait() -> None:
     run = RecordingRun()
     batcher: DynamicBatcher[str, str] = DynamicBatcher(run, max_batch_size=64, max_wait_s=0.02)

@@ -18,8 +18,10 @@ from nodeagent.agent.hardware import (
     cpu_accelerator,
 )
 from nodeagent.agent.residency import _measured
+from nodeagent.agent.telemetry import observe
 from nodeagent.worker.protocol import Loaded
 from streams.events.control import AcceleratorSpec
+from streams.messages import WorkerMemory
 
 AGENT, WORKER, OTHER = 100, 200, 300
 MIB = 1 << 20
@@ -95,3 +97,14 @@ def _gone_pid() -> int:
     child = subprocess.Popen(["true"])
     child.wait()
     return child.pid
+
+
+def test_gpu_telemetry_names_each_residents_worker_by_its_nvml_figure() -> None:
+    gpu = _gpu({AGENT: 300 * MIB, WORKER: 700 * MIB, OTHER: 5_000 * MIB})
+    sample = observe("n", gpu, 1, ["dep"], [AGENT, WORKER], True, 1.0, [], [("dep", WORKER)])
+    assert sample.workers == [WorkerMemory("dep", 700 * MIB)]
+
+
+def test_telemetry_leaves_out_a_worker_the_device_cannot_measure() -> None:
+    sample = observe("n", _gpu(None), 1, ["dep"], [AGENT, WORKER], True, 1.0, [], [("dep", WORKER)])
+    assert sample.workers == []

@@ -123,3 +123,17 @@ def test_resident_model_needs_only_the_per_request_floor() -> None:
 
     assert required_bytes(plain, True, POLICY) == POLICY.request_execution_floor_bytes  # the policy floor
     assert required_bytes(hungry, True, POLICY) == gib(2)  # the envelope's own, larger floor
+
+
+def test_a_worker_grown_past_its_load_measurement_counts_as_the_residents_while_telemetry_is_fresh() -> None:
+    # Loaded at 4 GiB, its worker holds 6 GiB now; the card shows 10 GiB used.
+    grown = (resident("embed", 4, worker_bytes=gib(6)),)
+    fresh = account(gpu(residents=grown, external_gib=6), POLICY, NOW)
+    assert (fresh.resident_bytes, fresh.external_bytes) == (gib(6), gib(4))
+    stale = account(gpu(residents=grown, external_gib=6, fresh=False), POLICY, NOW)
+    assert stale.resident_bytes == gib(4)  # an old figure does not move the books
+
+
+def test_a_worker_holding_less_than_its_load_measured_does_not_shrink_the_books() -> None:
+    shrunk = (resident("embed", 4, worker_bytes=gib(3)),)
+    assert account(gpu(residents=shrunk), POLICY, NOW).resident_bytes == gib(4)

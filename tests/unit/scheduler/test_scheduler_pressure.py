@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sched_builders import POLICY
 
-from gateway.scheduler import Pressure, PressureReading, level_for, next_pressure
+from gateway.scheduler import Pressure, PressureReading, level_for, next_pressure, refuses_cold_loads
 from gateway.scheduler.state import SEVERITY
 
 STABLE = POLICY.pressure_stable_seconds  # 30 s by default
@@ -96,3 +96,51 @@ def test_pressure_hysteresis_rises_at_once_and_falls_only_after_the_stable_perio
                     break
                 run_start = at
             assert now - run_start >= POLICY.pressure_stable_seconds
+
+
+def test_cold_loads_are_refused_until_critical_has_fallen_away_for_the_stable_period() -> None:
+    critical = PressureReading(level=Pressure.CRITICAL, since=0.0)
+    below = next_pressure(critical, HIGH_U, 10.0, POLICY)  # the first reading under critical
+    assert refuses_cold_loads(below, HIGH_U, 10.0 + STABLE - 0.001, POLICY)
+    assert not refuses_cold_loads(below, HIGH_U, 10.0 + STABLE, POLICY)
+    # a critical reading meanwhile starts the period again
+    again = next_pressure(next_pressure(below, CRITICAL_U, 20.0, POLICY), HIGH_U, 25.0, POLICY)
+    assert refuses_cold_loads(again, HIGH_U, 10.0 + STABLE, POLICY)
+    assert not refuses_cold_loads(again, HIGH_U, 25.0 + STABLE, POLICY)
+
+
+def test_critical_utilisation_refuses_cold_loads_whatever_the_booked_level() -> None:
+    assert refuses_cold_loads(PressureReading(level=Pressure.NORMAL), CRITICAL_U, 5.0, POLICY)
+    assert not refuses_cold_loads(PressureReading(level=Pressure.HIGH), HIGH_U, 5.0, POLICY)
+
+
+def _refused_by_definition(history: list[tuple[float, float]], now: float) -> bool:
+    """Critical now, or fewer than the stable seconds since the first reading under critical that
+    followed the last critical one."""
+    critical_at = [i for i, (_, u) in enumerate(history) if u >= POLICY.pressure_critical_at]
+    if not critical_at:
+        return False
+    last = critical_at[-1]
+    if last == len(history) - 1:
+        return True
+    return now - history[last + 1][0] < POLICY.pressure_stable_seconds
+
+
+@given(samples)
+def test_cold_loads_are_refused_exactly_while_critical_or_not_yet_stably_below_it(
+    steps: list[tuple[float, float]],
+) -> None:
+    # As the gateway runs it: the upkeep follows each sample with its own reading and books each
+    # change of level (PressureChanged: the booked reading, and its next one, start afresh);
+    # placement holds the booked reading against the utilisation at the moment of its decision.
+    booked = tracked = PressureReading()
+    now = 0.0
+    history: list[tuple[float, float]] = []
+    for gap, utilisation in steps:
+        now += gap
+        history.append((now, utilisation))
+        tracked = next_pressure(tracked, utilisation, now, POLICY)
+        if tracked.level is not booked.level:
+            booked = tracked = PressureReading(level=tracked.level, since=now)
+        refused = refuses_cold_loads(booked, utilisation, now, POLICY)
+        assert refused == _refused_by_definition(history, now)
