@@ -94,6 +94,7 @@ DEPLOYMENTS: list[Column] = [
     ("CAPABILITY", lambda r: r["capability"]),
     ("CHANNEL", lambda r: r["channel"] + (f" ({r['route']})" if r.get("route") else "")),
     ("STATUS", lambda r: r["status"]),
+    ("HEALTH", lambda r: r.get("health_status") or "-"),
     ("RESIDENCY", _residency),
     ("REPLICAS", _replicas),
     ("NEEDS", lambda r: human_bytes((r.get("envelope") or {}).get("required_bytes", 0))),
