@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from gateway.clients.directory import ClientDirectory
 from gateway.clients.limits import RequestLimiter
+from gateway.clients.usage import UsageMarks
 from gateway.operators import OperatorFile
 from gateway.read_models import ReadModels
 from gateway.serving.context import ServingContext
@@ -20,3 +21,4 @@ class Edge:
     operators: OperatorFile = field(default_factory=lambda: OperatorFile(None))
     read_models: ReadModels = field(default_factory=ReadModels)  # closed by the replica's close
     ready: bool = False
+    usage: UsageMarks = field(default_factory=UsageMarks)  # when to record a key's use

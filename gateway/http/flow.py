@@ -27,6 +27,7 @@ from gateway.http.disconnect import Interruption, while_connected
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
 from gateway.http.stamps import request_id_of
+from gateway.serving.background import record_request
 from gateway.serving.pipeline import (
     RequestShape,
     Served,
@@ -37,6 +38,7 @@ from gateway.serving.pipeline import (
 )
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
+from streams.events.requests import ClientKeyUsed
 from streams.tracing import span
 
 # The worker's output, as served, and the request id → the answer in the dialect: a dict (sent as
@@ -197,6 +199,11 @@ def _authorise(
         principal = edge.directory.authenticate(call.authorization)
         permitted = _permitted(edge, principal, call.contract, choice)
     call.principal = principal
+    if edge.usage.due(principal.credential_id, time.monotonic()):
+        used = ClientKeyUsed(
+            client_id=principal.client_id, credential_id=principal.credential_id, capability=call.capability
+        )
+        record_request(edge.ctx, call.capability, call.request_id, used)
     return principal, permitted
 
 
