@@ -56,6 +56,7 @@ class Prepared(msgspec.Struct, frozen=True):
     # The status the dialect answers a model's INVALID_INPUT refusal with (OpenAI's audio API: 400),
     # else the code's own (422).
     model_refusal_status: int | None = None
+    input_type: str = ""  # an embedding request's "query" | "document", for the model's prefixes
 
 
 Route = Callable[[str], str]  # the model name a call naming `model` is served by (Catalog.resolve)
@@ -293,6 +294,7 @@ def _serve_request(call: _Call, principal: ClientPrincipal, prepared: Prepared, 
         resolution_ms=(call.resolved - call.started) * 1000,
         model=route(prepared.model),
         priority=principal.priority,
+        input_type=prepared.input_type,
     )
 
 

@@ -46,6 +46,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     "input_sha256": event.input_sha256,
                     "shape_bucket": event.shape_bucket,
                     "items": event.items,
+                    "input_type": event.input_type,
                     "accepted_at": at,
                 },
             )

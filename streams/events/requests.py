@@ -38,6 +38,7 @@ class RequestAccepted(Event, frozen=True):
     shape_bucket: str  # e.g. "items:1-4/chars:0-512"
     items: int
     trace_id: str = ""  # the request's W3C trace (32 hex digits): joins traces, logs and events
+    input_type: str = ""  # an embedding request's "query" | "document" ("": not given, or before it was kept)
 
 
 class RequestCompleted(Event, frozen=True):
