@@ -54,6 +54,18 @@ def _file(config: Config, key: str, default: str, present: frozenset[str]) -> Pr
     return Problem(str(name), "", f"a file {named} in the folder", "none")
 
 
+def _prefixes(config: Config) -> Problem | None:
+    """`input_type_prefixes`, if given: "query" and/or "document" -> the text put before each input
+    of a request with that `input_type`."""
+    value = config.get("input_type_prefixes", {})
+    if isinstance(value, dict) and all(
+        k in ("query", "document") and isinstance(v, str) for k, v in value.items()
+    ):
+        return None
+    expected = 'an object mapping "query" and/or "document" to a prefix text'
+    return Problem(SERVING_CONFIG, "input_type_prefixes", expected, json.dumps(value))
+
+
 def _embedding(config: Config, present: frozenset[str]) -> list[Problem | None]:
     return [
         _file(config, "onnx_file", "model.onnx", present),
@@ -61,6 +73,7 @@ def _embedding(config: Config, present: frozenset[str]) -> list[Problem | None]:
         _whole(config, "dimension", None, 1),
         _whole(config, "max_length", 256, 2),
         _one_of(config, "pooling", "mean", ("mean", "cls")),
+        _prefixes(config),
     ]
 
 

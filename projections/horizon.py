@@ -51,7 +51,24 @@ def comparable(live: str, first: int) -> dict[str, sql.Composable]:
         "requests": sql.SQL("NOT EXISTS ({} AND a.payload->>'request_id' = t.request_id)").format(
             _older(live, first)
         ),
+        # a key's last use is the same in both once it was used since `first`; else only live has it
+        "client_usage": _used_since(live, first, "client_id"),
+        "credential_usage": _used_since(live, first, "credential_id"),
     }
+
+
+def _used_since(live: str, first: int, column: str) -> sql.Composed:
+    """Rows (alias t) whose key was used (`ClientKeyUsed`) at or after MF_REQUESTS sequence `first`."""
+    return sql.SQL(
+        "EXISTS (SELECT 1 FROM {}.audit_log a WHERE a.stream = {} AND a.seq >= {}"
+        " AND a.event_type = 'ClientKeyUsed' AND a.payload->>{} = t.{})"
+    ).format(
+        sql.Identifier(live),
+        sql.Literal(subjects.REQUESTS_STREAM),
+        sql.Literal(first),
+        sql.Literal(column),
+        sql.Identifier(column),
+    )
 
 
 async def older_requests(conn: Conn, live: str, first: int) -> int:

@@ -68,6 +68,10 @@ class InvokeRequest(msgspec.Struct, frozen=True, kw_only=True):
     deployment_id: str
     deadline_unix_ms: int
     payload: msgspec.Raw  # the contract's input, JSON-encoded once by the gateway
+    # An embedding request's `input_type` ("query" | "document"; "" when not given): the model's
+    # serving config may embed the two differently (`input_type_prefixes`). Outside the contract's
+    # input, whose definition is immutable per version.
+    input_type: str = ""
 
 
 class WorkerTimings(msgspec.Struct, frozen=True, kw_only=True):

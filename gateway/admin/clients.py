@@ -9,6 +9,7 @@ key is shown once: an error answer would lose it)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -16,6 +17,7 @@ import msgspec
 
 from gateway.admin.endpoint import ROWS, Call, Endpoint
 from gateway.admin.pipeline import Reason
+from gateway.admin.reads import last_uses
 from gateway.clients.model import ClientState
 from gateway.clients.service import ClientService, IssuedKey
 from streams.codes import ServingError
@@ -34,6 +36,8 @@ class NewClient(msgspec.Struct, frozen=True, kw_only=True):
     priority: int = 0
     project_id: str | None = None
     expires_in_s: Lifetime | None = None  # the first key's lifetime (default: no expiry)
+    integration_environment: str = ""  # where the client calls from, e.g. "production", "staging"
+    purpose: str = ""  # what it uses the capabilities for, in a line
 
 
 class LimitsChange(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,7 +70,10 @@ def _key(issued: IssuedKey, applied: bool) -> dict[str, Any]:
     }
 
 
-def client_view(state: ClientState) -> dict[str, Any]:
+def client_view(state: ClientState, last_used: Mapping[str, object] | None = None) -> dict[str, Any]:
+    """The client as the admin API shows it; `last_used`: client and credential ids -> when their
+    key last authenticated a request (the read model's, to within a minute)."""
+    used = last_used or {}
     return {
         "client_id": state.client_id,
         "name": state.name,
@@ -76,6 +83,9 @@ def client_view(state: ClientState) -> dict[str, Any]:
         "priority": state.priority,
         "enabled": state.enabled,
         "project_id": state.project_id,
+        "integration_environment": state.integration_environment,
+        "purpose": state.purpose,
+        "last_used_at": used.get(state.client_id),
         "credentials": [
             {
                 "credential_id": c.credential_id,
@@ -83,6 +93,7 @@ def client_view(state: ClientState) -> dict[str, Any]:
                 "revoked": c.revoked,
                 "grace_until": c.grace_until,
                 "expires_at": c.expires_at,
+                "last_used_at": used.get(c.credential_id),
             }
             for c in state.credentials
         ],
@@ -117,6 +128,7 @@ async def create_client(call: Call) -> object:
     issued = await clients.create(
         b.name, b.scopes, requests_per_minute=b.requests_per_minute, max_concurrency=b.max_concurrency,
         priority=b.priority, project_id=b.project_id, expires_in=_lifetime(b.expires_in_s),
+        integration_environment=b.integration_environment, purpose=b.purpose,
     )  # fmt: skip
     return _key(issued, await applied_here(call, issued.sequence))
 
@@ -166,7 +178,9 @@ async def change_limits(call: Call) -> object:
 
 
 async def list_clients(call: Call) -> object:
-    return [client_view(s) for s in await ClientService(call.edge.ctx.store).all_clients()]
+    clients = await ClientService(call.edge.ctx.store).all_clients()
+    used = await last_uses(call)
+    return [client_view(s, used) for s in clients]
 
 
 ENDPOINTS = [

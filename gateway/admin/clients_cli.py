@@ -38,6 +38,10 @@ def register(subparsers: Any) -> None:
     )
     create.add_argument("--project", help="project id to bind the client to")
     create.add_argument("--expires-in-days", type=float, help="the key expires after this many days")
+    create.add_argument(
+        "--environment", default="", help="the integration environment it calls from (e.g. production)"
+    )
+    create.add_argument("--purpose", default="", help="what the client uses its capabilities for")
     create.set_defaults(handler=_run(_create))
 
     rotate = verbs.add_parser(
@@ -150,6 +154,8 @@ async def _create(service: ClientService, args: argparse.Namespace) -> None:
         priority=args.priority,
         project_id=args.project,
         expires_in=_days(args.expires_in_days),
+        integration_environment=args.environment,
+        purpose=args.purpose,
     )
     _print_key(issued)
 
@@ -212,6 +218,8 @@ def format_client(state: ClientState) -> str:
         f"{state.client_id}  {state.name}  [{status}]  scopes={','.join(state.scopes)}  "
         f"rpm={state.requests_per_minute}  concurrency={state.max_concurrency}  priority={state.priority}"
         + (f"  project={state.project_id}" if state.project_id else "")
+        + (f"  environment={state.integration_environment}" if state.integration_environment else "")
+        + (f"  purpose={state.purpose!r}" if state.purpose else "")
     ]
     for credential in state.credentials:
         if credential.revoked:

@@ -14,11 +14,13 @@ from artifacts.paths import ARTIFACT_ROOT_ENV
 from gateway.admin import views
 from gateway.admin.endpoint import ROWS, Call, Endpoint
 from gateway.contracts import registered_contracts
+from gateway.deployments.health import HealthStatus, health_status
 from gateway.deployments.model import DeploymentState
 from gateway.operations.service import Operations
 from gateway.promotion import approvals, artifacts, candidates, rollout
 from gateway.promotion.context import PromotionContext
 from gateway.promotion.model import ApprovalState, ArtifactSetState, CandidateState
+from gateway.scheduler import ResidencyState
 from streams import text
 from streams.codes import ServingError
 from streams.subjects import Aggregate
@@ -209,11 +211,25 @@ async def promote(call: Call) -> object:
 
 async def list_deployments(call: Call) -> object:
     states: list[DeploymentState] = await promotion(call).deployments()
-    return [views.deployment(s) for s in states]
+    return [views.deployment(s, health_status=_health(call, s)) for s in states]
 
 
 async def show_deployment(call: Call) -> object:
-    return views.deployment(await promotion(call).deployment(call.path["deployment_id"]))
+    state = await promotion(call).deployment(call.path["deployment_id"])
+    return views.deployment(state, health_status=_health(call, state))
+
+
+def _health(call: Call, deployment: DeploymentState) -> HealthStatus:
+    """The deployment's derived health (`gateway.deployments.health`) from this gateway's live view."""
+    live = call.edge.ctx.live
+    taking_work = [a for a in live.schedulable_accelerators() if a.available]
+    loaded = any(
+        r.deployment_id == deployment.deployment_id and r.state is ResidencyState.LOADED
+        for a in taking_work
+        for r in a.residents
+    )
+    failed_check = deployment.deployment_id in live.unhealthy
+    return health_status(deployment, loaded=loaded, failed_check=failed_check, placeable=bool(taking_work))
 
 
 async def create_experiment(call: Call) -> object:

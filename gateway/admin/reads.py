@@ -109,3 +109,19 @@ def percentile(values: list[float], p: float) -> float | None:
     ordered = sorted(values)
     rank = max(0, -(-len(ordered) * p // 1) - 1)
     return ordered[int(rank)]
+
+
+KEY_USES_SQL = """
+SELECT client_id AS id, last_used_at FROM client_usage
+UNION ALL SELECT credential_id, last_used_at FROM credential_usage
+"""
+
+
+async def last_uses(call: Call) -> dict[str, Any]:
+    """Client id or credential id -> when its key last authenticated a request (within a minute:
+    `ClientKeyUsed`); empty without a read model (DATABASE_URL)."""
+    model = call.edge.read_models.get()
+    if model is None:
+        return {}
+    await fresh_for(model, call)
+    return {row["id"]: row["last_used_at"] for row in await model.query(KEY_USES_SQL)}

@@ -101,6 +101,7 @@ DEPLOYMENTS: list[Column] = [
     ("CAPABILITY", lambda r: r["capability"]),
     ("CHANNEL", lambda r: r["channel"] + (f" ({r['route']})" if r.get("route") else "")),
     ("STATUS", lambda r: r["status"]),
+    ("HEALTH", lambda r: r.get("health_status") or "-"),
     ("RESIDENCY", _residency),
     ("REPLICAS", _replicas),
     ("CAPS", _caps),
@@ -168,5 +169,8 @@ def clients(now: datetime) -> list[Column]:
         ("CONCURRENCY", lambda r: str(r["max_concurrency"])),
         ("PRIORITY", lambda r: str(r["priority"])),
         ("PROJECT", lambda r: r.get("project_id") or "-"),
+        ("ENVIRONMENT", lambda r: r.get("integration_environment") or "-"),
+        ("PURPOSE", lambda r: r.get("purpose") or "-"),
+        ("LAST USED", lambda r: human_when(r.get("last_used_at"), now)),
         ("KEYS", lambda r: "; ".join(_credential(c, now) for c in r.get("credentials") or [])),
     ]

@@ -98,6 +98,10 @@ def _create(state: ClientState | None, command: CreateClient, now: datetime) -> 
         max_concurrency=command.max_concurrency,
         priority=command.priority,
         project_id=command.project_id,
+        integration_environment=text.check(
+            "integration_environment", command.integration_environment.strip(), text.NAME
+        ),
+        purpose=text.check("purpose", command.purpose.strip(), text.REASON),
     )
     return [created, _issued(command.client_id, command.first_key)]
 

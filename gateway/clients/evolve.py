@@ -37,6 +37,8 @@ def evolve(state: ClientState | None, event: Event) -> ClientState | None:
                 max_concurrency=event.max_concurrency,
                 priority=event.priority,
                 project_id=event.project_id,
+                integration_environment=event.integration_environment,
+                purpose=event.purpose,
             )
         case _ if state is None:
             return None

@@ -42,6 +42,8 @@ class ClientState:
     priority: int = 0
     project_id: str | None = None
     enabled: bool = True
+    integration_environment: str = ""
+    purpose: str = ""
     credentials: tuple[Credential, ...] = ()
     version: int = 0  # the aggregate's last stream sequence folded in
 
@@ -91,7 +93,9 @@ class CreateClient:
     first_key: NewKey
     priority: int = 0
     project_id: str | None = None
-    project_known: bool = False  # whether `project_id` names a registered project (the service looks)
+    project_known: bool = False
+    integration_environment: str = ""  # free text, checked by `decide`
+    purpose: str = ""  # whether `project_id` names a registered project (the service looks)
 
 
 @dataclass(frozen=True, slots=True)

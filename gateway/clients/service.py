@@ -80,6 +80,8 @@ class ClientService:
         priority: int = 0,
         project_id: str | None = None,
         expires_in: timedelta | None = None,
+        integration_environment: str = "",
+        purpose: str = "",
     ) -> IssuedKey:
         client_id = client_id_for(name)
         plain, new = self._new_key(expires_in)
@@ -93,6 +95,8 @@ class ClientService:
             priority=priority,
             project_id=project_id,
             project_known=project_id is not None and await self._project_exists(project_id),
+            integration_environment=integration_environment,
+            purpose=purpose,
         )
         sequence = await self.execute(command)
         return IssuedKey(client_id, new.credential_id, plain.secret, plain.prefix, new.expires_at, sequence)

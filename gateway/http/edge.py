@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from gateway.clients.directory import ClientDirectory
 from gateway.clients.limits import RequestLimiter
+from gateway.clients.usage import UsageMarks
 from gateway.operators import OperatorFile
 from gateway.read_models import ReadModels
 from gateway.serving.context import ServingContext
@@ -22,3 +23,4 @@ class Edge:
     read_models: ReadModels = field(default_factory=ReadModels)  # closed by the replica's close
     fleet_metrics: FleetMetrics | None = None  # the agents' metrics, for /metrics (closed likewise)
     ready: bool = False
+    usage: UsageMarks = field(default_factory=UsageMarks)  # when to record a key's use

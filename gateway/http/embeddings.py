@@ -45,6 +45,33 @@ class OpenAIEmbeddingRequest(msgspec.Struct, frozen=True):
     encoding_format: Literal["float", "base64"] | None = None  # not given: float
     dimensions: int | None = None
     user: str | None = None
+    # query | document: for models that embed the two differently (NVIDIA's "passage" and
+    # Cohere's "search_query" / "search_document" name the same two)
+    input_type: str | None = None
+
+
+_INPUT_TYPES = {
+    "query": "query",
+    "document": "document",
+    "passage": "document",
+    "search_query": "query",
+    "search_document": "document",
+}
+
+
+def _input_type(call: OpenAIEmbeddingRequest) -> str:
+    """The request's input type, "query" or "document" ("" when not given); INVALID_INPUT (422)
+    naming `input_type` for any other."""
+    if call.input_type is None:
+        return ""
+    kind = _INPUT_TYPES.get(call.input_type)
+    if kind is None:
+        raise ServingError(
+            "INVALID_INPUT",
+            f'`input_type` is "query" or "document" (or left out), not {call.input_type[:64]!r}',
+            param="input_type",
+        )
+    return kind
 
 
 def parse_embeddings(edge: Edge) -> Parse:
@@ -55,6 +82,7 @@ def parse_embeddings(edge: Edge) -> Parse:
         if contract is VISION_EMBEDDING:
             payload, shape = image_payload(edge, items, route(model), call.dimensions)
             return Prepared(payload, shape, _render(call), model)
+        input_type = _input_type(call)
         if all(isinstance(t, str) for t in items):
             strings: list[str] = [t for t in items if isinstance(t, str)]
         else:
@@ -69,7 +97,7 @@ def parse_embeddings(edge: Edge) -> Parse:
         shape = check_texts(strings, contract, "input")
         dimensions = checked_dimensions(edge, contract.capability, route(model), call.dimensions)
         payload = msgspec.json.encode(EmbeddingInput(texts=strings, dimensions=dimensions))
-        return Prepared(payload, shape, _render(call), model)
+        return Prepared(payload, shape, _render(call), model, input_type=input_type)
 
     return parse
 

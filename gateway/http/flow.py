@@ -27,6 +27,7 @@ from gateway.http.disconnect import Interruption, while_connected
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
 from gateway.http.stamps import request_id_of
+from gateway.serving.background import record_request
 from gateway.serving.pipeline import (
     RequestShape,
     Served,
@@ -37,6 +38,7 @@ from gateway.serving.pipeline import (
 )
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
+from streams.events.requests import ClientKeyUsed
 from streams.tracing import span
 
 # The worker's output, as served, and the request id → the answer in the dialect: a dict (sent as
@@ -54,6 +56,7 @@ class Prepared(msgspec.Struct, frozen=True):
     # The status the dialect answers a model's INVALID_INPUT refusal with (OpenAI's audio API: 400),
     # else the code's own (422).
     model_refusal_status: int | None = None
+    input_type: str = ""  # an embedding request's "query" | "document", for the model's prefixes
 
 
 Route = Callable[[str], str]  # the model name a call naming `model` is served by (Catalog.resolve)
@@ -139,6 +142,28 @@ def _may_call(edge: Edge, principal: ClientPrincipal, capability: str) -> bool:
     return True
 
 
+class _Call:
+    """One call's progress through the edge: what the answer, or the refusal's record, needs to
+    know of how far it got."""
+
+    def __init__(self, request: Request, contract: CapabilityContract) -> None:
+        self.started = time.perf_counter()
+        self.request_id = request_id_of(request)
+        self.authorization = request.headers.get("authorization")
+        self.contract = contract
+        self.principal: ClientPrincipal | None = None  # once known, a refusal is recorded
+        self.admission: Admission | None = None
+        self.prepared: Prepared | None = None
+        self.serving = False  # past the edge's own checks: later failures are the pipeline's to record
+        self.interruption = Interruption()
+        self.resolved = self.validated = self.started  # perf_counter() once authorised, validated
+        self.deadline = 0.0  # time.time() by which it must be answered
+
+    @property
+    def capability(self) -> str:
+        return self.contract.capability
+
+
 async def run_capability(
     edge: Edge,
     request: Request,
@@ -150,92 +175,150 @@ async def run_capability(
 ) -> Response:
     """`render` may answer a dict (sent as JSON, with the request id and latency added), any other
     JSON value, or a whole `Response` (a dialect's plain-text formats)."""
-    started = time.perf_counter()
-    request_id = request_id_of(request)
-    capability = contract.capability
-    principal: ClientPrincipal | None = None
-    admission: Admission | None = None
-    serving = False
-    authorization = request.headers.get("authorization")
+    call = _Call(request, contract)
+    try:
+        principal, permitted = _authorise(edge, call, choice)
+        call.resolved = time.perf_counter()
+        raw, timeout_s = await _read_body(edge, request, call, permitted, choice, decode)
+        route = _router(edge, principal, call.capability)
+        prepared = call.prepared = parse(raw, call.contract, route)
+        _check_carried(edge, prepared.payload)
+        call.validated = time.perf_counter()
+        call.deadline = time.time() + timeout_s
+        result = await _serve(edge, request, call, principal, prepared, route)
+    except Exception as raised:
+        return _refusal(edge, call, raised)
+    return _answer(edge, call, result)
 
-    interruption = Interruption()
 
-    def authorized() -> ClientPrincipal:
-        found = edge.directory.authenticate(authorization)
-        edge.directory.authorize(found, capability)
-        return found
+def _authorise(
+    edge: Edge, call: _Call, choice: ContractChoice | None
+) -> tuple[ClientPrincipal, tuple[CapabilityContract, ...]]:
+    """The caller's key, and the contracts it may call through the route; from here on a refusal
+    is recorded as the request's."""
+    with span("authenticate"):
+        principal = edge.directory.authenticate(call.authorization)
+        permitted = _permitted(edge, principal, call.contract, choice)
+    call.principal = principal
+    if edge.usage.due(principal.credential_id, time.monotonic()):
+        used = ClientKeyUsed(
+            client_id=principal.client_id, credential_id=principal.credential_id, capability=call.capability
+        )
+        record_request(edge.ctx, call.capability, call.request_id, used)
+    return principal, permitted
+
+
+async def _read_body(
+    edge: Edge,
+    request: Request,
+    call: _Call,
+    permitted: tuple[CapabilityContract, ...],
+    choice: ContractChoice | None,
+    decode: Decode,
+) -> tuple[Any, float]:
+    """The decoded body, read within the permitted contracts' largest limit, and the call's
+    deadline in seconds; with a choice, the contract the body is for becomes the call's."""
+    timeout_s = _timeout_s(request, call.contract)
+    content = await read_limited(request, max(c.limits.max_request_bytes for c in permitted), timeout_s)
+    raw = decode(content)
+    if choice is not None:
+        _choose_contract(edge, call, choice.of_body(raw), permitted, len(content))
+        timeout_s = _timeout_s(request, call.contract)  # the chosen contract's deadline from here on
+    return raw, timeout_s
+
+
+def _choose_contract(
+    edge: Edge,
+    call: _Call,
+    chosen: CapabilityContract,
+    permitted: tuple[CapabilityContract, ...],
+    body_bytes: int,
+) -> None:
+    """Make `chosen` the call's contract (its scope checked by `_serve`'s re-authorisation from
+    here on), refusing it when the key may not call it or the body passes its size limit."""
+    assert call.principal is not None
+    call.contract = chosen
+    if chosen not in permitted:
+        edge.directory.authorize(call.principal, chosen.capability)  # the refusal, saying why
+    if body_bytes > chosen.limits.max_request_bytes:
+        raise too_large(chosen.limits.max_request_bytes)
+
+
+async def _serve(
+    edge: Edge,
+    request: Request,
+    call: _Call,
+    principal: ClientPrincipal,
+    prepared: Prepared,
+    route: Route,
+) -> Served:
+    """The client's limits (overlapping the capacity search where the client is far from them),
+    then the pipeline, stopped if the client disconnects before its model runs."""
+    admission = call.admission = Admission(edge.limiter, principal)
+    admitted = _spanned(admission)
 
     def before_dispatch() -> None:
-        authorized()  # a key withdrawn while the request waited is refused here
-        interruption.forbid()  # the model runs: its lease lasts until the worker answers
+        edge.directory.authorize(edge.directory.authenticate(call.authorization), call.capability)
+        call.interruption.forbid()  # the model runs: its lease lasts until the worker answers
 
     try:
-        with span("authenticate"):
-            authenticated = edge.directory.authenticate(authorization)
-            permitted = _permitted(edge, authenticated, contract, choice)
-        principal = authenticated  # from here on, a refusal is recorded as the request's
-        resolved = time.perf_counter()
-        timeout_s = _timeout_s(request, contract)
-        content = await read_limited(request, max(c.limits.max_request_bytes for c in permitted), timeout_s)
-        raw = decode(content)
-        if choice is not None:  # `authorized` checks this one's scope from here on
-            contract = choice.of_body(raw)
-            capability = contract.capability
-            timeout_s = _timeout_s(request, contract)  # the chosen contract's deadline from here on
-            if contract not in permitted:
-                edge.directory.authorize(principal, capability)  # the refusal, saying why
-            if len(content) > contract.limits.max_request_bytes:
-                raise too_large(contract.limits.max_request_bytes)
-        route = _router(edge, principal, capability)
-        prepared = parse(raw, contract, route)
-        _check_carried(edge, prepared.payload)
-        validated = time.perf_counter()
-        deadline = time.time() + timeout_s
-        admission = Admission(edge.limiter, principal)
-        admitted = _spanned(admission)
-        try:
-            if not admission.overlapped:
-                await admitted()
-            serving = True
-            result = await while_connected(
-                request,
-                serve(
-                    edge.ctx,
-                    ServeRequest(
-                        request_id=request_id,
-                        client_id=principal.client_id,
-                        capability=capability,
-                        payload=prepared.payload,
-                        shape=prepared.shape,
-                        deadline=deadline,
-                        started=started,
-                        validation_ms=(validated - resolved) * 1000,
-                        resolution_ms=(resolved - started) * 1000,
-                        model=route(prepared.model),
-                        priority=principal.priority,
-                    ),
-                    admitted=admitted,
-                    render=lambda served: prepared.render(served.result, served, request_id),
-                    before_dispatch=before_dispatch,
-                ),
-                interruption,
-            )
-        finally:
-            edge.ctx.spawn(admission.close())
-    except Exception as raised:
-        error = raised if isinstance(raised, ServingError) else internal_error(raised, request_id)
-        error = _as_the_dialect_answers(error, prepared if serving else None)
-        if principal is not None and (not serving or (admission is not None and admission.refused)):
-            record_rejection(edge.ctx, capability, request_id, principal.client_id, error)
-        edge.ctx.metrics.request_ended(
-            capability, error.code, error.http_status, time.perf_counter() - started
+        if not admission.overlapped:
+            await admitted()
+        call.serving = True
+        return await while_connected(
+            request,
+            serve(
+                edge.ctx,
+                _serve_request(call, principal, prepared, route),
+                admitted=admitted,
+                render=lambda result: prepared.render(result.result, result, call.request_id),
+                before_dispatch=before_dispatch,
+            ),
+            call.interruption,
         )
-        return error_response(error, request_id)
+    finally:
+        edge.ctx.spawn(admission.close())
+
+
+def _serve_request(call: _Call, principal: ClientPrincipal, prepared: Prepared, route: Route) -> ServeRequest:
+    """The request as the pipeline takes it; its model routed once the client is admitted."""
+    return ServeRequest(
+        request_id=call.request_id,
+        client_id=principal.client_id,
+        capability=call.capability,
+        payload=prepared.payload,
+        shape=prepared.shape,
+        deadline=call.deadline,
+        started=call.started,
+        validation_ms=(call.validated - call.resolved) * 1000,
+        resolution_ms=(call.resolved - call.started) * 1000,
+        model=route(prepared.model),
+        priority=principal.priority,
+        input_type=prepared.input_type,
+    )
+
+
+def _refusal(edge: Edge, call: _Call, raised: Exception) -> Response:
+    """The error answer, in the dialect's status; recorded as the request's only event where the
+    edge or the client's limits refused it (the pipeline records its own failures)."""
+    error = raised if isinstance(raised, ServingError) else internal_error(raised, call.request_id)
+    error = _as_the_dialect_answers(error, call.prepared if call.serving else None)
+    refused_here = not call.serving or (call.admission is not None and call.admission.refused)
+    if call.principal is not None and refused_here:
+        record_rejection(edge.ctx, call.capability, call.request_id, call.principal.client_id, error)
+    edge.ctx.metrics.request_ended(
+        call.capability, error.code, error.http_status, time.perf_counter() - call.started
+    )
+    return error_response(error, call.request_id)
+
+
+def _answer(edge: Edge, call: _Call, result: Served) -> Response:
+    """The served answer: the dialect's rendering, with the request id, latency and deployment."""
     body = result.body
     if isinstance(body, dict):
-        body["request_id"] = request_id
+        body["request_id"] = call.request_id
         body["latency"] = latency_body(result.latency)
-    edge.ctx.metrics.request_ended(capability, "OK", 200, result.latency.total_ms / 1000, result.latency)
+    edge.ctx.metrics.request_ended(call.capability, "OK", 200, result.latency.total_ms / 1000, result.latency)
     headers = {**timing_headers(result.latency), "x-mf-deployment": result.deployment_id}
     if isinstance(body, Response):
         body.headers.update(headers)

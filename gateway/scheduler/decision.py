@@ -19,6 +19,7 @@ class Verdict(enum.StrEnum):
     REJECT_DEADLINE = "REJECT_DEADLINE"
     REJECT_NO_ELIGIBLE_ACCELERATOR = "REJECT_NO_ELIGIBLE_ACCELERATOR"
     REJECT_STATE_STALE = "REJECT_STATE_STALE"
+    REJECT_LAB_PAUSED = "REJECT_LAB_PAUSED"
 
     @property
     def admits(self) -> bool:
@@ -63,6 +64,7 @@ class ReasonCode(enum.StrEnum):
     SCHEDULER_STATE_STALE = "SCHEDULER_STATE_STALE"
     RESIDENCY_LOAD_FAILED = "RESIDENCY_LOAD_FAILED"  # its last load there failed, recently
     ENVELOPE_CLASS_UNMEASURED = "ENVELOPE_CLASS_UNMEASURED"  # no envelope for the hardware class there
+    LAB_PAUSED = "LAB_PAUSED"  # the policy pauses lab-channel work
 
 
 class CoResidencyStatus(enum.StrEnum):

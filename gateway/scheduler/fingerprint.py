@@ -22,7 +22,7 @@ from gateway.scheduler.decision import CoResidencyPair, PlacementRequest
 from gateway.scheduler.policy import SchedulerPolicy
 from gateway.scheduler.state import AcceleratorState, ModelEnvelope
 
-FINGERPRINT_VERSION = 11  # 11: residents with `worker_bytes`; 10: artifact locality (accelerators' cached sets, envelopes' set and bytes, policy's fetch rate); 9: envelopes with `hardware_class` and `spread`, accelerators with `hardware_model` and `runtimes`, requests with `new_replica`, policy with replica settings; 8: accelerators with `last_load_at`; 7: policy with `fairness_window_seconds`; 6: requests with `load_failed_on`; 5: envelopes with `outgrown`; 4: requests with `queued`; 3: residents without `pinned`, policy with its load and unload timeouts; 2: structs as arrays (1: maps)
+FINGERPRINT_VERSION = 12  # 12: policy with `lab_paused`; 11: residents with `worker_bytes`; 10: artifact locality (accelerators' cached sets, envelopes' set and bytes, policy's fetch rate); 9: envelopes with `hardware_class` and `spread`, accelerators with `hardware_model` and `runtimes`, requests with `new_replica`, policy with replica settings; 8: accelerators with `last_load_at`; 7: policy with `fairness_window_seconds`; 6: requests with `load_failed_on`; 5: envelopes with `outgrown`; 4: requests with `queued`; 3: residents without `pinned`, policy with its load and unload timeouts; 2: structs as arrays (1: maps)
 
 by_accelerator_id = attrgetter("accelerator_id")
 _encoder = msgspec.msgpack.Encoder(order="deterministic")

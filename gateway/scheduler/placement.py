@@ -53,7 +53,13 @@ from gateway.scheduler.fingerprint import (
 from gateway.scheduler.fleet import holds_copy, leases_of, measured_here, nodes_with_copy
 from gateway.scheduler.policy import SchedulerPolicy
 from gateway.scheduler.pressure import refuses_cold_loads
-from gateway.scheduler.state import AcceleratorState, ModelEnvelope, ResidencyState, Resident
+from gateway.scheduler.state import (
+    AcceleratorState,
+    Channel,
+    ModelEnvelope,
+    ResidencyState,
+    Resident,
+)
 
 R = ReasonCode
 # Enum members read through their class cost ~0.1-0.2 µs each on Python 3.11; these are read per
@@ -119,6 +125,10 @@ def plan_placement(
     ordered = sorted(accelerators, key=by_accelerator_id)  # once: for the fingerprint and eligibility
     fingerprint = ordered_fingerprint(ordered, envelope, request, policy, now, facts)
 
+    if policy.lab_paused and request.channel is Channel.LAB:
+        return _decision(
+            _Ask(envelope, request, policy, now, fingerprint), Verdict.REJECT_LAB_PAUSED, (R.LAB_PAUSED,)
+        )
     if envelope.stale:
         return _decision(
             _Ask(envelope, request, policy, now, fingerprint),

@@ -79,6 +79,10 @@ class SchedulerPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # node without the set counts its fetch (set bytes / this) on top of the measured load.
     artifact_fetch_bytes_per_s: float = 100e6
 
+    # Lab-channel work (experiments and candidates, not the stable deployment) is refused
+    # LAB_PAUSED while true: an operator's switch to keep the accelerators for production.
+    lab_paused: bool = False
+
 
 DEFAULT_POLICY = SchedulerPolicy()
 

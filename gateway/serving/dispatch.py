@@ -43,7 +43,13 @@ class Invoked(msgspec.Struct, frozen=True):
 
 
 async def invoke(
-    ctx: ServingContext, grant: Grant, capability: str, request_id: str, payload: bytes, deadline: float
+    ctx: ServingContext,
+    grant: Grant,
+    capability: str,
+    request_id: str,
+    payload: bytes,
+    deadline: float,
+    input_type: str = "",
 ) -> Invoked:
     """The model's answer; the request's trace goes along in the NATS headers (`traceparent`)."""
     attributes: dict[str, str | int] = {
@@ -52,20 +58,23 @@ async def invoke(
         "modelforge.payload_bytes": len(payload),
     }
     with span("invoke", kind=SpanKind.CLIENT, attributes=attributes):
-        return await _invoke(ctx, grant, capability, request_id, payload, deadline)
+        started = time.perf_counter()
+        request = InvokeRequest(
+            request_id=request_id,
+            capability=capability,
+            deployment_id=grant.deployment_id,
+            deadline_unix_ms=int(deadline * 1000),
+            payload=msgspec.Raw(payload),
+            input_type=input_type,
+        )
+        return await _invoke(ctx, grant, request, deadline, started)
 
 
 async def _invoke(
-    ctx: ServingContext, grant: Grant, capability: str, request_id: str, payload: bytes, deadline: float
+    ctx: ServingContext, grant: Grant, request: InvokeRequest, deadline: float, started: float
 ) -> Invoked:
-    started = time.perf_counter()
-    request = InvokeRequest(
-        request_id=request_id,
-        capability=capability,
-        deployment_id=grant.deployment_id,
-        deadline_unix_ms=int(deadline * 1000),
-        payload=msgspec.Raw(payload),
-    )
+    """`request` sent to the agent holding `grant` (encoded here: `payload_ms` counts it from
+    `started`), its reply awaited until `deadline` or the lease leaves the books."""
     data = _encoder.encode(request)
     encoded = time.perf_counter()
     subject = subjects.invoke_subject(grant.node_id, grant.deployment_id)

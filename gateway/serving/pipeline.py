@@ -72,6 +72,7 @@ class ServeRequest(msgspec.Struct, frozen=True, kw_only=True):
     resolution_ms: float
     model: str = ""  # the model name it is served by ("": the capability's stable deployment)
     priority: int = 0
+    input_type: str = ""  # an embedding request's "query" | "document" ("": not given)
 
 
 class _Tokens(msgspec.Struct):
@@ -182,6 +183,7 @@ async def serve(
             shape_bucket=shape.bucket,
             items=shape.items,
             trace_id=current_trace_id(),
+            input_type=request.input_type,
         ),
     )
     grant: capacity.Grant | None = None
@@ -189,7 +191,7 @@ async def serve(
         grant = await seeking
         before_dispatch()
         try:
-            invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
+            invoked = await invoke(ctx, grant, capability, request_id, payload, deadline, request.input_type)
         except ServingError as lost:
             if lost.code != NODE_LOST and not isinstance(lost, NodeUnreachable):
                 raise
@@ -202,7 +204,7 @@ async def serve(
                 ctx.spawn(grant.run_slot.release())
             gone, grant = grant.accelerator_id, None
             grant = await _elsewhere(ctx, deployment, request_id, client_id, deadline, priority, gone, lost)
-            invoked = await invoke(ctx, grant, capability, request_id, payload, deadline)
+            invoked = await invoke(ctx, grant, capability, request_id, payload, deadline, request.input_type)
         latency = _latency(grant, invoked, started, validation_ms, resolution_ms)
         usage = Usage(items=shape.items, input_tokens=_output_of(_tokens.decode, invoked.result).input_tokens)
         served = Served(invoked.result, grant.deployment_id, deployment.model_name, latency, grant.cold)

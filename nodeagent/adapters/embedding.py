@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from streams.codes import ServingError
 
 NORM_TOLERANCE = 1e-3
 POOLING_MODES = frozenset({"mean", "cls"})
+INPUT_TYPES = frozenset({"query", "document"})  # what a request's `input_type` may name
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class EmbeddingConfig:
     output_name: str | None = "last_hidden_state"
     tokenizer_file: str = "tokenizer.json"
     onnx_file: str = "model.onnx"
+    # What a model that embeds queries and documents differently (E5: "query: " / "passage: ")
+    # puts before each text of a request whose `input_type` names one; none for a request without.
+    input_type_prefixes: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_file(cls, path: Path) -> EmbeddingConfig:
@@ -38,6 +42,11 @@ class EmbeddingConfig:
         config = cls(**known)
         if config.pooling not in POOLING_MODES:
             raise ValueError(f"pooling must be one of {sorted(POOLING_MODES)}")
+        prefixes = config.input_type_prefixes
+        if not isinstance(prefixes, dict) or not all(
+            kind in INPUT_TYPES and isinstance(prefix, str) for kind, prefix in prefixes.items()
+        ):
+            raise ValueError(f"input_type_prefixes maps {' or '.join(sorted(INPUT_TYPES))} to a prefix text")
         return config
 
 
@@ -71,6 +80,12 @@ class EmbeddingAdapter:
     def from_model_dir(cls, model_dir: Path, config_file: str = "serving_config.json") -> EmbeddingAdapter:
         config = EmbeddingConfig.from_file(model_dir / config_file)
         return cls(model_dir / config.tokenizer_file, config)
+
+    def typed(self, texts: list[str], input_type: str) -> list[str]:
+        """`texts` as the model embeds them for `input_type`: with the serving config's prefix for
+        it, if it declares one; unchanged otherwise."""
+        prefix = self.config.input_type_prefixes.get(input_type, "")
+        return [prefix + text for text in texts] if prefix else texts
 
     def count_tokens(self, item: str) -> int:
         return self.encoder.count_tokens(item)

@@ -52,7 +52,7 @@ async def answer(residency: Residency, request: InvokeRequest) -> InvokeReply:
         return failure(codes.CAPABILITY_UNAVAILABLE.code, f"this deployment serves {residency.capability}")
     try:
         async with asyncio.timeout(remaining_s):  # the worker keeps the deadline too, and cancels
-            served = await residency.worker.invoke(bytes(request.payload), remaining_s)
+            served = await residency.worker.invoke(bytes(request.payload), remaining_s, request.input_type)
     except TimeoutError:
         return failure(codes.REQUEST_TIMEOUT.code, "the worker did not finish before the deadline")
     except ServingError as error:

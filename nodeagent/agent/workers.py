@@ -114,8 +114,8 @@ class Worker:
     async def load(self, request: Load) -> Loaded:
         return _expect(await self.call(request), Loaded)
 
-    async def invoke(self, payload: bytes, timeout_s: float) -> Served:
-        return _expect(await self.call(Invoke(payload, timeout_s, traceparent())), Served)
+    async def invoke(self, payload: bytes, timeout_s: float, input_type: str = "") -> Served:
+        return _expect(await self.call(Invoke(payload, timeout_s, traceparent(), input_type)), Served)
 
     async def check(self) -> None:
         _expect(await self.call(CheckCall()), Checked)

@@ -84,7 +84,9 @@ class CapabilityServer(Protocol):
     capability: str
     batcher: DynamicBatcher[Any, Any]  # every serve and check goes through it
 
-    async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]: ...
+    async def serve(self, payload: bytes, input_type: str = "") -> tuple[bytes, WorkerTimings]:
+        """`input_type`: an embedding request's "query" | "document" (others ignore it)."""
+        ...
 
     def test_inference(self) -> MeasuredOutput:
         """One blocking inference on fixed input, validated: warm-up, health and probe use it."""
@@ -185,14 +187,14 @@ class EmbeddingServer:
             timed_runner(adapter, runtime), max_batch_size=max_batch_size, max_wait_s=BATCH_WAIT_S
         )
 
-    async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
+    async def serve(self, payload: bytes, input_type: str = "") -> tuple[bytes, WorkerTimings]:
         started = time.perf_counter()
         request: contracts.EmbeddingInput = decode_input(payload, contracts.EmbeddingInput)
         check_items(len(request.texts), contracts.EMBEDDING.limits)
         config = self.adapter.config
         served = await served_vectors(
             self.batcher,
-            request.texts,
+            self.adapter.typed(request.texts, input_type),
             request.dimensions,
             dimension=config.dimension,
             normalize=config.normalize,
@@ -236,7 +238,7 @@ class RerankServer:
             timed_runner(adapter, runtime), max_batch_size=max_batch_size, max_wait_s=BATCH_WAIT_S
         )
 
-    async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
+    async def serve(self, payload: bytes, input_type: str = "") -> tuple[bytes, WorkerTimings]:
         started = time.perf_counter()
         request: contracts.RerankInput = decode_input(payload, contracts.RerankInput)
         check_items(len(request.documents), contracts.RERANKING.limits)

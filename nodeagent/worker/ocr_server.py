@@ -47,7 +47,7 @@ class OcrServer:
             _read_pages, max_batch_size=max_batch_size, max_wait_s=BATCH_WAIT_S
         )
 
-    async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
+    async def serve(self, payload: bytes, input_type: str = "") -> tuple[bytes, WorkerTimings]:
         started = time.perf_counter()
         request: contracts.OcrInput = decode_input(payload, contracts.OcrInput)
         page: PageReading = partial(self.pipeline.recognize, request, self.detector, self.recognizer)

@@ -39,6 +39,7 @@ class Invoke(msgspec.Struct, frozen=True, tag="invoke"):
     payload: bytes  # the contract's input, JSON
     timeout_s: float  # what is left of the request's deadline
     traceparent: str = ""  # the agent's invoke span (W3C), parent of the worker's spans
+    input_type: str = ""  # an embedding request's "query" | "document" ("": not given)
 
 
 class Check(msgspec.Struct, frozen=True, tag="check"):

@@ -81,7 +81,7 @@ class Session:
                 with continued("worker.invoke", carrier, SpanKind.SERVER, attributes):
                     try:
                         async with asyncio.timeout(request.timeout_s):
-                            body, timings = await self._server().serve(request.payload)
+                            body, timings = await self._server().serve(request.payload, request.input_type)
                     except TimeoutError:
                         return Failed(
                             codes.REQUEST_TIMEOUT.code, "the worker did not finish before the deadline"

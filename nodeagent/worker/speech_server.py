@@ -43,7 +43,7 @@ class TranscriptionServer:
             )
         )
 
-    async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
+    async def serve(self, payload: bytes, input_type: str = "") -> tuple[bytes, WorkerTimings]:
         started = time.perf_counter()
         request: contracts.TranscriptionInput = decode_input(payload, contracts.TranscriptionInput)
         return await served_alone(self.batcher, request, started, time.perf_counter())

@@ -58,7 +58,7 @@ class VisionEmbeddingServer:
             timed_runner(adapter, runtime), max_batch_size=max_batch_size, max_wait_s=BATCH_WAIT_S
         )
 
-    async def serve(self, payload: bytes) -> tuple[bytes, WorkerTimings]:
+    async def serve(self, payload: bytes, input_type: str = "") -> tuple[bytes, WorkerTimings]:
         started = time.perf_counter()
         request: contracts.VisionEmbeddingInput = decode_input(payload, contracts.VisionEmbeddingInput)
         check_items(len(request.images_base64), contracts.VISION_EMBEDDING.limits)

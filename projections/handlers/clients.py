@@ -21,6 +21,8 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     max_concurrency=event.max_concurrency,
                     priority=event.priority,
                     project_id=event.project_id,
+                    integration_environment=event.integration_environment,
+                    purpose=event.purpose,
                     enabled=True,
                     created_at=at,
                     updated_at=at,

@@ -7,7 +7,12 @@ from streams.events import control as c
 from streams.events.base import Event
 
 # Scheduler-policy settings the read model keeps as columns (the rest stay in `settings`).
-POLICY_COLUMNS = ("safety_reserve_min_bytes", "safety_reserve_fraction", "telemetry_fresh_seconds")
+POLICY_COLUMNS = (
+    "safety_reserve_min_bytes",
+    "safety_reserve_fraction",
+    "telemetry_fresh_seconds",
+    "lab_paused",
+)
 
 
 def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
@@ -85,6 +90,8 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
             known = {k: v for k, v in event.settings.items() if k in POLICY_COLUMNS}
             if "safety_reserve_min_bytes" in known:
                 known["safety_reserve_min_bytes"] = int(known["safety_reserve_min_bytes"])
+            if "lab_paused" in known:  # stored as 0 or 1, like every boolean setting
+                known["lab_paused"] = bool(known["lab_paused"])
             return [
                 up(
                     "scheduler_policy",

@@ -46,6 +46,7 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                     "input_sha256": event.input_sha256,
                     "shape_bucket": event.shape_bucket,
                     "items": event.items,
+                    "input_type": event.input_type,
                     "accepted_at": at,
                 },
             )
@@ -86,4 +87,13 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                 "rejected",
                 {"code": event.code, "http_status": event.http_status, "finished_at": at},
             )
+        case r.ClientKeyUsed():  # own tables: no MF_EVENTS handler writes them
+            return [
+                Op("client_usage", (event.client_id,), {"last_used_at": at}),
+                Op(
+                    "credential_usage",
+                    (event.credential_id,),
+                    {"client_id": event.client_id, "last_used_at": at},
+                ),
+            ]
     return None

@@ -105,6 +105,7 @@ REQUEST_EVENTS: tuple[type[Event], ...] = (
     r.RequestCompleted,
     r.RequestFailed,
     r.RequestRejected,
+    r.ClientKeyUsed,
 )
 
 AGGREGATE_OF: dict[type[Event], Aggregate] = {

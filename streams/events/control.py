@@ -268,6 +268,10 @@ class ClientCreated(Event, frozen=True):
     max_concurrency: int
     priority: int = 0
     project_id: str | None = None
+    # What the client is for, as its owner said (the reference's fields; "" before they were kept):
+    # the environment it integrates from (e.g. "production", "staging") and a line of purpose.
+    integration_environment: str = ""
+    purpose: str = ""
 
 
 class ClientLimitsChanged(Event, frozen=True):

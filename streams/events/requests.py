@@ -38,6 +38,7 @@ class RequestAccepted(Event, frozen=True):
     shape_bucket: str  # e.g. "items:1-4/chars:0-512"
     items: int
     trace_id: str = ""  # the request's W3C trace (32 hex digits): joins traces, logs and events
+    input_type: str = ""  # an embedding request's "query" | "document" ("": not given, or before it was kept)
 
 
 class RequestCompleted(Event, frozen=True):
@@ -73,3 +74,13 @@ class RequestRejected(Event, frozen=True):
     code: str
     http_status: int
     trace_id: str = ""
+
+
+class ClientKeyUsed(Event, frozen=True):
+    """A client's key authenticated a request: written at most once a minute per credential and
+    gateway replica (`gateway.clients.usage`), never once per request; it carries the client's and
+    the credential's `last_used_at` (the event's time) into the read model."""
+
+    client_id: str
+    credential_id: str
+    capability: str  # the call's, naming the event's MF_REQUESTS subject

@@ -38,6 +38,9 @@ WHISPER_FILES = frozenset(
          "serving_config.json: `max_length`: expected a whole number ≥ 2, found 1"),
         ("rag.reranking@1", MINILM, EMBEDDING_FILES,
          'serving_config.json: `capability`: expected "rag.reranking", found "rag.embedding"'),
+        ("rag.embedding@1", {**MINILM, "input_type_prefixes": {"search": "search: "}}, EMBEDDING_FILES,
+         'serving_config.json: `input_type_prefixes`: expected an object mapping "query" and/or "document" '
+         'to a prefix text, found {"search": "search: "}'),
         ("rag.reranking@1", {"scoring": "colbert"}, EMBEDDING_FILES,
          'serving_config.json: `scoring`: expected "cross_encoder" or "biencoder", found "colbert"'),
         ("document.ocr@1", {}, frozenset({"serving_config.json", "det.onnx", "rec.onnx"}),
@@ -59,6 +62,11 @@ def test_a_broken_layout_is_refused_naming_what_is_wrong(
     ("capability", "config", "files"),
     [
         ("rag.embedding@1", MINILM, EMBEDDING_FILES),
+        (
+            "rag.embedding@1",
+            {**MINILM, "input_type_prefixes": {"query": "query: ", "document": "passage: "}},
+            EMBEDDING_FILES,
+        ),
         ("rag.reranking@1", {"capability": "rag.reranking", "scoring": "biencoder"}, EMBEDDING_FILES),
         ("speech.transcription@1", WHISPER, WHISPER_FILES),
         ("vision.embedding@1", {"dimension": 512}, frozenset({"serving_config.json", "model.onnx"})),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import msgspec
 import numpy as np
 import openai
 import pytest
@@ -16,8 +17,9 @@ from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from streams import subjects
 from streams.contracts import EMBEDDING
 from streams.envelope import new_id
-from streams.events.requests import RequestCompleted, RequestRejected
-from tests.integration.gateway.conftest import Stack
+from streams.events.requests import ClientKeyUsed, RequestAccepted, RequestCompleted, RequestRejected
+from streams.messages import InvokeRequest
+from tests.integration.gateway.conftest import Stack, another_deployment, policy_while, stack_admin
 from tests.support.agents import MINILM
 from tests.support.serving import events_until, probe, promote, register_artifacts
 
@@ -111,6 +113,7 @@ BAD_INPUTS = [
         "INVALID_INPUT",
     ),
     ("bad encoding", b'{"input": "x", "encoding_format": "int8"}', 422, "INVALID_INPUT"),
+    ("unknown input type", b'{"input": "x", "input_type": "classification"}', 422, "INVALID_INPUT"),
     ("unsupported dimensions", b'{"input": "x", "dimensions": 128}', 400, "INVALID_INPUT"),
     ("oversized body", b'{"input": "' + b"a" * (5 << 20) + b'"}', 413, "PAYLOAD_TOO_LARGE"),
     ("unknown model", b'{"input": "x", "model": "text-embedding-ada-002"}', 404, "MODEL_NOT_FOUND"),
@@ -273,3 +276,70 @@ async def test_dimensions_a_deployment_declares_give_its_vectors_cut_and_normali
     np.testing.assert_allclose(vector, head / np.linalg.norm(head), atol=1e-5)
     assert refused.status_code == 400
     assert "supported: 128" in refused.json()["error"]["message"]
+
+
+async def _embed(stack: Stack, key: str, body: dict[str, object]) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=60) as http:
+        return await http.post(
+            f"{stack.gateway.url}/v1/embeddings", json=body, headers={"authorization": f"Bearer {key}"}
+        )
+
+
+async def test_an_input_type_is_sent_to_the_agent_with_the_invoke_and_recorded(stack: Stack) -> None:
+    invokes = await stack.connection.client.subscribe(
+        subjects.invoke_subject(stack.node, stack.deployment_id)
+    )
+    await stack.connection.client.flush()  # the server holds the copy's interest before the request
+    try:
+        # "passage": NVIDIA's name for a document
+        response = await _embed(
+            stack, stack.key.key, {"input": "How long do llamas live?", "input_type": "passage"}
+        )
+        assert response.status_code == 200, response.text
+        request_id = response.headers["x-request-id"]
+        sent = msgspec.json.decode((await invokes.next_msg(timeout=30)).data, type=InvokeRequest)
+        while sent.request_id != request_id:  # (another test's request)
+            sent = msgspec.json.decode((await invokes.next_msg(timeout=30)).data, type=InvokeRequest)
+    finally:
+        await invokes.unsubscribe()
+    accepted = await _request_event(stack, request_id, RequestAccepted)
+    assert sent.input_type == "document"
+    assert accepted.input_type == "document"  # type: ignore[attr-defined]
+
+
+async def test_a_served_request_records_its_keys_use(stack: Stack) -> None:
+    fresh = await ClientService(stack.store).create(f"used-{new_id()[:6]}", ["rag.embedding@1"])
+    response = await _embed(stack, fresh.key, {"input": "hello"})
+    assert response.status_code == 200, response.text
+
+    used = await events_until(
+        stack.connection,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, ClientKeyUsed) and e.credential_id == fresh.credential_id,
+    )
+
+    assert used[-1].client_id == fresh.client_id  # type: ignore[attr-defined]
+
+
+async def test_lab_work_is_refused_lab_paused_while_the_policy_pauses_it_and_production_is_served(
+    stack: Stack,
+) -> None:
+    await another_deployment(stack, "minilm-paused", "paused")
+    async with policy_while(stack, {"lab_paused": True}):
+        lab = await _embed(stack, stack.key.key, {"input": "x", "model": "paused"})
+        production = await _embed(stack, stack.key.key, {"input": "x"})
+
+    assert (lab.status_code, lab.json()["error"]["code"]) == (503, "LAB_PAUSED")
+    assert production.status_code == 200, production.text
+
+
+async def test_a_deployment_loaded_and_serving_reads_as_healthy_in_the_admin_api(stack: Stack) -> None:
+    served = await _embed(stack, stack.key.key, {"input": "x"})
+    assert served.status_code == 200, served.text
+
+    async with stack_admin(stack, "operator-token-for-health") as admin:
+        shown = (await admin.get(f"/deployments/{stack.deployment_id}")).json()
+        listed = {d["deployment_id"]: d for d in (await admin.get("/deployments")).json()}
+
+    assert shown["health_status"] == "healthy"
+    assert listed[stack.deployment_id]["health_status"] == "healthy"

@@ -45,6 +45,7 @@ def test_a_deployments_table_puts_the_model_name_before_the_id_with_its_size_in_
         "channel": "stable",
         "route": "",
         "status": "stable",
+        "health_status": "healthy",
         "residency": {"kind": "keep_warm", "keep_warm_ttl_s": 600.0},
         "envelope": {"required_bytes": 90 * 2**20},
         "replicas": {"min": 2, "max": 4},
@@ -53,7 +54,7 @@ def test_a_deployments_table_puts_the_model_name_before_the_id_with_its_size_in_
     }
     header, rule, line = tables.table([row], tables.DEPLOYMENTS).splitlines()
     assert header.split() == [
-        "MODEL", "DEPLOYMENT", "CAPABILITY", "CHANNEL", "STATUS", "RESIDENCY", "REPLICAS", "CAPS", "NEEDS",
+        "MODEL", "DEPLOYMENT", "CAPABILITY", "CHANNEL", "STATUS", "HEALTH", "RESIDENCY", "REPLICAS", "CAPS", "NEEDS",
     ]  # fmt: skip
     assert set(rule) <= {"-", " "}
     assert line.split() == [
@@ -62,6 +63,7 @@ def test_a_deployments_table_puts_the_model_name_before_the_id_with_its_size_in_
         "rag.embedding@1",
         "stable",
         "stable",
+        "healthy",
         "keep_warm",
         "10m",
         "2-4",

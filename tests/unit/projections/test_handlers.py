@@ -15,6 +15,7 @@ from projections.migrate import migrations
 from projections.source import Delivery, _ack_facts, parse_headers
 from streams.events import CATALOGUE
 from streams.events import control as c
+from streams.events import requests as r
 from streams.events import serving as s
 from tests.catalogue_samples import sample
 from tests.support.events import KEY_HASH, credential_events, dry_run_admitting, experiment_created
@@ -136,3 +137,33 @@ def test_a_dry_run_that_would_admit_is_a_placement_row_marked_a_dry_run_with_its
         7,
         "ADMIT",
     )
+
+
+def test_a_key_use_sets_the_last_use_of_its_client_and_its_credential() -> None:
+    used = r.ClientKeyUsed(client_id="cl_a", credential_id="cred_a", capability="rag.embedding@1")
+
+    rows = {(op.table, op.key): op.set for op in ops_for(used, 9, "2030-01-01T12:00:00+00:00")}
+
+    assert rows == {
+        ("client_usage", ("cl_a",)): {"last_used_at": "2030-01-01T12:00:00+00:00"},
+        ("credential_usage", ("cred_a",)): {"client_id": "cl_a", "last_used_at": "2030-01-01T12:00:00+00:00"},
+    }
+
+
+def test_a_client_row_holds_its_integration_environment_and_purpose() -> None:
+    created = c.ClientCreated(
+        client_id="cl_a", name="a", scopes=("rag.embedding@1",), requests_per_minute=60, max_concurrency=4,
+        integration_environment="staging", purpose="handbook search",
+    )  # fmt: skip
+
+    (row,) = ops_for(created, 1, None)
+
+    assert (row.set["integration_environment"], row.set["purpose"]) == ("staging", "handbook search")
+
+
+def test_the_policy_row_holds_lab_paused_as_a_boolean() -> None:
+    revised = c.SchedulerPolicyRevised(revision=2, settings={"lab_paused": 1.0})
+
+    policy = next(op for op in ops_for(revised, 5, None) if op.table == "scheduler_policy")
+
+    assert policy.set["lab_paused"] is True
