@@ -22,6 +22,7 @@ from gateway.serving.keeper import run_upkeep
 from gateway.serving.queues import QueueBoard
 from gateway.serving.refusal_log import flush_refusals
 from gateway.state.live import LiveState
+from gateway.state.snapshots import SnapshotWriter, start_live
 
 
 @dataclass
@@ -32,6 +33,7 @@ class GatewayReplica:
     upkeep: asyncio.Task[None]
     stop: asyncio.Event
     queues: QueueBoard
+    snapshots: SnapshotWriter
 
     async def close(self) -> None:
         ctx = self.edge.ctx
@@ -41,6 +43,7 @@ class GatewayReplica:
         flush_refusals(ctx)
         await ctx.settle()
         await self.queues.close()
+        await self.snapshots.close()
         await ctx.live.stop()
         await self.edge.directory.close()
         await self.edge.read_models.close()
@@ -59,7 +62,9 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
         await connection.close()
         raise
     live = LiveState()
-    await live.start(connection.client)
+    await start_live(connection.client, live)  # from the latest snapshot, when there is one
+    snapshots = SnapshotWriter(connection.client, live)
+    snapshots.start()
     directory = ClientDirectory(connection.client)
     await directory.start()
     await directory.wait_ready(120)
@@ -78,4 +83,4 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     edge.ready = True
     stop = asyncio.Event()
     upkeep = asyncio.create_task(run_upkeep(ctx, stop), name="residency-upkeep")
-    return GatewayReplica(connection, edge, create_app(edge), upkeep, stop, queues)
+    return GatewayReplica(connection, edge, create_app(edge), upkeep, stop, queues, snapshots)

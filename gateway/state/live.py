@@ -69,6 +69,9 @@ class LiveState:
         self.telemetry: dict[str, AcceleratorTelemetry] = {}
         self.telemetry_seq = 0  # the MF_TELEMETRY sequence of the last sample read
         self.applied = 0
+        # The last MF_EVENTS sequence the subscription delivered: `applied` may run ahead of it
+        # (our own appends, folded when acknowledged), and a snapshot is taken only when it does not.
+        self.followed = 0
         self.telemetry_stale_s = telemetry_stale_s
         self.changed = asyncio.Condition()
         # One lock for decide-and-append: decisions read every accelerator; appends take ~0.2 ms.
@@ -320,6 +323,11 @@ class LiveState:
                 return False
         return True
 
+    def settled(self) -> bool:
+        """Whether the view holds exactly the events up to `applied`: none of ours ahead of what the
+        subscription delivered (a snapshot of it then is a fold of the log up to `applied`)."""
+        return self.followed >= self.applied
+
     async def wait_applied(self, sequence: int, timeout: float = 5.0) -> bool:
         return await self.wait_for(lambda: self.applied >= sequence, timeout)
 
@@ -338,7 +346,8 @@ class LiveState:
         js = client.jetstream()
         last = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
         samples = (await js.stream_info(subjects.TELEMETRY_STREAM)).state.last_seq
-        self._tasks.append(asyncio.create_task(self._follow_events(client)))
+        # From the first event not folded yet: after a restored snapshot, only its tail.
+        self._tasks.append(asyncio.create_task(self._follow_events(client, self.applied + 1)))
         self._tasks.append(asyncio.create_task(self._follow_telemetry(client)))
         if last and not await self.wait_applied(last, timeout=120):
             raise RuntimeError(f"gateway state did not catch up to sequence {last}")
@@ -348,13 +357,14 @@ class LiveState:
                 "telemetry not read up to sample %d within 10 s; nodes count as down until it is", samples
             )
 
-    async def _follow_events(self, client: Client) -> None:
-        async for record in subscribe(client, 1, folded=self._folded):
+    async def _follow_events(self, client: Client, from_sequence: int) -> None:
+        async for record in subscribe(client, from_sequence, folded=self._folded):
             self.apply(record)
             await self.notify()
 
     def _folded(self, sequence: int, subject: str) -> bool:
         """An accelerator event this replica appended and applied on its acknowledgement."""
+        self.followed = sequence  # (asked of every delivery, folded or not)
         parts = subject.split(".")
         return (
             len(parts) == 5

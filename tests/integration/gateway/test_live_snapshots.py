@@ -1,0 +1,169 @@
+"""Snapshots of the live view: a gateway starts from the latest and folds only the events after it;
+a capture that disagrees with a replay of the log is never stored, and a stored snapshot that is
+not usable (another fold's, or not what its digest says) is ignored for a full fold."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import msgspec
+
+from eventstore.connection import Connection
+from eventstore.records import RecordedEvent
+from eventstore.store import EventStore, ExpectedVersion
+from gateway.state.live import LiveState
+from gateway.state.snapshot import SnapshotRecord, capture, encode_record, encode_state, record_of
+from gateway.state.snapshots import KEY, SnapshotWriter, read_snapshot, start_live
+from streams import subjects
+from streams.events import control as c
+from streams.events import serving as s
+from tests.support.events import lease_granted, residency_loaded
+
+ACC = "n1-cpu0"
+
+
+class CountingView(LiveState):
+    """A live view that counts the events it folds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folded = 0
+
+    def apply(self, record: RecordedEvent, own: bool = False) -> None:
+        self.folded += 1
+        super().apply(record, own)
+
+
+async def lease_traffic(store: EventStore, requests: int) -> None:
+    """`requests` leases granted and released on one accelerator, as serving appends them."""
+    expires = datetime.now(UTC) + timedelta(minutes=5)
+    for n in range(requests):
+        lease_id = f"lease-{uuid.uuid4().hex[:12]}"
+        for event in (
+            lease_granted(lease_id, ACC, expires),
+            s.LeaseReleased(lease_id=lease_id, accelerator_id=ACC, outcome="completed"),
+        ):
+            await store.append(subjects.Aggregate.ACCELERATOR, ACC, [event], ExpectedVersion.ANY)
+        if n == requests // 2:  # one left held, so the books are not empty
+            await store.append(
+                subjects.Aggregate.ACCELERATOR,
+                ACC,
+                [lease_granted("held", ACC, expires)],
+                ExpectedVersion.ANY,
+            )
+
+
+async def history(store: EventStore, requests: int) -> None:
+    node = c.NodeRegistered(
+        node_id="n1", hostname="h", hardware_fingerprint="hw",
+        accelerators=(c.AcceleratorSpec(ACC, "cpu", "cpu", 1 << 34),),
+        protocol_capabilities=(), runtimes=("onnxruntime-cpu",), agent_version="1",
+    )  # fmt: skip
+    await store.append(subjects.Aggregate.NODE, "n1", [node], ExpectedVersion.ANY)
+    loaded = residency_loaded("load-1", ACC, 1 << 28)
+    await store.append(subjects.Aggregate.ACCELERATOR, ACC, [loaded], ExpectedVersion.ANY)
+    await lease_traffic(store, requests)
+
+
+async def started(conn: Connection, view: LiveState, from_snapshot: bool = True) -> int:
+    if from_snapshot:
+        return await start_live(conn.client, view)
+    await view.start(conn.client)
+    return 0
+
+
+def digest(view: LiveState) -> bytes:
+    return encode_state(capture(view))
+
+
+async def put_snapshot(conn: Connection, data: bytes) -> None:
+    bucket = await conn.client.jetstream().key_value(subjects.SNAPSHOTS_BUCKET)
+    await bucket.put(KEY, data)
+
+
+async def full_and_resumed(conn: Connection) -> tuple[CountingView, CountingView, int]:
+    resumed, full = CountingView(), CountingView()
+    after = await started(conn, resumed)
+    await started(conn, full, from_snapshot=False)
+    return resumed, full, after
+
+
+async def test_a_view_started_from_a_snapshot_folds_only_the_tail_and_equals_a_full_fold(
+    private_store: EventStore,
+) -> None:
+    store, conn = private_store, private_store.connection
+    await history(store, 30)
+    writer_view = LiveState()
+    await writer_view.start(conn.client)
+    assert await SnapshotWriter(conn.client, writer_view).write()
+    await writer_view.stop()
+    await lease_traffic(store, 3)
+    resumed, full, after = await full_and_resumed(conn)
+    try:
+        assert after == writer_view.applied
+        assert (resumed.folded, full.folded) == (full.applied - after, full.applied)
+        assert digest(resumed) == digest(full)
+        assert resumed.holds_lease(ACC, "held")
+    finally:
+        await resumed.stop()
+        await full.stop()
+
+
+async def test_a_capture_that_disagrees_with_a_replay_of_the_log_is_not_stored(
+    private_store: EventStore,
+) -> None:
+    store, conn = private_store, private_store.connection
+    await history(store, 10)
+    view = LiveState()
+    try:
+        await view.start(conn.client)
+        # A view gone wrong (a fold that differs from the log's): it thinks the accelerator is smaller.
+        view.accelerators[ACC] = msgspec.structs.replace(view.accelerators[ACC], total_bytes=1)
+        writer = SnapshotWriter(conn.client, view)
+        assert (await writer.write(), writer.refused) == (False, 1)
+        assert await read_snapshot(conn.client) is None
+    finally:
+        await view.stop()
+
+
+async def ignored_for_a_full_fold(conn: Connection, stored: Callable[[LiveState], SnapshotRecord]) -> None:
+    """Store `stored(view)` of a view of the log, then start one from it beside a full fold: it
+    must have folded everything itself, and hold what the full fold holds."""
+    view = LiveState()
+    await view.start(conn.client)
+    data = encode_record(stored(view))
+    await view.stop()
+    await put_snapshot(conn, data)
+    resumed, full, after = await full_and_resumed(conn)
+    try:
+        assert (after, resumed.folded) == (0, full.folded)
+        assert digest(resumed) == digest(full)
+    finally:
+        await resumed.stop()
+        await full.stop()
+
+
+def unlike_its_digest(view: LiveState) -> SnapshotRecord:
+    honest = record_of(capture(view), view.applied)
+    view.accelerators[ACC] = msgspec.structs.replace(view.accelerators[ACC], total_bytes=1)
+    return msgspec.structs.replace(honest, state=encode_state(capture(view)))
+
+
+def of_another_fold(view: LiveState) -> SnapshotRecord:
+    return msgspec.structs.replace(record_of(capture(view), view.applied), fold_version="an-older-fold")
+
+
+async def test_a_stored_snapshot_unlike_its_digest_is_ignored_for_a_full_fold(
+    private_store: EventStore,
+) -> None:
+    await history(private_store, 10)
+    await ignored_for_a_full_fold(private_store.connection, unlike_its_digest)
+
+
+async def test_a_stored_snapshot_of_another_fold_is_ignored_for_a_full_fold(
+    private_store: EventStore,
+) -> None:
+    await history(private_store, 10)
+    await ignored_for_a_full_fold(private_store.connection, of_another_fold)
