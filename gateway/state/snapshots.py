@@ -42,7 +42,7 @@ from streams import subjects
 
 log = logging.getLogger("modelforge.gateway.snapshots")
 KEY = "live"
-EVERY = 20_000  # events between snapshots (MODELFORGE_SNAPSHOT_EVERY)
+EVERY = 5_000  # events between snapshots (MODELFORGE_SNAPSHOT_EVERY)
 
 Snapshot = tuple[SnapshotRecord, LiveSnapshot]
 
