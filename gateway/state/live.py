@@ -97,6 +97,9 @@ class LiveState:
         # decided without it, so the writer refuses them as a conflict (gateway.serving.appends).
         self.interrupted: set[str] = set()
         self.listeners: list[Callable[[], None]] = []  # called after every change (cheap, sync)
+        # Called when the subscription delivers the echo of our own latest append, which changes
+        # nothing and notifies no one but makes the view `settled` (cheap, sync).
+        self.settled_listeners: list[Callable[[], None]] = []
         # Node messages refused as forged (gateway.state.senders) by (subject, sequence), until the
         # upkeep records them; telemetry is refused on every sample but noted once per claim.
         self.forged: dict[tuple[str, int], ForgedEventRefused] = {}
@@ -366,11 +369,15 @@ class LiveState:
         """An accelerator event this replica appended and applied on its acknowledgement."""
         self.followed = sequence  # (asked of every delivery, folded or not)
         parts = subject.split(".")
-        return (
+        folded = (
             len(parts) == 5
             and parts[2] == subjects.Aggregate.ACCELERATOR.value
             and sequence <= self.versions.get(parts[3], 0)
         )
+        if folded and sequence >= self.applied:
+            for listener in self.settled_listeners:
+                listener()
+        return folded
 
     async def _follow_telemetry(self, client: Client) -> None:
         js = client.jetstream()

@@ -107,12 +107,15 @@ class SnapshotWriter:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        # (after a change; and once our own appends' echoes are delivered, when it may be settled)
         self.live.listeners.append(self._check_due)
+        self.live.settled_listeners.append(self._check_due)
         self._task = asyncio.create_task(self._run(), name="live-snapshots")
 
     async def close(self) -> None:
-        with contextlib.suppress(ValueError):
-            self.live.listeners.remove(self._check_due)
+        for listeners in (self.live.listeners, self.live.settled_listeners):
+            with contextlib.suppress(ValueError):
+                listeners.remove(self._check_due)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

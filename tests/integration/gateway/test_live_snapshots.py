@@ -12,16 +12,25 @@ import msgspec
 
 from eventstore.connection import Connection
 from eventstore.records import RecordedEvent
-from eventstore.store import EventStore, ExpectedVersion
+from eventstore.store import EventStore, ExpectedVersion, prepare
 from gateway.state.live import LiveState
-from gateway.state.snapshot import SnapshotRecord, capture, encode_record, encode_state, record_of
+from gateway.state.snapshot import (
+    SnapshotRecord,
+    capture,
+    encode_record,
+    encode_state,
+    open_record,
+    record_of,
+)
 from gateway.state.snapshots import KEY, SnapshotWriter, read_snapshot, start_live
 from streams import subjects
+from streams.envelope import SYSTEM
 from streams.events import control as c
 from streams.events import serving as s
 from tests.support.events import lease_granted, residency_loaded
 
 ACC = "n1-cpu0"
+WAIT_S = 30.0  # a bound on a wait that ends as soon as what it waits for happens
 
 
 class CountingView(LiveState):
@@ -167,3 +176,32 @@ async def test_a_stored_snapshot_of_another_fold_is_ignored_for_a_full_fold(
 ) -> None:
     await history(private_store, 10)
     await ignored_for_a_full_fold(private_store.connection, of_another_fold)
+
+
+async def test_a_gateway_whose_only_events_are_its_own_stores_a_snapshot_once_their_echoes_arrive(
+    private_store: EventStore,
+) -> None:
+    store, conn = private_store, private_store.connection
+    await history(store, 2)
+    view = LiveState()
+    await view.start(conn.client)
+    writer = SnapshotWriter(conn.client, view, every=3)
+    bucket = await conn.client.jetstream().key_value(subjects.SNAPSHOTS_BUCKET)
+    watcher = await bucket.watch(KEY)
+    try:
+        assert await watcher.updates(timeout=WAIT_S) is None  # (nothing stored yet)
+        writer.start()
+        expires = datetime.now(UTC) + timedelta(minutes=5)
+        for n in range(3):  # appended and folded as the serving writer does: on acknowledgement
+            event = lease_granted(f"own-{n}", ACC, expires)
+            expected = view.versions[ACC]
+            outgoing = prepare([event], subjects.Aggregate.ACCELERATOR, ACC, SYSTEM, None, None)
+            version = await store.append_prepared(subjects.Aggregate.ACCELERATOR, ACC, outgoing, expected)
+            view.apply_own(RecordedEvent(version, outgoing[0].subject, outgoing[0].envelope, event), expected)
+            await view.notify()
+        stored = await watcher.updates(timeout=WAIT_S)  # (stored once the last echo is delivered)
+        assert open_record(stored.value)[0].sequence == view.applied
+    finally:
+        await watcher.stop()
+        await writer.close()
+        await view.stop()
