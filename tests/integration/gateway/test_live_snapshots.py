@@ -65,12 +65,7 @@ async def lease_traffic(store: EventStore, requests: int) -> None:
 
 
 async def history(store: EventStore, requests: int) -> None:
-    node = c.NodeRegistered(
-        node_id="n1", hostname="h", hardware_fingerprint="hw",
-        accelerators=(c.AcceleratorSpec(ACC, "cpu", "cpu", 1 << 34),),
-        protocol_capabilities=(), runtimes=("onnxruntime-cpu",), agent_version="1",
-    )  # fmt: skip
-    await store.append(subjects.Aggregate.NODE, "n1", [node], ExpectedVersion.ANY)
+    await store.append(subjects.Aggregate.NODE, "n1", [registration("n1", ACC)], ExpectedVersion.ANY)
     loaded = residency_loaded("load-1", ACC, 1 << 28)
     await store.append(subjects.Aggregate.ACCELERATOR, ACC, [loaded], ExpectedVersion.ANY)
     await lease_traffic(store, requests)
@@ -118,6 +113,35 @@ async def test_a_view_started_from_a_snapshot_folds_only_the_tail_and_equals_a_f
     finally:
         await resumed.stop()
         await full.stop()
+
+
+def registration(node_id: str, accelerator_id: str) -> c.NodeRegistered:
+    return c.NodeRegistered(
+        node_id=node_id, hostname="h", hardware_fingerprint="hw",
+        accelerators=(c.AcceleratorSpec(accelerator_id, "cpu", "cpu", 1 << 34),),
+        protocol_capabilities=(), runtimes=("onnxruntime-cpu",), agent_version="1",
+    )  # fmt: skip
+
+
+async def test_a_refused_forgery_the_upkeep_recorded_does_not_stop_a_snapshot(
+    private_store: EventStore,
+) -> None:
+    store, conn = private_store, private_store.connection
+    await history(store, 2)
+    # Node n2's subject, but the payload speaks for node n1: refused as forged, then recorded by the
+    # upkeep, which drops it from the view before the log delivers the record back.
+    await store.append(subjects.Aggregate.NODE, "n2", [registration("n1", "n2-cpu0")], ExpectedVersion.ANY)
+    view = LiveState()
+    try:
+        await view.start(conn.client)
+        (refused,) = view.forged
+        view.forged.pop(refused)
+        assert await SnapshotWriter(conn.client, view).write()
+        stored = await read_snapshot(conn.client)
+        assert stored is not None
+        assert [(item.subject, item.sequence) for item in stored[1].forged] == [refused]  # the log's
+    finally:
+        await view.stop()
 
 
 async def test_a_capture_that_disagrees_with_a_replay_of_the_log_is_not_stored(
