@@ -5,12 +5,13 @@ lease and release on its accelerator, its acceptance and completion; `projection
 MF_EVENTS holds `--events` events, then times, in this process:
 
 1. the raw limit: reading every MF_EVENTS message through one ordered consumer, decoding nothing;
-2. a gateway replica's start (`gateway.process.start_replica`, to ready) with no snapshot: it
-   folds every event (what every start did before snapshots);
-3. storing the first snapshot (`SnapshotWriter.write`: its replay folds every event once more; a
-   one-off, in the background of a running gateway);
-4. `--tail` more events (the most a snapshot lags by default), then a replica's start again, now
-   from the snapshot.
+2. the live view's start with no snapshot: it folds every event (what a replica's start waited
+   for before snapshots), or gives up after 120 s;
+3. the same full fold without a time limit (`replay`), then storing the first snapshot of it
+   (`SnapshotWriter.write`: its replay folds every event once more; a one-off, in the background
+   of a running gateway);
+4. `--tail` more events (the most a snapshot lags by default), then a gateway replica's whole
+   start (`gateway.process.start_replica`, to ready) from the snapshot.
 
     .venv/bin/python -m bench.startup [--events 1000000] [--tail 5000]
 
@@ -37,7 +38,7 @@ from eventstore.provision import provision
 from eventstore.store import prepare
 from gateway.process import start_replica
 from gateway.state.live import LiveState
-from gateway.state.snapshots import EVERY, SnapshotWriter
+from gateway.state.snapshots import EVERY, SnapshotWriter, replay
 from modelforge.devstack.nats_server import start_nats
 from modelforge.devstack.processes import stop_pid
 from projections.scenario import control_plane, traffic
@@ -98,14 +99,17 @@ async def raw_read(client: Client, last: int) -> float:
     return time.perf_counter() - started
 
 
-async def replica_start(url: str, name: str) -> tuple[float, int]:
-    """Seconds for a gateway replica to be ready, and the sequence its view holds."""
+async def replica_start(url: str, name: str) -> float:
+    """Seconds for a gateway replica to be ready (it must hold every event stored before it)."""
     started = time.perf_counter()
     replica = await start_replica(name, url)
     elapsed = time.perf_counter() - started
-    applied = replica.edge.ctx.live.applied
     await replica.close()
-    return elapsed, applied
+    return elapsed
+
+
+def row(label: str, seconds: float, raw: float) -> None:
+    print(f"{label:<62}{seconds:>9.2f}{seconds / raw:>12.2f}", flush=True)
 
 
 def stream_mib(path: str) -> float:
@@ -129,27 +133,29 @@ async def main(events: int, tail: int) -> None:
             f"{filled:.0f} s; store {stream_mib(nats.store_dir):,.0f} MiB"
         )
         raw = await raw_read(conn.client, last)
-        full, _ = await replica_start(nats.url, "bench-full")
-        view = LiveState()
-        await view.start(conn.client)
+        print(f"{'measurement':<62}{'seconds':>9}{'÷ raw read':>12}")
+        row(f"raw read of {last:,} events (ordered consumer, no decode)", raw, raw)
+        started, view = time.perf_counter(), LiveState()
+        try:  # what a replica's start waited for, before snapshots (it gives up after 120 s)
+            await view.start(conn.client)
+            row("live view start, full fold (no snapshot)", time.perf_counter() - started, raw)
+        except RuntimeError as error:
+            print(
+                f"live view start, full fold: not ready after {time.perf_counter() - started:.0f} s: {error}"
+            )
+        finally:
+            await view.stop()
         started = time.perf_counter()
-        stored = await SnapshotWriter(conn.client, view).write()
-        written = time.perf_counter() - started
-        await view.stop()
-        if not stored:
+        view = await replay(conn.client, None, last)
+        row("the full fold alone (replay, no time limit)", time.perf_counter() - started, raw)
+        started = time.perf_counter()
+        if not await SnapshotWriter(conn.client, view).write():
             raise RuntimeError("the snapshot was not stored (see the log)")
+        row("first snapshot stored (its replay folds them all; one-off)", time.perf_counter() - started, raw)
         last = await fill(conn.client, messages, tail)
-        resumed, applied = await replica_start(nats.url, "bench-resumed")
-        print(f"{'measurement':<58}{'seconds':>9}{'÷ raw read':>12}")
-        for label, seconds in (
-            (f"raw read of {events:,} events (ordered consumer, no decode)", raw),
-            ("replica start, full fold (no snapshot)", full),
-            ("first snapshot stored (its replay folds them all; one-off)", written),
-            (f"replica start from the snapshot + {tail:,} events after it", resumed),
-        ):
-            print(f"{label:<58}{seconds:>9.2f}{seconds / raw:>12.2f}")
-        print(f"start from the snapshot / full fold: {resumed / full:.3f} (target: <= 3 s at 10 M events)")
-        assert applied >= last  # (the view it started held every event)
+        resumed = await replica_start(nats.url, "bench-resumed")
+        row(f"replica start from the snapshot + {tail:,} events after it", resumed, raw)
+        print("target: <= 3 s at 10 M events")
     finally:
         await conn.close()
         stop_pid(nats.pid)

@@ -93,6 +93,7 @@ async def replay(client: Client, base: Snapshot | None, up_to: int) -> LiveState
     async for batch in reading.batches(client, subjects.EVENTS_STREAM, everything, view.applied, up_to):
         for record in batch:
             view.apply(record)
+    view.followed = view.applied  # (it holds exactly the events up to there: settled)
     return view
 
 
