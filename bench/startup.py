@@ -146,7 +146,7 @@ async def main(events: int, tail: int) -> None:
         finally:
             await view.stop()
         started = time.perf_counter()
-        view = await replay(conn.client, None, last)
+        view, _ = await replay(conn.client, None, last)
         row("the full fold alone (replay, no time limit)", time.perf_counter() - started, raw)
         started = time.perf_counter()
         if not await SnapshotWriter(conn.client, view).write():

@@ -79,6 +79,9 @@ class SnapshotRecord(msgspec.Struct, frozen=True, kw_only=True):
 
     fold_version: str
     sequence: int
+    # The id of the event stored at `sequence`: a log restored or replaced under the snapshot no
+    # longer holds it there, and the snapshot is then not used.
+    event_id: str
     digest: str  # sha256 of `state`
     state: bytes
 
@@ -156,10 +159,14 @@ def digest_of(state: bytes) -> str:
     return hashlib.sha256(state).hexdigest()
 
 
-def record_of(snapshot: LiveSnapshot, sequence: int) -> SnapshotRecord:
+def record_of(snapshot: LiveSnapshot, sequence: int, event_id: str) -> SnapshotRecord:
     state = encode_state(snapshot)
     return SnapshotRecord(
-        fold_version=fold_version(), sequence=sequence, digest=digest_of(state), state=state
+        fold_version=fold_version(),
+        sequence=sequence,
+        event_id=event_id,
+        digest=digest_of(state),
+        state=state,
     )
 
 

@@ -22,7 +22,7 @@ import os
 import msgspec
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from eventstore import reading
@@ -40,6 +40,7 @@ from gateway.state.snapshot import (
     restore,
 )
 from streams import subjects
+from streams.envelope import H_MSG_ID
 
 log = logging.getLogger("modelforge.gateway.snapshots")
 KEY = "live"
@@ -56,7 +57,8 @@ async def _bucket(client: Client) -> KeyValue | None:
 
 
 async def read_snapshot(client: Client) -> Snapshot | None:
-    """The stored snapshot, or None: none stored, no bucket, or unusable (logged)."""
+    """The stored snapshot, or None: none stored, no bucket, or unusable (logged): not what it
+    says it is, or made on a log other than the one now in MF_EVENTS."""
     bucket = await _bucket(client)
     if bucket is None:
         log.warning(
@@ -68,10 +70,23 @@ async def read_snapshot(client: Client) -> Snapshot | None:
     except KeyNotFoundError:
         return None
     try:
-        return open_record(entry.value or b"")
+        found = open_record(entry.value or b"")
+        await _check_on_log(client, found[0])
     except SnapshotUnusable as why:
         log.warning("not starting from the stored snapshot: %s", why)
         return None
+    return found
+
+
+async def _check_on_log(client: Client, record: SnapshotRecord) -> None:
+    """One direct get: the event the snapshot ends with is still at its sequence (not so after a
+    restore from an older backup, or on a stream made anew)."""
+    try:
+        stored = await client.jetstream().get_msg(subjects.EVENTS_STREAM, seq=record.sequence, direct=True)
+    except NotFoundError:
+        raise SnapshotUnusable(f"MF_EVENTS holds no event at its sequence {record.sequence}") from None
+    if (stored.headers or {}).get(H_MSG_ID) != record.event_id:
+        raise SnapshotUnusable(f"MF_EVENTS holds another event at its sequence {record.sequence}")
 
 
 async def start_live(client: Client, live: LiveState) -> int:
@@ -84,17 +99,19 @@ async def start_live(client: Client, live: LiveState) -> int:
     return found[0].sequence if found is not None else 0
 
 
-async def replay(client: Client, base: Snapshot | None, up_to: int) -> LiveState:
-    """A fresh view: `base` (or nothing) with MF_EVENTS after it, up to `up_to`, folded onto it."""
-    view = LiveState()
+async def replay(client: Client, base: Snapshot | None, up_to: int) -> tuple[LiveState, str]:
+    """A fresh view: `base` (or nothing) with MF_EVENTS after it, up to `up_to`, folded onto it;
+    and the id of the last event it folded."""
+    view, last_id = LiveState(), base[0].event_id if base is not None else ""
     if base is not None:
         restore(view, base[1], base[0].sequence)
     everything = f"{subjects.EVENTS_PREFIX}.>"
     async for batch in reading.batches(client, subjects.EVENTS_STREAM, everything, view.applied, up_to):
         for record in batch:
             view.apply(record)
+        last_id = batch[-1].envelope.event_id if batch[-1].envelope else ""
     view.followed = view.applied  # (it holds exactly the events up to there: settled)
-    return view
+    return view, last_id
 
 
 def _books(snapshot: LiveSnapshot) -> str:
@@ -155,13 +172,14 @@ class SnapshotWriter:
         if base is not None and base[0].sequence >= sequence:
             self.stored_at = base[0].sequence  # another replica stored one as recent
             return False
-        replayed = capture(await replay(self.client, base, sequence))
-        if _books(replayed) != _books(state):
+        view, event_id = await replay(self.client, base, sequence)
+        replayed = capture(view)
+        if _books(replayed) != _books(state) or view.applied != sequence:
             self.refused += 1
             self.stored_at = sequence  # (not again at once: the next is due `every` events on)
             log.error("the live view at sequence %d disagrees with a replay of the log: not stored", sequence)
             return False
-        record = record_of(replayed, sequence)  # (the log's own fold: equal to the view's books)
+        record = record_of(replayed, sequence, event_id)  # (the log's fold: the view's books)
         await bucket.put(KEY, encode_record(record))
         self.stored_at = sequence
         log.info("stored a snapshot of the live view at sequence %d (%d bytes)", sequence, len(record.state))

@@ -1,6 +1,7 @@
 """Snapshots of the live view: a gateway starts from the latest and folds only the events after it;
 a capture that disagrees with a replay of the log is never stored, and a stored snapshot that is
-not usable (another fold's, or not what its digest says) is ignored for a full fold."""
+not usable (another fold's, not what its digest says, or made on another log) is ignored for a
+full fold."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import msgspec
+import pytest
 
 from eventstore.connection import Connection
 from eventstore.records import RecordedEvent
@@ -24,7 +26,7 @@ from gateway.state.snapshot import (
 )
 from gateway.state.snapshots import KEY, SnapshotWriter, read_snapshot, start_live
 from streams import subjects
-from streams.envelope import SYSTEM
+from streams.envelope import H_MSG_ID, SYSTEM
 from streams.events import control as c
 from streams.events import serving as s
 from tests.support.events import lease_granted, residency_loaded
@@ -161,12 +163,18 @@ async def test_a_capture_that_disagrees_with_a_replay_of_the_log_is_not_stored(
         await view.stop()
 
 
-async def ignored_for_a_full_fold(conn: Connection, stored: Callable[[LiveState], SnapshotRecord]) -> None:
-    """Store `stored(view)` of a view of the log, then start one from it beside a full fold: it
-    must have folded everything itself, and hold what the full fold holds."""
+Doctor = Callable[[LiveState, SnapshotRecord], SnapshotRecord]
+
+
+async def ignored_for_a_full_fold(conn: Connection, doctored: Doctor) -> None:
+    """Store `doctored(view, honest)`, where `honest` is a true snapshot of `view`, a view of the
+    log; then start one from it beside a full fold: it must have folded everything itself, and
+    hold what the full fold holds."""
     view = LiveState()
     await view.start(conn.client)
-    data = encode_record(stored(view))
+    at = await conn.client.jetstream().get_msg(subjects.EVENTS_STREAM, seq=view.applied, direct=True)
+    honest = record_of(capture(view), view.applied, (at.headers or {})[H_MSG_ID])
+    data = encode_record(doctored(view, honest))
     await view.stop()
     await put_snapshot(conn, data)
     resumed, full, after = await full_and_resumed(conn)
@@ -178,28 +186,26 @@ async def ignored_for_a_full_fold(conn: Connection, stored: Callable[[LiveState]
         await full.stop()
 
 
-def unlike_its_digest(view: LiveState) -> SnapshotRecord:
-    honest = record_of(capture(view), view.applied)
+def unlike_its_digest(view: LiveState, honest: SnapshotRecord) -> SnapshotRecord:
     view.accelerators[ACC] = msgspec.structs.replace(view.accelerators[ACC], total_bytes=1)
     return msgspec.structs.replace(honest, state=encode_state(capture(view)))
 
 
-def of_another_fold(view: LiveState) -> SnapshotRecord:
-    return msgspec.structs.replace(record_of(capture(view), view.applied), fold_version="an-older-fold")
+def of_another_fold(view: LiveState, honest: SnapshotRecord) -> SnapshotRecord:
+    return msgspec.structs.replace(honest, fold_version="an-older-fold")
 
 
-async def test_a_stored_snapshot_unlike_its_digest_is_ignored_for_a_full_fold(
-    private_store: EventStore,
+def of_another_log(view: LiveState, honest: SnapshotRecord) -> SnapshotRecord:
+    """As if MF_EVENTS had been restored from an older backup and grown again since."""
+    return msgspec.structs.replace(honest, event_id="an-event-this-log-does-not-hold-there")
+
+
+@pytest.mark.parametrize("doctored", [unlike_its_digest, of_another_fold, of_another_log])
+async def test_a_stored_snapshot_that_is_not_usable_is_ignored_for_a_full_fold(
+    private_store: EventStore, doctored: Doctor
 ) -> None:
     await history(private_store, 10)
-    await ignored_for_a_full_fold(private_store.connection, unlike_its_digest)
-
-
-async def test_a_stored_snapshot_of_another_fold_is_ignored_for_a_full_fold(
-    private_store: EventStore,
-) -> None:
-    await history(private_store, 10)
-    await ignored_for_a_full_fold(private_store.connection, of_another_fold)
+    await ignored_for_a_full_fold(private_store.connection, doctored)
 
 
 async def test_a_gateway_whose_only_events_are_its_own_stores_a_snapshot_once_their_echoes_arrive(

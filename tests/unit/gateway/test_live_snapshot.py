@@ -49,7 +49,7 @@ def folded_view() -> LiveState:
 
 def test_a_view_restored_from_its_snapshot_holds_the_same_books() -> None:
     view = folded_view()
-    stored = encode_record(record_of(capture(view), view.applied))
+    stored = encode_record(record_of(capture(view), view.applied, "e6"))
     opened, state = open_record(stored)
     restored = LiveState()
     restore(restored, state, opened.sequence)
@@ -78,7 +78,7 @@ def test_bytes_that_are_no_snapshot_are_refused_as_unusable() -> None:
 
 def test_a_snapshot_whose_state_was_changed_after_its_digest_is_refused() -> None:
     view = folded_view()
-    honest = record_of(capture(view), view.applied)
+    honest = record_of(capture(view), view.applied, "e6")
     other = encode_state(capture(LiveState()))
     with pytest.raises(SnapshotUnusable, match="digest"):
         open_record(encode_record(msgspec.structs.replace(honest, state=other)))
