@@ -45,6 +45,7 @@ from streams.envelope import H_MSG_ID
 log = logging.getLogger("modelforge.gateway.snapshots")
 KEY = "live"
 EVERY = 5_000  # events between snapshots (MODELFORGE_SNAPSHOT_EVERY)
+YIELD_EVERY = 100  # events a replay folds between letting the event loop run others
 
 Snapshot = tuple[SnapshotRecord, LiveSnapshot]
 
@@ -107,8 +108,10 @@ async def replay(client: Client, base: Snapshot | None, up_to: int) -> tuple[Liv
         restore(view, base[1], base[0].sequence)
     everything = f"{subjects.EVENTS_PREFIX}.>"
     async for batch in reading.batches(client, subjects.EVENTS_STREAM, everything, view.applied, up_to):
-        for record in batch:
+        for index, record in enumerate(batch, start=1):
             view.apply(record)
+            if index % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # (a gateway's requests share this loop: let them run)
         last_id = batch[-1].envelope.event_id if batch[-1].envelope else ""
     view.followed = view.applied  # (it holds exactly the events up to there: settled)
     return view, last_id
@@ -157,7 +160,8 @@ class SnapshotWriter:
             self._due.clear()
             try:
                 await self.write()
-            except (NatsError, TimeoutError, RuntimeError) as error:  # the next due one tries again
+            except (NatsError, TimeoutError, RuntimeError) as error:
+                self.stored_at = self.live.applied  # (the next try comes `every` events on, not at once)
                 log.warning("live view snapshot not written: %r", error)
 
     async def write(self) -> bool:
