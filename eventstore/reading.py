@@ -9,7 +9,7 @@ cluster) then asks the stream's leader for anything on the subject the replica l
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 import msgspec
 from nats.aio.client import Client
@@ -39,19 +39,37 @@ async def read_subject_range(
     """Every message on `filter_subject` with sequence > after_sequence, in order; complete at
     least up to `min_last_seq` (read-your-writes) whichever replica answered."""
     records: list[RecordedEvent] = []
-    start = after_sequence + 1
-    while True:
-        got, pending, last = await _one_batch(client, stream, filter_subject, start, timeout)
+    async for got in batches(client, stream, filter_subject, after_sequence, timeout=timeout):
         records.extend(got)
-        if pending <= 0 or not got:
-            break
-        start = last + 1
     if min_last_seq:
         read_up_to = records[-1].sequence if records else after_sequence
         records.extend(
             await _missed_by_replica(client, stream, filter_subject, read_up_to, min_last_seq, timeout)
         )
     return records
+
+
+async def batches(
+    client: Client,
+    stream: str,
+    filter_subject: str,
+    after_sequence: int = 0,
+    up_to: int | None = None,
+    timeout: float = 5.0,
+) -> AsyncGenerator[list[RecordedEvent], None]:
+    """The messages on `filter_subject` after `after_sequence`, a batch at a time, in order: up to
+    the end of what the answering replica holds, or only up to `up_to` (a long read then ends
+    even while the stream keeps growing faster than it is read)."""
+    start = after_sequence + 1
+    while up_to is None or start <= up_to:
+        got, pending, last = await _one_batch(client, stream, filter_subject, start, timeout)
+        if up_to is not None:
+            got = [record for record in got if record.sequence <= up_to]
+        if got:
+            yield got
+        if pending <= 0 or not got:
+            return
+        start = last + 1
 
 
 async def read_subjects_range(

@@ -26,6 +26,7 @@ from gateway.serving.keeper import run_upkeep
 from gateway.serving.queues import QueueBoard
 from gateway.serving.refusal_log import flush_refusals
 from gateway.state.live import LiveState
+from gateway.state.snapshots import SnapshotWriter, start_live
 
 
 @dataclass
@@ -37,6 +38,7 @@ class GatewayReplica:
     stop: asyncio.Event
     queues: QueueBoard
     guards: asyncio.Task[None]  # the canaries' rollback guards (gateway.operations.canary_guard)
+    snapshots: SnapshotWriter
 
     async def close(self) -> None:
         ctx = self.edge.ctx
@@ -49,6 +51,7 @@ class GatewayReplica:
         await self.queues.close()
         if self.edge.fleet_metrics is not None:
             await self.edge.fleet_metrics.close()
+        await self.snapshots.close()
         await ctx.live.stop()
         await self.edge.directory.close()
         await self.edge.read_models.close()
@@ -67,7 +70,9 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
         await connection.close()
         raise
     live = LiveState()
-    await live.start(connection.client)
+    await start_live(connection.client, live)  # from the latest snapshot, when there is one
+    snapshots = SnapshotWriter(connection.client, live)
+    snapshots.start()
     directory = ClientDirectory(connection.client)
     await directory.start()
     await directory.wait_ready(120)
@@ -92,4 +97,4 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     stop = asyncio.Event()
     upkeep = asyncio.create_task(run_upkeep(ctx, stop), name="residency-upkeep")
     guards = asyncio.create_task(guard_canaries(PromotionContext(ctx, ctx.actor), stop), name="canary-guards")
-    return GatewayReplica(connection, edge, create_app(edge), upkeep, stop, queues, guards)
+    return GatewayReplica(connection, edge, create_app(edge), upkeep, stop, queues, guards, snapshots)

@@ -100,6 +100,25 @@ def artifacts_stream(replicas: int = 1) -> StreamConfig:
     )
 
 
+def snapshots_stream(replicas: int = 1) -> StreamConfig:
+    # A KV bucket as nats-py's create_key_value makes one (history 1, direct gets, rollups), provisioned
+    # with the others so it is replicated like them. Derived state: losing it costs one full fold.
+    bucket = subjects.SNAPSHOTS_BUCKET
+    return StreamConfig(
+        name=subjects.SNAPSHOTS_STREAM,
+        description="ModelForge snapshots of the gateways' live view (a JetStream KV bucket)",
+        subjects=[f"$KV.{bucket}.>"],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        num_replicas=replicas,
+        max_msgs_per_subject=1,
+        discard=DiscardPolicy.NEW,
+        allow_rollup_hdrs=True,
+        allow_direct=True,
+        deny_delete=True,
+    )
+
+
 def all_streams(replicas: int = 1, request_max_age_days: float = 30.0) -> list[StreamConfig]:
     return [
         events_stream(replicas),
@@ -107,6 +126,7 @@ def all_streams(replicas: int = 1, request_max_age_days: float = 30.0) -> list[S
         work_stream(replicas),
         telemetry_stream(replicas),
         artifacts_stream(replicas),
+        snapshots_stream(replicas),
     ]
 
 

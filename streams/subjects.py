@@ -17,6 +17,10 @@ TELEMETRY_STREAM = "MF_TELEMETRY"
 # is OBJ_<bucket> and its subjects $O.<bucket>.C.> (chunks) and $O.<bucket>.M.> (object meta).
 ARTIFACTS_BUCKET = "MF_ARTIFACTS"
 ARTIFACTS_STREAM = f"OBJ_{ARTIFACTS_BUCKET}"
+# The KV bucket holding snapshots of the gateways' live view (gateway/state/snapshot.py): its stream
+# is KV_<bucket>; one key, the latest verified snapshot.
+SNAPSHOTS_BUCKET = "MF_SNAPSHOTS"
+SNAPSHOTS_STREAM = f"KV_{SNAPSHOTS_BUCKET}"
 PROJECTED_STREAMS = (EVENTS_STREAM, REQUESTS_STREAM)  # what the projector applies to the read model
 
 EVENTS_PREFIX = "mf.evt"

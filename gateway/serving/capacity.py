@@ -249,6 +249,7 @@ async def _acquire(
                 queue_noted = True
             behind = decision.verdict.admits and _behind(ctx, place, decision, now)
             step = None if behind else _stage(ctx, decision, deployment, request_id, client_id, stale)
+            place.admitted = step is not None
         if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)
             note_blocked(place, decision, now)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
@@ -261,6 +262,7 @@ async def _acquire(
             with span("lease", attributes={"modelforge.verdict": decision.verdict.value}):  # the append
                 version = await _landed(ctx, step, deadline, deployment, decision.node_id or "")
         except ConcurrencyConflict as clash:
+            place.admitted = False  # (it decides again, in its turn)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             await catch_up_after(ctx, clash, max(0.0, deadline - time.time()))
             continue
@@ -291,10 +293,10 @@ async def _acquire(
 
 
 def _behind(ctx: ServingContext, place: Place, decision: PlacementDecision, now: float) -> bool:
-    """Whether a request that could be admitted waits its turn instead: a newcomer behind those
-    already waiting for its model, or anyone behind a request of another model whose turn it is on
-    the chosen accelerator (`gateway.serving.line`)."""
-    if place not in ctx.waiting and waits_behind(ctx.waiting, place):
+    """Whether a request that could be admitted waits its turn instead: behind those waiting for its
+    model before it (or with a higher priority), or behind a request of another model whose turn it
+    is on the chosen accelerator (`gateway.serving.line`)."""
+    if waits_behind(ctx.waiting, place):
         return True
     acc = decision.accelerator_id
     return acc is not None and yields(ctx.waiting, place, acc, now, ctx.live.policy.fairness_window_seconds)

@@ -34,12 +34,26 @@ class Place:
     woken: asyncio.Event = field(default_factory=asyncio.Event)
     blocked_on: str | None = None
     since: float = 0.0
+    admitted: bool = False  # its decision took capacity and is being recorded: nobody waits for it
 
 
 def waits_behind(line: Iterable[Place], place: Place) -> bool:
-    """Whether `place` (not in line yet) must join the line rather than take capacity now: someone
-    of at least its priority already waits for the same deployment."""
-    return any(p.deployment_id == place.deployment_id and p.priority >= place.priority for p in line)
+    """Whether `place` must wait rather than take capacity now: someone waits for the same
+    deployment with a higher priority, or with its priority and ahead of it (anyone in line, for a
+    newcomer), and is not being admitted already. This holds for a request already in line too:
+    one that decides out of turn (again at once after a conflict, or woken after others) must not
+    take what an earlier one of its priority is waiting for."""
+    ahead = True
+    for other in line:
+        if other is place:
+            ahead = False
+        elif (
+            other.deployment_id == place.deployment_id
+            and not other.admitted
+            and (other.priority > place.priority or (ahead and other.priority == place.priority))
+        ):
+            return True
+    return False
 
 
 def yields(line: Iterable[Place], place: Place, accelerator_id: str, now: float, window_s: float) -> bool:

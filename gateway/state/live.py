@@ -69,6 +69,9 @@ class LiveState:
         self.telemetry: dict[str, AcceleratorTelemetry] = {}
         self.telemetry_seq = 0  # the MF_TELEMETRY sequence of the last sample read
         self.applied = 0
+        # The last MF_EVENTS sequence the subscription delivered: `applied` may run ahead of it
+        # (our own appends, folded when acknowledged), and a snapshot is taken only when it does not.
+        self.followed = 0
         self.telemetry_stale_s = telemetry_stale_s
         self.changed = asyncio.Condition()
         # One lock for decide-and-append: decisions read every accelerator; appends take ~0.2 ms.
@@ -94,6 +97,9 @@ class LiveState:
         # decided without it, so the writer refuses them as a conflict (gateway.serving.appends).
         self.interrupted: set[str] = set()
         self.listeners: list[Callable[[], None]] = []  # called after every change (cheap, sync)
+        # Called when the subscription delivers the echo of our own latest append, which changes
+        # nothing and notifies no one but makes the view `settled` (cheap, sync).
+        self.settled_listeners: list[Callable[[], None]] = []
         # Node messages refused as forged (gateway.state.senders) by (subject, sequence), until the
         # upkeep records them; telemetry is refused on every sample but noted once per claim.
         self.forged: dict[tuple[str, int], ForgedEventRefused] = {}
@@ -324,6 +330,11 @@ class LiveState:
                 return False
         return True
 
+    def settled(self) -> bool:
+        """Whether the view holds exactly the events up to `applied`: none of ours ahead of what the
+        subscription delivered (a snapshot of it then is a fold of the log up to `applied`)."""
+        return self.followed >= self.applied
+
     async def wait_applied(self, sequence: int, timeout: float = 5.0) -> bool:
         return await self.wait_for(lambda: self.applied >= sequence, timeout)
 
@@ -342,7 +353,8 @@ class LiveState:
         js = client.jetstream()
         last = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
         samples = (await js.stream_info(subjects.TELEMETRY_STREAM)).state.last_seq
-        self._tasks.append(asyncio.create_task(self._follow_events(client)))
+        # From the first event not folded yet: after a restored snapshot, only its tail.
+        self._tasks.append(asyncio.create_task(self._follow_events(client, self.applied + 1)))
         self._tasks.append(asyncio.create_task(self._follow_telemetry(client)))
         if last and not await self.wait_applied(last, timeout=120):
             raise RuntimeError(f"gateway state did not catch up to sequence {last}")
@@ -352,19 +364,24 @@ class LiveState:
                 "telemetry not read up to sample %d within 10 s; nodes count as down until it is", samples
             )
 
-    async def _follow_events(self, client: Client) -> None:
-        async for record in subscribe(client, 1, folded=self._folded):
+    async def _follow_events(self, client: Client, from_sequence: int) -> None:
+        async for record in subscribe(client, from_sequence, folded=self._folded):
             self.apply(record)
             await self.notify()
 
     def _folded(self, sequence: int, subject: str) -> bool:
         """An accelerator event this replica appended and applied on its acknowledgement."""
+        self.followed = sequence  # (asked of every delivery, folded or not)
         parts = subject.split(".")
-        return (
+        folded = (
             len(parts) == 5
             and parts[2] == subjects.Aggregate.ACCELERATOR.value
             and sequence <= self.versions.get(parts[3], 0)
         )
+        if folded and sequence >= self.applied:
+            for listener in self.settled_listeners:
+                listener()
+        return folded
 
     async def _follow_telemetry(self, client: Client) -> None:
         js = client.jetstream()

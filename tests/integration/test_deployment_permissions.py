@@ -33,6 +33,8 @@ from gateway.admin.reads import requests_from_log
 from gateway.clients.limits import RequestLimiter, provision_limits
 from gateway.clients.model import ClientPrincipal
 from gateway.contracts import register_contracts
+from gateway.state.live import LiveState
+from gateway.state.snapshots import SnapshotWriter, start_live
 from modelforge.devstack.nats_server import NatsServer
 from nodeagent.agent.hardware import detect
 from nodeagent.agent.jobs import JobConsumer
@@ -198,6 +200,7 @@ async def test_the_provisioner_user_creates_and_updates_every_stream(
         subjects.WORK_STREAM,
         subjects.TELEMETRY_STREAM,
         subjects.ARTIFACTS_STREAM,
+        subjects.SNAPSHOTS_STREAM,
     ]
     assert set(made) == {*every, subjects.LIMITS_RATE_STREAM, subjects.LIMITS_CONCURRENCY_STREAM}
     js = gateway.client.jetstream()
@@ -230,6 +233,19 @@ async def test_the_gateway_user_finds_the_provisioned_streams_as_it_needs_them(g
 def _principal(max_concurrency: int) -> ClientPrincipal:
     client_id = f"perm-client-{uuid.uuid4().hex[:6]}"
     return ClientPrincipal(client_id, client_id, frozenset(), 100, max_concurrency, 0, None, "cred")
+
+
+async def test_the_gateway_user_stores_a_snapshot_of_its_live_view_and_starts_from_it(
+    gateway: Connection,
+) -> None:
+    view, resumed = LiveState(), LiveState()
+    try:
+        await view.start(gateway.client)
+        assert await SnapshotWriter(gateway.client, view, every=1).write()
+        assert await start_live(gateway.client, resumed) == view.applied
+    finally:
+        await view.stop()
+        await resumed.stop()
 
 
 async def test_the_gateway_user_takes_lists_and_releases_concurrency_slots(

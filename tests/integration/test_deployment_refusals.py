@@ -197,7 +197,7 @@ async def test_a_gateway_that_may_not_make_the_streams_names_the_missing_ones(sc
                 await provision(conn.client)
         finally:
             await conn.close()
-    assert refused.value.problems == [f"{name} is missing" for name in STREAMS[:5]]
+    assert refused.value.problems == [f"{name} is missing" for name in STREAMS[:6]]
     assert "run `modelforge provision`" in str(refused.value)
 
 

@@ -9,23 +9,9 @@ import msgspec
 from eventstore.records import RecordedEvent
 from gateway.scheduler import CoResidencyPair, CoResidencyStatus
 from gateway.state.live import LiveState
-from streams.envelope import SYSTEM, Envelope
 from streams.events import serving as s
-from streams.events.base import Event
 from tests.support.events import lease_granted, residency_loaded, stable_deployment
-
-
-def record(sequence: int, aggregate: str, aggregate_id: str, event: Event) -> RecordedEvent:
-    envelope = Envelope(
-        event_id=f"e{sequence}",
-        event_type=type(event).event_type(),
-        schema_version=1,
-        aggregate_type=aggregate,
-        aggregate_id=aggregate_id,
-        occurred_at=datetime(2026, 12, 1, tzinfo=UTC),
-        actor=SYSTEM,
-    )
-    return RecordedEvent(sequence, f"mf.evt.{aggregate}.{aggregate_id}", envelope, event)
+from tests.support.records import record
 
 
 def proven(sequence: int, state: str) -> RecordedEvent:

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.serving.context import ServingContext
@@ -97,3 +97,61 @@ def test_only_waiters_ahead_in_line_of_at_least_its_priority_take_the_turn() -> 
     assert yields([starving, queued], queued, "gpu-0", now=200.0, window_s=2.0)
     urgent = Place("a", priority=5)
     assert not yields([starving], urgent, "gpu-0", now=200.0, window_s=2.0)
+
+
+def test_a_request_in_line_goes_behind_one_of_its_priority_ahead_of_it_unless_that_one_is_admitted() -> None:
+    first, second = Place("emb", 0), Place("emb", 0)
+    line = [first, second]
+    assert waits_behind(line, second)
+    assert not waits_behind(line, first)
+    first.admitted = True
+    assert not waits_behind(line, second)
+
+
+# Any order of decisions among waiting requests: hypothesis picks which one decides next (woken
+# in any order, deciding again at once after a conflict, resuming late after a wake-up), and when
+# leases free up, for two deployments. A request takes a free lease of its deployment unless it
+# must wait behind someone in line.
+anyone_deciding = st.lists(
+    st.one_of(
+        st.tuples(st.just("arrive"), st.sampled_from(["emb", "rerank"]), st.integers(0, 1)),
+        st.tuples(st.just("free"), st.sampled_from(["emb", "rerank"]), st.just(0)),
+        st.tuples(st.just("decide"), st.just(""), st.integers(0, 7)),  # which waiter decides
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=400)  # (cheap; an out-of-turn decision takes a few steps to set up)
+@given(anyone_deciding)
+def test_no_request_is_admitted_before_one_queued_ahead_of_it_for_its_deployment_and_priority(
+    plan: list[tuple[str, str, int]],
+) -> None:
+    line: list[Place] = []
+    free = {"emb": 0, "rerank": 0}
+    arrival: dict[int, int] = {}
+    admitted: list[tuple[str, int, int]] = []  # (deployment, priority, arrival number)
+
+    def decide(place: Place) -> bool:
+        if not free[place.deployment_id] or waits_behind(line, place):
+            return False
+        free[place.deployment_id] -= 1
+        admitted.append((place.deployment_id, place.priority, arrival[id(place)]))
+        return True
+
+    for number, (kind, deployment, value) in enumerate(plan):
+        if kind == "arrive":
+            place = Place(deployment, value)
+            arrival[id(place)] = number
+            if not decide(place):
+                line.append(place)
+        elif kind == "free":
+            free[deployment] += 1
+        elif line:
+            place = line[value % len(line)]
+            if decide(place):
+                line.remove(place)
+    for deployment in free:
+        for priority in range(2):
+            order = [n for d, p, n in admitted if (d, p) == (deployment, priority)]
+            assert order == sorted(order)
