@@ -363,8 +363,8 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
             (17, "canary_releases"),
             (18, "deployment_caps"),
             (19, "reference_fields"),
-            (22, "request_finished_at"),
-            (23, "worker_memory"),
+            (20, "request_finished_at"),
+            (21, "worker_memory"),
         ]
-    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23]
+    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]
     assert again == []
