@@ -68,6 +68,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
     actor = Actor(ActorKind.AGENT, node_id)
     metrics = AgentMetrics()
     invokes = InvokeServer(connection.client, node_id, metrics)
+    invokes.resend_on_drop(connection)
     state: AgentState | None = None
     telemetry_task: asyncio.Task[None] | None = None
     jobs_task: asyncio.Task[None] | None = None
