@@ -108,6 +108,9 @@ class AcceleratorTelemetry(msgspec.Struct, frozen=True, kw_only=True):
     # The artifact sets this node holds (fetched into its cache, or found in its artifact root),
     # sorted: placement prefers a node that need not fetch a set first.
     cached_sets: list[str] = []
+    # How often the agent's NATS connection has dropped in this generation. A rise tells a gateway
+    # that an invoke it sent before may have been lost with the server the agent was on.
+    reconnects: int = 0
 
 
 class QueueDepth(msgspec.Struct, frozen=True, kw_only=True):

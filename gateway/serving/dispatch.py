@@ -3,8 +3,9 @@
 Content travels only in flight (no stream captures `mf.invoke.>`); a missing agent shows at
 once as no-responders, and one lost while it runs the request (`gateway.serving.node_loss`) as
 soon as its accelerator is reconciled. An invoke in flight when this gateway's own NATS connection
-drops is given up at once (`InvokeCutOff`): its request or reply may be lost with that server. The
-gateway owns the deadline.
+drops, or when the agent's samples report a drop of its connection (`gateway.state.reconnects`), is
+given up at once (`InvokeCutOff`): its request or reply may be lost with that server. The gateway
+owns the deadline.
 """
 
 from __future__ import annotations
@@ -38,12 +39,17 @@ class NodeUnreachable(ServingError):
 
 
 class InvokeCutOff(NodeUnreachable):
-    """This gateway's NATS connection dropped while the invoke was in flight: the request or its
-    reply may be lost with the server it went through, and nothing would say so before the
-    deadline. Every invoke is a pure function, so it runs once more, as for an unreachable agent."""
+    """This gateway's NATS connection, or the agent's, dropped while the invoke was in flight: the
+    request or its reply may be lost with the server it went through, and nothing would say so
+    before the deadline. Every invoke is a pure function, so it runs once more, as for an
+    unreachable agent."""
 
 
-CONNECTION_DROPPED = "CONNECTION_DROPPED"
+# Whose NATS connection dropped while an invoke was in flight (`InvokeCutOff`'s message).
+_CUT_OFF = {
+    "gateway": "the gateway's NATS connection dropped",
+    "agent": "the node's agent reported a drop of its NATS connection",
+}
 
 
 class Invoked(msgspec.Struct, frozen=True):
@@ -89,7 +95,8 @@ async def _invoke(
                 task.cancel()
 
     ctx.live.watch_lease(grant.lease_id, lambda: stop_waiting(NODE_LOST))
-    ctx.store.connection.watch_drop(grant.lease_id, lambda: stop_waiting(CONNECTION_DROPPED))
+    ctx.store.connection.watch_drop(grant.lease_id, lambda: stop_waiting(_CUT_OFF["gateway"]))
+    ctx.live.reconnects.watch(grant.node_id, grant.lease_id, lambda: stop_waiting(_CUT_OFF["agent"]))
     try:
         msg = await inbox_of(ctx.client).request(
             subject, data, max(0.001, deadline - time.time()), headers=inject({})
@@ -97,11 +104,9 @@ async def _invoke(
     except asyncio.CancelledError:
         if not ended or task is None or task.uncancel():
             raise  # cancelled by someone else too
-        if ended[0] == CONNECTION_DROPPED:
+        if ended[0] != NODE_LOST:
             raise InvokeCutOff(
-                "CAPABILITY_UNAVAILABLE",
-                f"the gateway's NATS connection dropped while {grant.node_id} had the request",
-                http_status=503,
+                "CAPABILITY_UNAVAILABLE", f"{ended[0]} while {grant.node_id} had the request", http_status=503
             ) from None
         raise ServingError(
             NODE_LOST,
@@ -127,6 +132,7 @@ async def _invoke(
     finally:
         ctx.live.unwatch_lease(grant.lease_id)
         ctx.store.connection.unwatch_drop(grant.lease_id)
+        ctx.live.reconnects.unwatch(grant.node_id, grant.lease_id)
     done = time.perf_counter()
     try:
         reply = _reply_decoder.decode(msg.data)

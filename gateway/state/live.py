@@ -43,6 +43,7 @@ from gateway.state.evictions import PendingEviction, fold_evictions
 from gateway.state.feed import TelemetryFeed, feed_down, feed_up, silent_for
 from gateway.state.feed_watch import watch_feed
 from gateway.state.loads import LoadFailure, Outgrown, PendingLoad, fold_loads, outgrown
+from gateway.state.reconnects import ReconnectWatch
 from gateway.state.senders import forged_event, forged_telemetry
 from streams import subjects
 from streams.codec import UnknownEvent
@@ -77,6 +78,7 @@ class LiveState:
         self.telemetry_heard_at = time.time()
         self.telemetry_heard = asyncio.Event()
         self.feed = TelemetryFeed()
+        self.reconnects = ReconnectWatch()  # in-flight invokes per node, ended when its agent reconnects
         self.changed = asyncio.Condition()
         # One lock for decide-and-append: decisions read every accelerator; appends take ~0.2 ms.
         self.decision_lock = asyncio.Lock()
@@ -284,6 +286,7 @@ class LiveState:
 
     def apply_telemetry(self, sample: AcceleratorTelemetry) -> None:
         self.telemetry[sample.accelerator_id] = sample
+        self.reconnects.saw(sample)
         observed_at = sample.observed_at_unix_ms / 1000
         for table in (self.accelerators, self.tentative):
             state = table.get(sample.accelerator_id)

@@ -97,6 +97,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             config.telemetry_interval_s,
             state.cache.held_set_ids,
         )
+        telemetry.count_drops(connection)
         consumer = JobConsumer(
             connection.client,
             node_id,

@@ -11,13 +11,12 @@ from pathlib import Path
 import msgspec
 from nats.aio.msg import Msg
 
-from eventstore.connection import connect
 from nodeagent.agent.invoke import InvokeServer
 from nodeagent.agent.residency import LoadMeasurement, Residency
 from nodeagent.worker.protocol import Served
 from streams import subjects
 from streams.messages import InvokeReply, InvokeRequest, WorkerTimings
-from tests.support.cluster import running_cluster
+from tests.support.cluster import connected_to_two_members
 
 
 class AnsweringWorker:
@@ -28,10 +27,8 @@ class AnsweringWorker:
 
 
 async def test_a_reply_published_before_the_agents_server_is_lost_is_published_again(scratch: Path) -> None:
-    with running_cluster(scratch / "resend-cluster") as cluster:
-        agent_server, gateway_server = cluster.members[0], cluster.members[1]
-        agent = await connect(agent_server.url, "resend-agent")
-        gateway = await connect(gateway_server.url, "resend-gateway")
+    members = connected_to_two_members(scratch / "resend-cluster", "resend-agent", "resend-gateway")
+    async with members as (cluster, agent, gateway):
         invokes = InvokeServer(agent.client, "node-a", resend_window_s=600)  # the whole test is "just before"
         try:
             invokes.resend_on_drop(agent)
@@ -62,12 +59,9 @@ async def test_a_reply_published_before_the_agents_server_is_lost_is_published_a
                     if first.data:
                         break
             assert msgspec.json.decode(first.data, type=InvokeReply).ok
-            cluster.kill(agent_server.name)
+            cluster.kill(cluster.members[0].name)  # the agent's
             async with asyncio.timeout(60):
                 again = await replies.get()
             assert again.data == first.data
         finally:
             await invokes.close()
-            await agent.wait_connected(60)  # to another member: a reconnecting client cannot drain
-            await agent.close()
-            await gateway.close()
