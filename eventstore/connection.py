@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nkeys
@@ -46,11 +47,26 @@ def inbox_prefix(seed_file: str | None) -> str:
 
 
 class Connection:
-    """A NATS client plus an event that is set while connected, so retries wait on it."""
+    """A NATS client plus an event that is set while connected, so retries wait on it, and those to
+    tell when it drops (`watch_drop`)."""
 
     def __init__(self, client: Client, connected: asyncio.Event) -> None:
         self.client = client
         self.connected = connected
+        self._drop_watchers: dict[str, Callable[[], None]] = {}
+
+    def watch_drop(self, key: str, dropped: Callable[[], None]) -> None:
+        """Call `dropped` (once) if the connection drops: whatever was in flight through its server
+        (a request, its reply) may be lost with it, and nothing else says so. `unwatch_drop` after."""
+        self._drop_watchers[key] = dropped
+
+    def unwatch_drop(self, key: str) -> None:
+        self._drop_watchers.pop(key, None)
+
+    def dropped(self) -> None:
+        watchers, self._drop_watchers = self._drop_watchers, {}
+        for watcher in watchers.values():
+            watcher()
 
     async def wait_connected(self, timeout: float) -> bool:
         try:
@@ -115,6 +131,7 @@ async def connect(
         connected.clear()
         if not client.is_closed and not client.is_draining:
             log.warning("nats disconnected (%s)", name)
+        connection.dropped()
 
     async def on_reconnect() -> None:
         connected.set()
@@ -135,6 +152,7 @@ async def connect(
 
     seed_file = nkey_seed or os.environ.get(NKEY_SEED_ENV) or None
     client = OrderedFlushClient()
+    connection = Connection(client, connected)
     servers = (url or nats_url()).split(",")
     opening = client.connect(
         servers=servers,
@@ -165,4 +183,4 @@ async def connect(
             "or start the embedded stack (./dev up)"
         ) from None
     connected.set()
-    return Connection(client, connected)
+    return connection

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import msgspec
 from nats.errors import ConnectionClosedError, NoRespondersError
@@ -30,6 +31,7 @@ from streams.events import AGGREGATE_OF, REQUEST_EVENTS, Event
 DUPLICATE_IN_BATCH = 10201
 _CONFLICTS = WRONG_LAST_SEQUENCE_CODES | {DUPLICATE_IN_BATCH}
 _AMBIGUOUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError, TimeoutError)
+T = TypeVar("T")
 
 
 class ExpectedVersion(enum.Enum):
@@ -198,8 +200,12 @@ class EventStore:
     async def _sequence_of(
         self, agg: subjects.Aggregate, aggregate_id: str, after: int, event_id: str, min_last_seq: int
     ) -> tuple[int, int]:
-        """(the sequence our event was stored at, or 0; the aggregate's version as read)."""
-        records, version = await reading.load(self.client, agg, aggregate_id, after, min_last_seq)
+        """(the sequence our event was stored at, or 0; the aggregate's version as read). Retried as
+        the publish is: the conflict that asks for this read can come just before the stream's
+        leader is lost, and a read of what a replica lacked goes to the leader."""
+        records, version = await self._answered(
+            lambda: reading.load(self.client, agg, aggregate_id, after, min_last_seq)
+        )
         landed = next((r.sequence for r in records if r.envelope and r.envelope.event_id == event_id), 0)
         return landed, version
 
@@ -240,23 +246,29 @@ class EventStore:
                 message.headers["Nats-Batch-Id"] = batch_id
                 message.headers["Nats-Batch-Sequence"] = str(index)
             outgoing[-1].headers["Nats-Batch-Commit"] = "1"
+        try:
+            seq = await self._answered(lambda: self._publish_once(outgoing))
+        except _AMBIGUOUS as exc:
+            raise PublishFailed(outgoing[0].subject, 0, _unacknowledged(self.retry_s, exc)) from None
+        if events_stream:
+            self.last_sequence = max(self.last_sequence, seq)
+        return seq
+
+    async def _answered(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """`attempt()` until it is answered, for up to `retry_s`: again while no server answers it
+        (a stream electing its leader), and again once connected after an unknown outcome (a
+        timeout, a lost connection: a publish resends the same ids). Past `retry_s` the last
+        error is raised."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.retry_s
         while True:
             try:
-                seq = await replies.resend_while_leaderless(
-                    lambda: self._publish_once(outgoing), give_up - loop.time()
-                )
-            except _AMBIGUOUS as exc:
+                return await replies.resend_while_leaderless(attempt, give_up - loop.time())
+            except _AMBIGUOUS:
                 remaining = give_up - loop.time()
                 if remaining <= 0:
-                    raise PublishFailed(outgoing[0].subject, 0, _unacknowledged(self.retry_s, exc)) from None
-                # Unknown outcome: wait for the connection, then resend the same ids.
+                    raise
                 await self.connection.wait_connected(min(self.publish_timeout, remaining))
-                continue
-            if events_stream:
-                self.last_sequence = max(self.last_sequence, seq)
-            return seq
 
     async def _publish_once(self, outgoing: list[Outgoing]) -> int:
         inbox, timeout = replies.inbox_of(self.client), self.publish_timeout

@@ -123,6 +123,9 @@ class AcceleratorTelemetry(msgspec.Struct, frozen=True, kw_only=True):
     # Each resident's worker, where the device can tell one process's memory; an unloaded
     # deployment's worker is gone, and so is its entry.
     workers: list[WorkerMemory] = []
+    # How often the agent's NATS connection has dropped in this generation. A rise tells a gateway
+    # that an invoke it sent before may have been lost with the server the agent was on.
+    reconnects: int = 0
 
 
 class QueueDepth(msgspec.Struct, frozen=True, kw_only=True):

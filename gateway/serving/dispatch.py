@@ -2,7 +2,10 @@
 
 Content travels only in flight (no stream captures `mf.invoke.>`); a missing agent shows at
 once as no-responders, and one lost while it runs the request (`gateway.serving.node_loss`) as
-soon as its accelerator is reconciled. The gateway owns the deadline.
+soon as its accelerator is reconciled. An invoke in flight when this gateway's own NATS connection
+drops, or when the agent's samples report a drop of its connection (`gateway.state.reconnects`), is
+given up at once (`InvokeCutOff`): its request or reply may be lost with that server. The gateway
+owns the deadline.
 """
 
 from __future__ import annotations
@@ -33,6 +36,20 @@ _encoder = msgspec.json.Encoder()
 class NodeUnreachable(ServingError):
     """No agent listens for the deployment on the node the lease is on (its agent died, and the
     node is not declared lost yet): the request never ran there, so it may run on another copy."""
+
+
+class InvokeCutOff(NodeUnreachable):
+    """This gateway's NATS connection, or the agent's, dropped while the invoke was in flight: the
+    request or its reply may be lost with the server it went through, and nothing would say so
+    before the deadline. Every invoke is a pure function, so it runs once more, as for an
+    unreachable agent."""
+
+
+# Whose NATS connection dropped while an invoke was in flight (`InvokeCutOff`'s message).
+_CUT_OFF = {
+    "gateway": "the gateway's NATS connection dropped",
+    "agent": "the node's agent reported a drop of its NATS connection",
+}
 
 
 class Invoked(msgspec.Struct, frozen=True):
@@ -78,21 +95,28 @@ async def _invoke(
     data = _encoder.encode(request)
     encoded = time.perf_counter()
     subject = subjects.invoke_subject(grant.node_id, grant.deployment_id)
-    task, lost = asyncio.current_task(), asyncio.Event()
+    task, ended = asyncio.current_task(), list[str]()
 
-    def on_lost() -> None:  # the lease left the books with its node: stop waiting for a reply
-        lost.set()
-        if task is not None:
-            task.cancel()
+    def stop_waiting(why: str) -> None:  # no reply will come: stop waiting for one
+        if not ended:
+            ended.append(why)
+            if task is not None:
+                task.cancel()
 
-    ctx.live.watch_lease(grant.lease_id, on_lost)
+    ctx.live.watch_lease(grant.lease_id, lambda: stop_waiting(NODE_LOST))
+    ctx.store.connection.watch_drop(grant.lease_id, lambda: stop_waiting(_CUT_OFF["gateway"]))
+    ctx.live.reconnects.watch(grant.node_id, grant.lease_id, lambda: stop_waiting(_CUT_OFF["agent"]))
     try:
         msg = await inbox_of(ctx.client).request(
             subject, data, max(0.001, deadline - time.time()), headers=inject({})
         )
     except asyncio.CancelledError:
-        if not lost.is_set() or task is None or task.uncancel():
+        if not ended or task is None or task.uncancel():
             raise  # cancelled by someone else too
+        if ended[0] != NODE_LOST:
+            raise InvokeCutOff(
+                "CAPABILITY_UNAVAILABLE", f"{ended[0]} while {grant.node_id} had the request", http_status=503
+            ) from None
         raise ServingError(
             NODE_LOST,
             f"node {grant.node_id} was lost while it ran the request (its accelerator was reconciled)",
@@ -116,6 +140,8 @@ async def _invoke(
         ) from None
     finally:
         ctx.live.unwatch_lease(grant.lease_id)
+        ctx.store.connection.unwatch_drop(grant.lease_id)
+        ctx.live.reconnects.unwatch(grant.node_id, grant.lease_id)
     done = time.perf_counter()
     try:
         reply = _reply_decoder.decode(msg.data)

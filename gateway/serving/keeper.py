@@ -69,7 +69,9 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
                 upkeep.next_pressure_due(ctx.pressure, live.policy),
                 next_load_due(live.loads, live.policy.load_timeout_seconds),
                 next_unload_due(live.evictions, live.policy.unload_timeout_seconds),
-                node_loss.next_node_loss_due(live.catalog, live.accelerators, live.telemetry.values()),
+                node_loss.next_node_loss_due(
+                    live.catalog, live.accelerators, live.telemetry.values(), live.feed
+                ),
             )
             if t is not None
         ]
@@ -154,7 +156,8 @@ async def _declare_lost_nodes(ctx: ServingContext, now: float) -> None:
     """Declare gone workers lost (one replica's append wins), and reconcile the accelerators of
     lost nodes to cold, which ends their leases: in-flight invokes to them fail at once."""
     live = ctx.live
-    for lost in node_loss.nodes_lost(live.catalog, live.accelerators, live.telemetry.values(), now):
+    telemetry = live.telemetry.values()
+    for lost in node_loss.nodes_lost(live.catalog, live.accelerators, telemetry, now, live.feed):
         seen = datetime.fromtimestamp(lost.last_seen, UTC) if lost.last_seen is not None else None
         event = c.NodeLost(
             node_id=lost.node_id, generation=lost.generation, last_seen_at=seen, reason=lost.reason

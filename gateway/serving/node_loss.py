@@ -7,16 +7,22 @@ conflict and see it done). Each of its accelerators is then reconciled to cold
 (`ResidencyReconciled`, nothing held), which ends its leases and residencies; an invoke still in
 flight to it fails at once (`LiveState.watch_lease`) rather than at its deadline, and is tried once
 more elsewhere. Its next `WorkerStarted` brings the node back.
+
+Silence counts only while this gateway's telemetry feed is up (`gateway.state.feed`): a stream
+electing its leader, or the gateway's own connection down, silences every node at once, which is
+the bus's gap, not theirs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 import msgspec
 
 from gateway.scheduler import AcceleratorState
 from gateway.state.catalog import Catalog
+from gateway.state.feed import TelemetryFeed, silent_past
 from streams.events import serving as s
 from streams.messages import AcceleratorTelemetry
 
@@ -32,13 +38,16 @@ class LostNode(msgspec.Struct, frozen=True):
     reason: str
 
 
-def _loss_after(sample: AcceleratorTelemetry, catalog: Catalog) -> float:
+def _loss_after(sample: AcceleratorTelemetry, catalog: Catalog, feed: TelemetryFeed) -> float:
     """When a node whose last sample is `sample` counts as lost (POSIX seconds): at once once its
-    credentials are revoked (its NATS user is gone: it can neither serve nor report)."""
+    credentials are revoked (its NATS user is gone: it can neither serve nor report), at its last
+    sample if that said it stopped, else once silent for two intervals while the feed was up."""
     if catalog.nodes[sample.node_id].revoked:
         return 0.0
     seen = sample.observed_at_unix_ms / 1000
-    return seen if not sample.healthy else seen + max(2 * sample.interval_s, NODE_LOSS_FLOOR_S)
+    return (
+        seen if not sample.healthy else silent_past(seen, max(2 * sample.interval_s, NODE_LOSS_FLOOR_S), feed)
+    )
 
 
 def _loss_reason(sample: AcceleratorTelemetry, catalog: Catalog) -> str:
@@ -75,9 +84,11 @@ def nodes_lost(
     accelerators: Mapping[str, AcceleratorState],
     telemetry: Iterable[AcceleratorTelemetry],
     now: float,
+    feed: TelemetryFeed,
 ) -> list[LostNode]:
     """Nodes holding something on the books whose worker is gone: its last sample said it stopped,
-    or is older than two of its intervals (at least NODE_LOSS_FLOOR_S). By node id."""
+    or it has been silent for two of its intervals (at least NODE_LOSS_FLOOR_S) while `feed` was
+    up. By node id."""
     return [
         LostNode(
             node_id,
@@ -86,21 +97,26 @@ def nodes_lost(
             _loss_reason(sample, catalog),
         )
         for node_id, sample in sorted(_newest_samples(catalog, accelerators, telemetry).items())
-        if _loss_after(sample, catalog) <= now
+        if _loss_after(sample, catalog, feed) <= now
     ]
 
 
 def next_node_loss_due(
-    catalog: Catalog, accelerators: Mapping[str, AcceleratorState], telemetry: Iterable[AcceleratorTelemetry]
+    catalog: Catalog,
+    accelerators: Mapping[str, AcceleratorState],
+    telemetry: Iterable[AcceleratorTelemetry],
+    feed: TelemetryFeed,
 ) -> float | None:
-    """When the next node holding something on the books counts as lost if it stays silent."""
-    return min(
+    """When the next node holding something on the books counts as lost if it stays silent (None:
+    none will while the feed is down; its return is a change that asks again)."""
+    due = min(
         (
-            _loss_after(sample, catalog)
+            _loss_after(sample, catalog, feed)
             for sample in _newest_samples(catalog, accelerators, telemetry).values()
         ),
-        default=None,
+        default=math.inf,
     )
+    return None if math.isinf(due) else due
 
 
 def reconcile_lost(

@@ -40,7 +40,10 @@ from gateway.state.accelerators import (
 )
 from gateway.state.catalog import Catalog, evolve_catalog
 from gateway.state.evictions import PendingEviction, fold_evictions
+from gateway.state.feed import TelemetryFeed, feed_down, feed_up, silent_for
+from gateway.state.feed_watch import watch_feed
 from gateway.state.loads import LoadFailure, Outgrown, PendingLoad, fold_loads, outgrown
+from gateway.state.reconnects import ReconnectWatch
 from gateway.state.senders import forged_event, forged_telemetry
 from streams import subjects
 from streams.codec import UnknownEvent
@@ -73,6 +76,12 @@ class LiveState:
         # (our own appends, folded when acknowledged), and a snapshot is taken only when it does not.
         self.followed = 0
         self.telemetry_stale_s = telemetry_stale_s
+        # Whether node silence can be the bus's (gateway.state.feed_watch): when a sample was last
+        # heard (or the watch began), set on each, and the feed's gaps.
+        self.telemetry_heard_at = time.time()
+        self.telemetry_heard = asyncio.Event()
+        self.feed = TelemetryFeed()
+        self.reconnects = ReconnectWatch()  # in-flight invokes per node, ended when its agent reconnects
         self.changed = asyncio.Condition()
         # One lock for decide-and-append: decisions read every accelerator; appends take ~0.2 ms.
         self.decision_lock = asyncio.Lock()
@@ -283,6 +292,7 @@ class LiveState:
 
     def apply_telemetry(self, sample: AcceleratorTelemetry) -> None:
         self.telemetry[sample.accelerator_id] = sample
+        self.reconnects.saw(sample)
         observed_at = sample.observed_at_unix_ms / 1000
         for table in (self.accelerators, self.tentative):
             state = table.get(sample.accelerator_id)
@@ -298,11 +308,29 @@ class LiveState:
     # ---- queries -------------------------------------------------------------------------
 
     def node_live(self, node_id: str, now: float | None = None) -> bool:
+        """Whether the node's newest sample says it is up and it has not been silent for longer than
+        the staleness bound while the telemetry feed could carry its samples."""
         now = time.time() if now is None else now
         samples = [t for t in self.telemetry.values() if t.node_id == node_id]
         return any(
-            t.healthy and now - t.observed_at_unix_ms / 1000 <= self.telemetry_stale_s for t in samples
+            t.healthy and silent_for(t.observed_at_unix_ms / 1000, self.feed, now) <= self.telemetry_stale_s
+            for t in samples
         )
+
+    def heard_from_feed(self, now: float) -> None:
+        """The telemetry feed carried something (a sample, or its stream answered with a leader)."""
+        self.telemetry_heard_at = now
+        self.telemetry_heard.set()
+        if self.feed.down_since is not None:
+            log.info("telemetry feed back: node silence counts again from now")
+        self.feed = feed_up(self.feed, now)
+
+    def feed_found_down(self) -> None:
+        if self.feed.down_since is None:
+            log.warning(
+                "telemetry feed down (MF_TELEMETRY unreachable or leaderless): node silence not counted"
+            )
+        self.feed = feed_down(self.feed, self.telemetry_heard_at)
 
     def schedulable_accelerators(self, now: float | None = None) -> list[AcceleratorState]:
         """Accelerators of enabled nodes with fresh telemetry, marked available for placement."""
@@ -356,6 +384,7 @@ class LiveState:
         # From the first event not folded yet: after a restored snapshot, only its tail.
         self._tasks.append(asyncio.create_task(self._follow_events(client, self.applied + 1)))
         self._tasks.append(asyncio.create_task(self._follow_telemetry(client)))
+        self._tasks.append(asyncio.create_task(watch_feed(self, client)))
         if last and not await self.wait_applied(last, timeout=120):
             raise RuntimeError(f"gateway state did not catch up to sequence {last}")
         # The last sample stored is delivered last (last value per subject, in stream order).
@@ -398,6 +427,7 @@ class LiveState:
         )
         try:
             async for msg in sub.messages:
+                self.heard_from_feed(time.time())
                 self.telemetry_seq = msg.metadata.sequence.stream
                 try:
                     sample = _telemetry_decoder.decode(msg.data)

@@ -3,6 +3,11 @@ deployment so replicas share the load. Each payload goes on to the deployment's 
 its result straight to the request's reply inbox; neither is stored, nor ever logged. The gateway
 owns the deadline and any retry: a request already past its deadline is answered REQUEST_TIMEOUT
 without running.
+
+A reply published just before the agent's NATS connection drops may have gone into the lost
+server's socket, and the gateway would wait for it until its deadline. So each reply is kept (in
+memory, never on disk) for a short window, and those of the window before a drop are published
+again once the connection is back (`resend_on_drop`); a gateway ignores a second copy.
 """
 
 from __future__ import annotations
@@ -11,6 +16,9 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
+from collections.abc import Coroutine
+from typing import Any
 
 import msgspec
 from nats.aio.client import Client
@@ -20,6 +28,7 @@ from nats.errors import Error as NatsError
 from nats.errors import MaxPayloadError
 from opentelemetry.trace import SpanKind
 
+from eventstore.connection import Connection
 from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.residency import Residency
 from streams import codes, subjects
@@ -31,6 +40,9 @@ log = logging.getLogger("modelforge.agent.invoke")
 
 _request_decoder = msgspec.json.Decoder(InvokeRequest)
 _reply_encoder = msgspec.json.Encoder()
+# How long a published reply is kept to be sent again should the connection drop: its loss shows
+# within milliseconds of the server's (the socket is reset), and a busy machine can be slow to see it.
+RESEND_WINDOW_S = 2.0
 
 
 def now_unix_ms() -> int:
@@ -63,12 +75,52 @@ async def answer(residency: Residency, request: InvokeRequest) -> InvokeReply:
 class InvokeServer:
     """The invoke subscriptions of every residency this agent serves."""
 
-    def __init__(self, client: Client, node_id: str, metrics: AgentMetrics | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        node_id: str,
+        metrics: AgentMetrics | None = None,
+        resend_window_s: float = RESEND_WINDOW_S,
+    ) -> None:
         self.client = client
         self.node_id = node_id
         self.metrics = metrics or AgentMetrics()
+        self.resend_window_s = resend_window_s
         self._subscriptions: dict[str, Subscription] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._sent: deque[tuple[float, str, bytes]] = deque()  # (when, inbox, reply) within the window
+
+    def resend_on_drop(self, connection: Connection) -> None:
+        """Publish the replies of the window before each drop of `connection` again (nats-py holds
+        them until it is connected to another server)."""
+
+        def dropped() -> None:
+            connection.watch_drop(f"invoke-replies-{self.node_id}", dropped)  # and the next drop
+            self._forget_old()
+            if self._sent:
+                log.info("connection dropped: sending the last %d invoke replies again", len(self._sent))
+                self._spawn(self._resend(list(self._sent)))
+
+        connection.watch_drop(f"invoke-replies-{self.node_id}", dropped)
+
+    async def _resend(self, sent: list[tuple[float, str, bytes]]) -> None:
+        for _, inbox, reply in sent:
+            with contextlib.suppress(NatsError):  # closing: nobody is waiting any more
+                await self.client.publish(inbox, reply)
+
+    def _note_sent(self, inbox: str, reply: bytes) -> None:
+        self._sent.append((time.monotonic(), inbox, reply))
+        self._forget_old()
+
+    def _forget_old(self) -> None:
+        oldest = time.monotonic() - self.resend_window_s
+        while self._sent and self._sent[0][0] < oldest:
+            self._sent.popleft()
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def serving(self, deployment_id: str) -> bool:
         return deployment_id in self._subscriptions
@@ -82,9 +134,7 @@ class InvokeServer:
             # Return at once so the next request can join the same batch; count it in flight now,
             # so a drain that starts before the task runs still waits for it.
             residency.started()
-            task = asyncio.get_running_loop().create_task(self._handle(residency, msg))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._handle(residency, msg))
 
         self._subscriptions[deployment] = await self.client.subscribe(
             subjects.invoke_subject(self.node_id, deployment),
@@ -135,6 +185,7 @@ class InvokeServer:
                 reply = _reply_encoder.encode(outcome)
                 try:
                     await self.client.publish(msg.reply, reply)
+                    self._note_sent(msg.reply, reply)
                 except MaxPayloadError:  # the caller must hear why, not wait out its deadline
                     limit = self.client.max_payload
                     too_large = f"the result ({len(reply)} bytes) is larger than NATS carries ({limit}): send fewer items"

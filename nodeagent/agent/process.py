@@ -68,6 +68,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
     actor = Actor(ActorKind.AGENT, node_id)
     metrics = AgentMetrics()
     invokes = InvokeServer(connection.client, node_id, metrics)
+    invokes.resend_on_drop(connection)
     state: AgentState | None = None
     telemetry_task: asyncio.Task[None] | None = None
     jobs_task: asyncio.Task[None] | None = None
@@ -98,6 +99,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             metrics_snapshot=metrics.snapshot,
             workers_of=state.workers_on,
         )
+        telemetry.count_drops(connection)
         consumer = JobConsumer(
             connection.client,
             node_id,

@@ -9,6 +9,10 @@ A sample is sent again while MF_TELEMETRY has no leader (a cluster electing one 
 led it left), for up to one interval: the gateway declares a node lost two intervals after its last
 sample's observation, so one sample lost to an election would make a live node lost (and drop its
 work) whenever the next sample comes a little late.
+
+Each drop of the agent's connection is counted in its samples (`reconnects`), and a sample is sent
+at once after it (`count_drops`): an invoke on its way through the lost server never arrived, and
+the rise tells the gateway waiting for its reply to try it again rather than wait for its deadline.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from functools import partial
 import msgspec
 from nats.aio.client import Client
 
+from eventstore.connection import Connection
 from eventstore.replies import resend_while_leaderless
 from nodeagent.agent.hardware import Accelerator, Hardware
 from streams import subjects
@@ -43,6 +48,7 @@ def observe(
     interval_s: float,
     cached_sets: list[str],
     workers: Sequence[tuple[str, int]] = (),  # each resident's deployment and its worker's pid
+    reconnects: int = 0,
 ) -> AcceleratorTelemetry:
     reading = accelerator.read_memory(pids)
     held = [(deployment_id, accelerator.read_process(pid)) for deployment_id, pid in workers]
@@ -59,6 +65,7 @@ def observe(
         interval_s=interval_s,
         cached_sets=cached_sets,
         workers=[WorkerMemory(d, memory.current_bytes) for d, memory in held if memory is not None],
+        reconnects=reconnects,
     )
 
 
@@ -85,6 +92,8 @@ class TelemetryPublisher:
         self.pids_of = pids_of
         self.workers_of = workers_of
         self.interval_s = interval_s
+        self.reconnects = 0  # drops of the agent's connection so far (`count_drops`)
+        self.nudge = asyncio.Event()  # set: send the next samples now, not at the interval
 
     async def publish_all(self, healthy: bool = True) -> None:
         for accelerator in self.hardware.accelerators:
@@ -98,6 +107,7 @@ class TelemetryPublisher:
                 self.interval_s,
                 self.cached_sets(),
                 self.workers_of(accelerator.id),
+                self.reconnects,
             )
             subject = subjects.telemetry_subject(self.hardware.node_id, accelerator.id)
             data = _encoder.encode(sample)
@@ -116,9 +126,26 @@ class TelemetryPublisher:
                 log.warning("metrics snapshot not published: %s", type(error).__name__)
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            await self.publish_all()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval_s):
-                    await stop.wait()
+        stopping = asyncio.ensure_future(stop.wait())
+        stopping.add_done_callback(lambda _: self.nudge.set())
+        try:
+            while not stop.is_set():
+                self.nudge.clear()
+                await self.publish_all()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.interval_s):
+                        await self.nudge.wait()
+        finally:
+            stopping.cancel()
         await self.publish_all(healthy=False)
+
+    def count_drops(self, connection: Connection) -> None:
+        """Count each drop of `connection` in the samples, and send them at once (nats-py sends
+        them when it is connected to another server)."""
+
+        def dropped() -> None:
+            connection.watch_drop("telemetry-reconnects", dropped)  # and the next drop
+            self.reconnects += 1
+            self.nudge.set()
+
+        connection.watch_drop("telemetry-reconnects", dropped)

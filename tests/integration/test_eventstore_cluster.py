@@ -8,12 +8,15 @@ import asyncio
 import json
 import ssl
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
+from eventstore import reading
 from eventstore.connection import Connection, connect
 from eventstore.errors import ConcurrencyConflict
 from eventstore.provision import REPLICAS_ENV, provision
+from eventstore.records import RecordedEvent
 from eventstore.store import EventStore, ExpectedVersion
 from eventstore.tls import nats_tls
 from gateway.clients.limits import RequestLimiter, provision_limits
@@ -195,3 +198,36 @@ async def test_appends_go_on_through_the_loss_of_the_stream_leader_each_landing_
     after = await cluster_connection.client.jetstream().stream_info(subjects.EVENTS_STREAM)
     assert after.cluster is not None
     assert after.cluster.leader != info.cluster.leader
+
+
+async def test_a_conflicts_check_of_whether_the_append_landed_waits_out_a_leader_election(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A refused append reads the aggregate back to see whether an earlier attempt of it landed. The
+    # stream's leader lost just before that read made it fail with a TimeoutError after 5 s (a 503
+    # in the fleet bench) instead of going on once another leader was elected.
+    with running_cluster(tmp_path_factory.mktemp("election-cluster")) as own:
+        connection = await connect(own.urls, "landing-check")
+        try:
+            await provision(connection.client, 3)
+            store = EventStore(connection)
+            accelerator = f"acc-{new_id()}"
+            released = s.LeaseReleased(lease_id="lease", accelerator_id=accelerator, outcome="completed")
+            await store.append(Aggregate.ACCELERATOR, accelerator, [released], ExpectedVersion.NO_STREAM)
+            real_load, killed = reading.load, list[str]()
+
+            async def load_after_losing_the_leader(*args: Any) -> tuple[list[RecordedEvent], int]:
+                if not killed:  # the check's first read: the stream's leader goes just before it
+                    info = await connection.client.jetstream().stream_info(subjects.EVENTS_STREAM)
+                    assert info.cluster is not None
+                    assert info.cluster.leader is not None
+                    own.kill(info.cluster.leader)
+                    killed.append(info.cluster.leader)
+                return await real_load(*args)
+
+            monkeypatch.setattr(reading, "load", load_after_losing_the_leader)
+            with pytest.raises(ConcurrencyConflict):  # the read answered: not landed, a lost race
+                await store.append(Aggregate.ACCELERATOR, accelerator, [released], ExpectedVersion.NO_STREAM)
+            assert killed
+        finally:
+            await connection.close()

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from eventstore.connection import Connection
+from eventstore.connection import Connection, connect
 from modelforge.certs_cli import client_settings, make_certificates
 from modelforge.devstack.nats_cluster import cluster_urls, start_cluster
 from modelforge.devstack.nats_server import NatsServer
@@ -65,3 +65,28 @@ def running_cluster(home: Path) -> Iterator[Cluster]:
             yield cluster
     finally:
         cluster.stop()
+
+
+# How long a connection whose server a test killed may take to reach another before it is closed.
+RECONNECT_WAIT_S = 60.0
+
+
+@asynccontextmanager
+async def connected_to_two_members(
+    home: Path, first: str, second: str
+) -> AsyncIterator[tuple[Cluster, Connection, Connection]]:
+    """A cluster of its own and a connection to each of its first two members (named `first` and
+    `second`). A test may kill either member: a connection is closed once it has reached another
+    (a reconnecting client cannot drain)."""
+    with running_cluster(home) as cluster:
+        one = await connect(cluster.members[0].url, first)
+        try:
+            two = await connect(cluster.members[1].url, second)
+            try:
+                yield cluster, one, two
+            finally:
+                await two.wait_connected(RECONNECT_WAIT_S)
+                await two.close()
+        finally:
+            await one.wait_connected(RECONNECT_WAIT_S)
+            await one.close()

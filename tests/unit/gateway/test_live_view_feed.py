@@ -1,0 +1,42 @@
+"""The live view's node liveness counts a node's silence only while its telemetry feed was up."""
+
+from __future__ import annotations
+
+from gateway.state.live import LiveState
+from streams.messages import AcceleratorTelemetry
+
+T0 = 1_700_000_000.0
+
+
+def sampled(live: LiveState, at: float) -> None:
+    sample = AcceleratorTelemetry(
+        node_id="n1", accelerator_id="n1-cpu0", generation=1, total_bytes=1 << 30, used_bytes=0,
+        process_bytes=0, observed_at_unix_ms=int(at * 1000), residencies=[], healthy=True,
+    )  # fmt: skip
+    live.apply_telemetry(sample)
+
+
+def test_a_node_silent_past_the_bound_on_a_healthy_feed_is_not_live() -> None:
+    live = LiveState(telemetry_stale_s=10.0)
+    sampled(live, T0)
+    live.heard_from_feed(T0)
+    assert live.node_live("n1", T0 + 10.0)
+    assert not live.node_live("n1", T0 + 10.5)
+
+
+def test_a_node_silent_while_the_feed_is_down_stays_live() -> None:
+    live = LiveState(telemetry_stale_s=10.0)
+    sampled(live, T0)
+    live.heard_from_feed(T0 + 2.0)
+    live.feed_found_down()  # down since it was last heard
+    assert live.node_live("n1", T0 + 600.0)
+
+
+def test_after_the_feed_comes_back_a_silent_node_has_the_whole_bound_again() -> None:
+    live = LiveState(telemetry_stale_s=10.0)
+    sampled(live, T0)
+    live.heard_from_feed(T0 + 2.0)
+    live.feed_found_down()
+    live.heard_from_feed(T0 + 60.0)  # its stream answered with a leader again
+    assert live.node_live("n1", T0 + 70.0)
+    assert not live.node_live("n1", T0 + 70.5)
