@@ -9,7 +9,6 @@ import numpy as np
 import openai
 import pytest
 
-from gateway.clients.service import ClientService
 from nodeagent.adapters.embedding import EmbeddingAdapter
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
@@ -17,7 +16,7 @@ from streams import subjects
 from streams.contracts import EMBEDDING
 from streams.envelope import new_id
 from streams.events.requests import RequestCompleted, RequestRejected
-from tests.integration.gateway.conftest import Stack
+from tests.integration.gateway.conftest import Stack, key_issued
 from tests.support.agents import MINILM
 from tests.support.serving import events_until, probe, promote, register_artifacts
 
@@ -232,11 +231,9 @@ async def test_the_openai_client_retrieves_a_model_the_key_may_call_and_not_anot
 
 
 async def test_a_capability_with_no_deployment_is_503_and_recorded_as_a_rejection(stack: Stack) -> None:
-    issued = await ClientService(stack.store).create(
-        f"rr-{new_id()[:6]}", ["rag.reranking@1"], requests_per_minute=100, max_concurrency=4
+    issued = await key_issued(
+        stack, f"rr-{new_id()[:6]}", ["rag.reranking@1"], requests_per_minute=100, max_concurrency=4
     )
-    assert stack.gateway.replica is not None
-    await stack.gateway.replica.edge.directory.wait_until_applied(issued.sequence, timeout=5)
     async with httpx.AsyncClient() as http:
         response = await http.post(
             f"{stack.gateway.url}/v1/rerank",

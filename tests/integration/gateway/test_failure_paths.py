@@ -17,7 +17,6 @@ import msgspec
 import pytest
 
 from eventstore.store import ExpectedVersion
-from gateway.clients.service import ClientService
 from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.capacity import Grant, release
 from gateway.serving.pipeline import Served
@@ -36,6 +35,7 @@ from tests.integration.gateway.conftest import (
     books_filled,
     failure_of,
     first_event,
+    key_issued,
     policy_while,
     release_of,
     serve_directly,
@@ -323,7 +323,7 @@ async def test_a_request_whose_client_disconnects_while_its_model_runs_keeps_its
     stack: Stack,
 ) -> None:
     # The worker's memory is in use until it answers: the books must not free it earlier.
-    gone = await ClientService(stack.store).create(f"left-{new_id()[:6]}", ["rag.embedding@1"])
+    gone = await key_issued(stack, f"left-{new_id()[:6]}", ["rag.embedding@1"])
     headers = {"authorization": f"Bearer {gone.key}", "x-request-timeout-ms": "60000"}
     text = f"left behind {new_id()}"  # marks its invoke
     # A copy of each invoke sent to the agent (outside its queue group): the model is running.
@@ -332,8 +332,6 @@ async def test_a_request_whose_client_disconnects_while_its_model_runs_keeps_its
     )
     await stack.connection.client.flush()  # the server holds the copy's interest before the request
     async with httpx.AsyncClient(timeout=60) as http:
-        ready = await http.get(f"{stack.gateway.url}/readyz", params={"clients_applied": gone.sequence})
-        assert ready.status_code == 200  # the gateway knows the new key
         # The worker is stopped, so the model is still running the request when its client leaves,
         # however fast or slow the machine.
         with stopped(await _resident_worker(stack)):
@@ -468,7 +466,7 @@ async def _left_the_line(stack: Stack, depth: Callable[[], Awaitable[int]], clie
 async def test_a_request_whose_client_disconnects_while_it_waits_for_capacity_leaves_the_line(
     stack: Stack,
 ) -> None:
-    gone = await ClientService(stack.store).create(f"gone-{new_id()[:6]}", ["rag.embedding@1"])
+    gone = await key_issued(stack, f"gone-{new_id()[:6]}", ["rag.embedding@1"])
     # (its deadline, 10 s, is what would end its wait if nothing noticed the client leave)
     headers = {"authorization": f"Bearer {gone.key}", "x-request-timeout-ms": "10000"}
     async with _device_held(stack) as depth, httpx.AsyncClient(timeout=60) as http:
@@ -487,7 +485,7 @@ async def test_a_request_with_another_pipelined_behind_it_leaves_the_line_when_i
     # HTTP/1.1 pipelining: the client sends its next request before the first is answered, then
     # hangs up. The first, waiting in line, must notice as it would alone (and the second, never
     # started, records nothing).
-    gone = await ClientService(stack.store).create(f"piped-{new_id()[:6]}", ["rag.embedding@1"])
+    gone = await key_issued(stack, f"piped-{new_id()[:6]}", ["rag.embedding@1"])
     body = b'{"input": "x"}'
     one = (
         b"POST /v1/embeddings HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n"
