@@ -4,12 +4,12 @@ and waits on the event log — shared by the agent and gateway integration tests
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ async def job_running(connection: Connection, job: AnyJob) -> None:
         await acks.unsubscribe()
 
 
-@contextmanager
+@contextlib.contextmanager
 def stopped(pid: int) -> Iterator[None]:
     """The process `pid` stopped (SIGSTOP) for the block: what it is asked meanwhile waits in it,
     however fast or slow the machine is; it runs on (SIGCONT) after."""
@@ -93,7 +93,8 @@ def stopped(pid: int) -> Iterator[None]:
     try:
         yield
     finally:
-        os.kill(pid, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):  # killed meanwhile: nothing to continue
+            os.kill(pid, signal.SIGCONT)
 
 
 async def next_event(
@@ -199,6 +200,9 @@ class AgentProcess:
     ) -> AcceleratorTelemetry:
         """Do `action`, then return the node's first telemetry whose health is `healthy`."""
         sub = await connection.client.subscribe(f"{subjects.TELEMETRY_PREFIX}.{self.node}.>")
+        # The server holds the interest before the action: an agent told to stop sends its last
+        # (unhealthy) sample once, and a SUB still in this client's buffer would miss it.
+        await connection.client.flush()
         action()
         try:
             async with asyncio.timeout(WAIT_S):
