@@ -200,11 +200,11 @@ class AgentProcess:
     ) -> AcceleratorTelemetry:
         """Do `action`, then return the node's first telemetry whose health is `healthy`."""
         sub = await connection.client.subscribe(f"{subjects.TELEMETRY_PREFIX}.{self.node}.>")
-        # The server holds the interest before the action: an agent told to stop sends its last
-        # (unhealthy) sample once, and a SUB still in this client's buffer would miss it.
-        await connection.client.flush()
-        action()
         try:
+            # The server holds the interest before the action: an agent told to stop sends its
+            # last (unhealthy) sample once, and a SUB still in this client's buffer would miss it.
+            await connection.client.flush()
+            action()
             async with asyncio.timeout(WAIT_S):
                 while True:
                     msg = await sub.next_msg(timeout=WAIT_S)
