@@ -25,6 +25,7 @@ from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.capacity import live_envelope, planned_eviction, unload_victims
 from gateway.serving.context import ServingContext
 from gateway.serving.loading import send_load
+from gateway.serving.node_silence import read_through
 from gateway.serving.unloading import unload_idle
 from gateway.state.evictions import (
     evicting_for,
@@ -156,8 +157,15 @@ async def _declare_lost_nodes(ctx: ServingContext, now: float) -> None:
     """Declare gone workers lost (one replica's append wins), and reconcile the accelerators of
     lost nodes to cold, which ends their leases: in-flight invokes to them fail at once."""
     live = ctx.live
-    telemetry = live.telemetry.values()
-    for lost in node_loss.nodes_lost(live.catalog, live.accelerators, telemetry, now, live.feed):
+    silent = node_loss.nodes_lost(live.catalog, live.accelerators, live.telemetry.values(), now, live.feed)
+    if silent:  # silent to this replica: what did the nodes publish? (`node_silence`)
+        read = await read_through(ctx, silent)
+        silent = (
+            node_loss.nodes_lost(live.catalog, live.accelerators, live.telemetry.values(), now, live.feed)
+            if read
+            else []
+        )
+    for lost in silent:
         seen = datetime.fromtimestamp(lost.last_seen, UTC) if lost.last_seen is not None else None
         event = c.NodeLost(
             node_id=lost.node_id, generation=lost.generation, last_seen_at=seen, reason=lost.reason

@@ -332,6 +332,9 @@ async def test_a_node_user_starts_a_generation_and_publishes_its_telemetry(
     telemetry = subjects.telemetry_subject(hardware.node_id, hardware.accelerators[0].id)
     info = await gateway.client.jetstream().stream_info(subjects.TELEMETRY_STREAM, subjects_filter=telemetry)
     assert info.state.subjects == {telemetry: 1}
+    # The gateway reads a node's last sample before it declares the node lost (node_silence).
+    last = await gateway.client.jetstream().get_last_msg(subjects.TELEMETRY_STREAM, telemetry)
+    assert last.subject == telemetry
 
 
 async def test_the_gateway_user_stores_an_artifact_set_and_the_agent_user_fetches_it(

@@ -4,11 +4,12 @@ and waits on the event log — shared by the agent and gateway integration tests
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import msgspec
 from artifacts import build_manifest
 from eventstore.connection import Connection
 from eventstore.subscription import subscribe
+from nodeagent.agent.jobs import consumer_name
 from streams import subjects
 from streams.codec import UnknownEvent
 from streams.envelope import new_id
@@ -55,13 +57,44 @@ def load_job(node: str, deployment: str, folder: str, manifest: list[dict[str, o
     )
 
 
-async def publish_job(connection: Connection, job: AnyJob, msg_id: str | None = None) -> None:
-    """Publish the job; another `msg_id` than its job id gets past the stream's duplicate check, as
-    a redelivery of the same job would."""
+async def publish_job(connection: Connection, job: AnyJob, msg_id: str | None = None) -> int:
+    """Publish the job and return its stream sequence; another `msg_id` than its job id gets past
+    the stream's duplicate check, as a redelivery of the same job would."""
     op = str(type(job).__struct_config__.tag)
     subject = subjects.job_subject(job.node_id, job.deployment_id, op)
     js = connection.client.jetstream()
-    await js.publish(subject, msgspec.json.encode(job), headers={"Nats-Msg-Id": msg_id or job.job_id})
+    ack = await js.publish(subject, msgspec.json.encode(job), headers={"Nats-Msg-Id": msg_id or job.job_id})
+    return ack.seq
+
+
+async def job_running(connection: Connection, job: AnyJob) -> None:
+    """Publish the job; return once its agent says it is running it: the agent's in-progress ack
+    of that delivery (sent every third of the job ack wait while a job runs)."""
+    # A plain subscriber sees the acks the agent sends its consumer: `$JS.ACK.<stream>.<consumer>.
+    # <delivered>.<stream seq>.<consumer seq>.<time>.<pending>`.
+    acks = await connection.client.subscribe(f"$JS.ACK.{subjects.WORK_STREAM}.{consumer_name(job.node_id)}.>")
+    try:
+        await connection.client.flush()  # the server holds the interest before the job goes out
+        seq = await publish_job(connection, job)
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                ack = await acks.next_msg(timeout=WAIT_S)
+                if ack.data == b"+WPI" and int(ack.subject.split(".")[5]) == seq:
+                    return
+    finally:
+        await acks.unsubscribe()
+
+
+@contextlib.contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """The process `pid` stopped (SIGSTOP) for the block: what it is asked meanwhile waits in it,
+    however fast or slow the machine is; it runs on (SIGCONT) after."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # killed meanwhile: nothing to continue
+            os.kill(pid, signal.SIGCONT)
 
 
 async def next_event(
@@ -151,14 +184,32 @@ class AgentProcess:
 
     async def start(self, connection: Connection) -> AcceleratorTelemetry:
         """Start it and return its first telemetry: the new generation is registered and live."""
+        return await self._telemetry_after(connection, self.launch, healthy=True)
+
+    async def terminating(self, connection: Connection) -> AcceleratorTelemetry:
+        """Send it SIGTERM and return its last telemetry (unhealthy): it has stopped taking jobs and
+        is answering the invokes it holds before it exits."""
+        return await self._telemetry_after(connection, self.terminate, healthy=False)
+
+    def terminate(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+
+    async def _telemetry_after(
+        self, connection: Connection, action: Callable[[], None], healthy: bool
+    ) -> AcceleratorTelemetry:
+        """Do `action`, then return the node's first telemetry whose health is `healthy`."""
         sub = await connection.client.subscribe(f"{subjects.TELEMETRY_PREFIX}.{self.node}.>")
-        self.launch()
         try:
+            # The server holds the interest before the action: an agent told to stop sends its
+            # last (unhealthy) sample once, and a SUB still in this client's buffer would miss it.
+            await connection.client.flush()
+            action()
             async with asyncio.timeout(WAIT_S):
                 while True:
                     msg = await sub.next_msg(timeout=WAIT_S)
                     sample = msgspec.json.decode(msg.data, type=AcceleratorTelemetry)
-                    if sample.healthy:
+                    if sample.healthy == healthy:
                         return sample
         finally:
             await sub.unsubscribe()

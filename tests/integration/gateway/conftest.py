@@ -29,7 +29,7 @@ from streams.contracts import EmbeddingInput
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.events.requests import RequestFailed, RequestRejected
-from tests.support.agents import MINILM, AgentProcess
+from tests.support.agents import MINILM, WAIT_S, AgentProcess
 from tests.support.events import lease_granted
 from tests.support.serving import (
     GatewayProcess,
@@ -244,6 +244,15 @@ async def stack_admin(stack: Stack, token: str) -> AsyncIterator[httpx.AsyncClie
         base_url=f"{stack.gateway.url}/admin/v1", headers=headers, timeout=60
     ) as http:
         yield http
+
+
+async def key_issued(stack: Stack, name: str, scopes: list[str], **limits: int) -> IssuedKey:
+    """A new client's key, once the stack's gateway holds it (as the admin API answers: a request
+    made with it right away would otherwise meet a directory that has not seen it, and a 401)."""
+    issued = await ClientService(stack.store).create(name, scopes, **limits)
+    assert stack.gateway.replica is not None
+    await stack.gateway.replica.edge.directory.wait_until_applied(issued.sequence, timeout=WAIT_S)
+    return issued
 
 
 async def first_event(stack: Stack, stream: str, wanted: Callable[[object], bool]) -> object:

@@ -14,11 +14,11 @@ import numpy as np
 import openai
 import pytest
 
-from gateway.clients.service import ClientService, IssuedKey
+from gateway.clients.service import IssuedKey
 from streams import subjects
 from streams.envelope import new_id
 from streams.events.requests import RequestCompleted
-from tests.integration.gateway.conftest import Stack, another_deployment, refused_leaving_no_trace
+from tests.integration.gateway.conftest import Stack, another_deployment, key_issued, refused_leaving_no_trace
 from tests.support.serving import events_until
 
 EMBEDDINGS = "/v1/embeddings"
@@ -32,10 +32,7 @@ def _auth(key: str) -> dict[str, str]:
 
 async def _other_key(stack: Stack, scopes: list[str]) -> IssuedKey:
     """A key for `scopes`, none of which has a deployment on this stack."""
-    issued = await ClientService(stack.store).create(f"edge-{new_id()[:6]}", scopes)
-    assert stack.gateway.replica is not None
-    await stack.gateway.replica.edge.directory.wait_until_applied(issued.sequence, timeout=5)
-    return issued
+    return await key_issued(stack, f"edge-{new_id()[:6]}", scopes)
 
 
 async def _vector(stack: Stack, text: str) -> list[float]:

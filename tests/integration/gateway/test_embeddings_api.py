@@ -10,7 +10,6 @@ import numpy as np
 import openai
 import pytest
 
-from gateway.clients.service import ClientService
 from nodeagent.adapters.embedding import EmbeddingAdapter
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
@@ -19,7 +18,13 @@ from streams.contracts import EMBEDDING
 from streams.envelope import new_id
 from streams.events.requests import ClientKeyUsed, RequestAccepted, RequestCompleted, RequestRejected
 from streams.messages import InvokeRequest
-from tests.integration.gateway.conftest import Stack, another_deployment, policy_while, stack_admin
+from tests.integration.gateway.conftest import (
+    Stack,
+    another_deployment,
+    key_issued,
+    policy_while,
+    stack_admin,
+)
 from tests.support.agents import MINILM
 from tests.support.serving import events_until, probe, promote, register_artifacts
 
@@ -235,11 +240,9 @@ async def test_the_openai_client_retrieves_a_model_the_key_may_call_and_not_anot
 
 
 async def test_a_capability_with_no_deployment_is_503_and_recorded_as_a_rejection(stack: Stack) -> None:
-    issued = await ClientService(stack.store).create(
-        f"rr-{new_id()[:6]}", ["rag.reranking@1"], requests_per_minute=100, max_concurrency=4
+    issued = await key_issued(
+        stack, f"rr-{new_id()[:6]}", ["rag.reranking@1"], requests_per_minute=100, max_concurrency=4
     )
-    assert stack.gateway.replica is not None
-    await stack.gateway.replica.edge.directory.wait_until_applied(issued.sequence, timeout=5)
     async with httpx.AsyncClient() as http:
         response = await http.post(
             f"{stack.gateway.url}/v1/rerank",
@@ -308,7 +311,7 @@ async def test_an_input_type_is_sent_to_the_agent_with_the_invoke_and_recorded(s
 
 
 async def test_a_served_request_records_its_keys_use(stack: Stack) -> None:
-    fresh = await ClientService(stack.store).create(f"used-{new_id()[:6]}", ["rag.embedding@1"])
+    fresh = await key_issued(stack, f"used-{new_id()[:6]}", ["rag.embedding@1"])
     response = await _embed(stack, fresh.key, {"input": "hello"})
     assert response.status_code == 200, response.text
 

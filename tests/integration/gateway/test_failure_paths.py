@@ -17,7 +17,6 @@ import msgspec
 import pytest
 
 from eventstore.store import ExpectedVersion
-from gateway.clients.service import ClientService
 from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.capacity import Grant, release
 from gateway.serving.pipeline import Served
@@ -36,11 +35,12 @@ from tests.integration.gateway.conftest import (
     books_filled,
     failure_of,
     first_event,
+    key_issued,
     policy_while,
     release_of,
     serve_directly,
 )
-from tests.support.agents import aggregate_events, next_event
+from tests.support.agents import aggregate_events, next_event, stopped
 from tests.support.events import lease_granted
 from tests.support.serving import stream_refusing_messages
 
@@ -285,21 +285,29 @@ async def test_an_output_the_caller_cannot_render_fails_the_request_as_invalid_o
     assert (await failure_of(stack, request_id)).code == "INVALID_OUTPUT"
 
 
+async def _resident_worker(stack: Stack) -> int:
+    """The pid of the worker serving the stack's deployment, loaded by a short request if it was not."""
+    await serve_directly(stack, f"warm-{new_id()[:8]}", ["warm"])
+    return stack.agent.workers()[stack.deployment_id]
+
+
 async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and_is_recorded(
     stack: Stack,
 ) -> None:
-    texts = [" ".join(["the quick brown fox jumps over the lazy dog"] * 25)] * 64  # a long batch to run
     request_id = f"cancelled-{new_id()[:8]}"
-    serving = asyncio.create_task(serve_directly(stack, request_id, texts))
-    await first_event(  # its lease granted: the model is running it
-        stack,
-        subjects.EVENTS_STREAM,
-        lambda e: isinstance(e, s.LeaseGranted) and e.request_id == request_id,
-    )
-    assert not serving.done(), "the model answered before the test could cancel the request"
-    serving.cancel()  # as a shutdown does
-    with pytest.raises(asyncio.CancelledError):
-        await serving
+    # The worker is stopped, so the model is still running the request when it is cancelled,
+    # however fast or slow the machine (and nothing is left running for the next test).
+    with stopped(await _resident_worker(stack)):
+        serving = asyncio.create_task(serve_directly(stack, request_id, ["the quick brown fox"]))
+        await first_event(  # its lease granted: the model is running it
+            stack,
+            subjects.EVENTS_STREAM,
+            lambda e: isinstance(e, s.LeaseGranted) and e.request_id == request_id,
+        )
+        assert not serving.done()
+        serving.cancel()  # as a shutdown does
+        with pytest.raises(asyncio.CancelledError):
+            await serving
     assert (await release_of(stack, request_id)).outcome == "cancelled"
     assert (await failure_of(stack, request_id)).code == "REQUEST_CANCELLED"
 
@@ -315,24 +323,29 @@ async def test_a_request_whose_client_disconnects_while_its_model_runs_keeps_its
     stack: Stack,
 ) -> None:
     # The worker's memory is in use until it answers: the books must not free it earlier.
-    gone = await ClientService(stack.store).create(f"left-{new_id()[:6]}", ["rag.embedding@1"])
+    gone = await key_issued(stack, f"left-{new_id()[:6]}", ["rag.embedding@1"])
     headers = {"authorization": f"Bearer {gone.key}", "x-request-timeout-ms": "60000"}
-    texts = [f"{i} " + "a long passage to embed, " * 40 for i in range(16)]  # a second or so of inference
+    text = f"left behind {new_id()}"  # marks its invoke
     # A copy of each invoke sent to the agent (outside its queue group): the model is running.
     invokes = await stack.connection.client.subscribe(
         subjects.invoke_subject(stack.node, stack.deployment_id)
     )
     await stack.connection.client.flush()  # the server holds the copy's interest before the request
     async with httpx.AsyncClient(timeout=60) as http:
-        running = asyncio.ensure_future(
-            http.post(f"{stack.gateway.url}/v1/embeddings", json={"input": texts}, headers=headers)
-        )
-        try:
-            while len((await invokes.next_msg(timeout=30)).data) < 10_000:
-                pass  # (another test's small request)
-        finally:
-            await invokes.unsubscribe()
-        await _hang_up(running)
+        # The worker is stopped, so the model is still running the request when its client leaves,
+        # however fast or slow the machine.
+        with stopped(await _resident_worker(stack)):
+            running = asyncio.ensure_future(
+                http.post(f"{stack.gateway.url}/v1/embeddings", json={"input": [text]}, headers=headers)
+            )
+            try:
+                while text.encode() not in (await invokes.next_msg(timeout=30)).data:
+                    pass  # (another request's invoke)
+            finally:
+                await invokes.unsubscribe()
+            await _hang_up(running)
+            # A later request's round trip through the gateway's event loop, which has seen the hang-up.
+            assert (await http.get(f"{stack.gateway.url}/healthz")).status_code == 200
     lease = await first_event(
         stack,
         subjects.EVENTS_STREAM,
@@ -453,7 +466,7 @@ async def _left_the_line(stack: Stack, depth: Callable[[], Awaitable[int]], clie
 async def test_a_request_whose_client_disconnects_while_it_waits_for_capacity_leaves_the_line(
     stack: Stack,
 ) -> None:
-    gone = await ClientService(stack.store).create(f"gone-{new_id()[:6]}", ["rag.embedding@1"])
+    gone = await key_issued(stack, f"gone-{new_id()[:6]}", ["rag.embedding@1"])
     # (its deadline, 10 s, is what would end its wait if nothing noticed the client leave)
     headers = {"authorization": f"Bearer {gone.key}", "x-request-timeout-ms": "10000"}
     async with _device_held(stack) as depth, httpx.AsyncClient(timeout=60) as http:
@@ -472,7 +485,7 @@ async def test_a_request_with_another_pipelined_behind_it_leaves_the_line_when_i
     # HTTP/1.1 pipelining: the client sends its next request before the first is answered, then
     # hangs up. The first, waiting in line, must notice as it would alone (and the second, never
     # started, records nothing).
-    gone = await ClientService(stack.store).create(f"piped-{new_id()[:6]}", ["rag.embedding@1"])
+    gone = await key_issued(stack, f"piped-{new_id()[:6]}", ["rag.embedding@1"])
     body = b'{"input": "x"}'
     one = (
         b"POST /v1/embeddings HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n"

@@ -8,7 +8,9 @@ import signal
 from pathlib import Path
 
 import httpx
+import msgspec
 
+from gateway.serving.keeper import upkeep_once
 from modelforge.devstack.nats_server import NatsServer
 from streams import subjects
 from streams.events import control as c
@@ -64,3 +66,30 @@ async def test_a_request_in_flight_to_a_node_that_stops_answering_ends_when_the_
         assert stack.gateway.replica is not None
         assert not stack.gateway.replica.edge.ctx.live.accelerators[f"{stack.node}-cpu0"].leases
         assert granted - ended  # the in-flight lease ended with the reconciliation, not by a release
+
+
+async def test_a_node_this_gateway_has_not_heard_from_lately_but_that_published_is_not_declared_lost(
+    module_nats: NatsServer, minilm_root: Path, scratch: Path
+) -> None:
+    async with one_model_stack(module_nats.url, minilm_root, scratch, MINILM, "rag.embedding@1") as stack:
+        async with httpx.AsyncClient(timeout=120) as http:
+            warm = await http.post(
+                f"{stack.url}/v1/embeddings",
+                json={"input": "warm"},
+                headers={"authorization": f"Bearer {stack.key}"},
+            )
+        assert warm.status_code == 200  # resident: a node holding something is watched for loss
+        assert stack.gateway.replica is not None
+        ctx = stack.gateway.replica.edge.ctx
+        accelerator = f"{stack.node}-cpu0"
+        heard = ctx.live.telemetry[accelerator]
+        # This replica's view as when it falls behind its telemetry (a starved event loop, its
+        # follower made again): the node's last sample an hour old, though the node kept publishing.
+        ctx.live.apply_telemetry(
+            msgspec.structs.replace(heard, observed_at_unix_ms=heard.observed_at_unix_ms - 3_600_000)
+        )
+        await upkeep_once(ctx)  # (a NodeLost it decided would be appended by now)
+        node_events = await aggregate_events(stack.connection, Aggregate.NODE, stack.node)
+        assert not [e for e in node_events if isinstance(e, c.NodeLost)]
+        # What the node published is this replica's view again.
+        assert ctx.live.telemetry[accelerator].observed_at_unix_ms >= heard.observed_at_unix_ms

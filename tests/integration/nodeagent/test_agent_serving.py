@@ -30,10 +30,12 @@ from tests.support.agents import (
     WAIT_S,
     AgentProcess,
     checked_health,
+    job_running,
     load_job,
     load_outcome,
     next_event,
     publish_job,
+    stopped,
 )
 
 
@@ -89,24 +91,33 @@ async def unload(
     return outcome
 
 
-async def drain(connection: Connection, agent: AgentProcess, deployment: str, accelerator: str) -> None:
-    """Send the agent a drain job for `deployment`; return once it is recorded drained."""
-    job = DrainJob(job_id=new_id(), node_id=agent.node, deployment_id=deployment, accelerator_id=accelerator)
-    await publish_job(connection, job)
+def drain_job(agent: AgentProcess, deployment: str, accelerator: str) -> DrainJob:
+    return DrainJob(job_id=new_id(), node_id=agent.node, deployment_id=deployment, accelerator_id=accelerator)
+
+
+async def drained(connection: Connection, job: DrainJob) -> None:
+    """Return once the drain job is recorded done."""
     await next_event(
         connection,
         Aggregate.ACCELERATOR,
-        accelerator,
+        job.accelerator_id,
         lambda e: isinstance(e, s.ResidencyDrained) and e.job_id == job.job_id,
     )
 
 
-async def long_invokes_sent(
+async def drain(connection: Connection, agent: AgentProcess, deployment: str, accelerator: str) -> None:
+    """Send the agent a drain job for `deployment`; return once it is recorded drained."""
+    job = drain_job(agent, deployment, accelerator)
+    await publish_job(connection, job)
+    await drained(connection, job)
+
+
+async def invokes_sent(
     connection: Connection, node: str, deployment: str, count: int = 8
 ) -> list[asyncio.Future[Msg]]:
-    """`count` invokes of long batches, on the wire when this returns; their replies to come."""
+    """`count` invokes of 16 short texts each, on the wire when this returns; their replies to come."""
     subject = subjects.invoke_subject(node, deployment)
-    texts = [" ".join(["the quick brown fox jumps over the lazy dog"] * 25)] * 16
+    texts = [f"text {i}" for i in range(16)]
     inbox = inbox_of(connection.client)
     return [await inbox.send(subject, invoke_request(deployment, texts), WAIT_S) for _ in range(count)]
 
@@ -205,10 +216,16 @@ async def test_a_drain_answers_the_invokes_delivered_before_it_and_is_recorded_o
     connection: Connection, serving_agent: AgentProcess, minilm_manifest: list[dict[str, object]]
 ) -> None:
     loaded = await load(connection, serving_agent, "dep-drain-busy", minilm_manifest)
-    # The invokes, then the drain job, go out on one connection in that order, so the agent has
-    # every invoke delivered before its job consumer is handed the drain.
-    pending = await long_invokes_sent(connection, serving_agent.node, "dep-drain-busy")
-    await drain(connection, serving_agent, "dep-drain-busy", loaded.accelerator_id)
+    # The worker is stopped, so the invokes are still in it when the drain runs, however fast or
+    # slow the machine (long batches as a clock ran past their deadline on a loaded one).
+    with stopped(serving_agent.workers()["dep-drain-busy"]):
+        # The invokes, then the drain job, go out on one connection in that order, so the agent has
+        # every invoke delivered before its job consumer is handed the drain.
+        pending = await invokes_sent(connection, serving_agent.node, "dep-drain-busy")
+        job = drain_job(serving_agent, "dep-drain-busy", loaded.accelerator_id)
+        await job_running(connection, job)  # draining, with every invoke still in the stopped worker
+        assert not any(reply.done() for reply in pending)
+    await drained(connection, job)
     # The agent sent every reply before it recorded the drain, on one connection: they are all in.
     assert all(reply.done() for reply in pending)
     assert all(len(output.embeddings) == 16 for output in await answered(pending))
