@@ -27,6 +27,13 @@ CAPABILITY_NOT_AUTHORIZED: Final = spec(
 AUTH_BACKEND_UNAVAILABLE: Final = spec(
     "AUTH_BACKEND_UNAVAILABLE", 503, "The credential store could not be read or updated."
 )
+LIMITS_BACKEND_UNAVAILABLE: Final = spec(
+    "LIMITS_BACKEND_UNAVAILABLE",
+    503,
+    "The shared store of deployment caps (concurrency and queue slots on NATS) did not answer, so "
+    "the deployment's cap could not be checked; nothing was run.",
+    from_seed=False,
+)
 RATE_LIMITED: Final = spec("RATE_LIMITED", 429, "The client exceeded its requests-per-minute limit.")
 QUEUE_FULL: Final = spec(
     "QUEUE_FULL",

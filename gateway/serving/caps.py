@@ -125,6 +125,13 @@ class DeploymentGate:
         except asyncio.CancelledError:
             taking.add_done_callback(self._let_go)
             raise
+        except ServingError:
+            raise
+        except Exception as failed:  # the slot store did not answer (NATS down, a timeout)
+            raise ServingError(
+                "LIMITS_BACKEND_UNAVAILABLE",
+                f"the deployment's concurrency cap could not be checked ({type(failed).__name__})",
+            ) from failed
 
     def _let_go(self, taking: asyncio.Future[Permit | None]) -> None:
         if taking.cancelled() or taking.exception() is not None:
