@@ -134,8 +134,8 @@ async def promote(
             )
         ]
     )
-    if caps is not None:
-        events.append(s.DeploymentCapsChanged(deployment_id=deployment_id, caps=caps))
+    if caps is not None:  # before the activation: a test that waits for its route finds its caps
+        events.insert(1, s.DeploymentCapsChanged(deployment_id=deployment_id, caps=caps))
     await store.append(Aggregate.DEPLOYMENT, deployment_id, events, ExpectedVersion.NO_STREAM)
     return deployment_id
 

@@ -169,14 +169,17 @@ async def process_stack(
         await connection.close()
 
 
-async def another_deployment(stack: Stack, folder: str, route: str) -> str:
-    """A second copy of MiniLM on the stack's node, probed and promoted under `route`: not resident,
-    and known to the stack's gateway."""
+async def another_deployment(
+    stack: Stack, folder: str, route: str, caps: s.DeploymentCaps | None = None
+) -> str:
+    """A second copy of MiniLM on the stack's node, probed and promoted under `route` (an experiment:
+    one request at a time unless `caps` says otherwise): not resident, and known to the stack's
+    gateway."""
     if not (stack.root / folder).exists():
         shutil.copytree(stack.root / MINILM, stack.root / folder)
     artifacts = await register_artifacts(stack.store, stack.node, stack.root, folder)
     measured = await probe(stack.connection, stack.node, artifacts, stack.root)
-    deployment = await promote(stack.store, artifacts, measured, route=route)
+    deployment = await promote(stack.store, artifacts, measured, route=route, caps=caps)
     assert stack.gateway.replica is not None  # the stack's gateway serves it from here on
     live = stack.gateway.replica.edge.ctx.live
 

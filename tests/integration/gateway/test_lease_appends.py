@@ -46,7 +46,8 @@ def _resumed_afterwards(server: NatsServer) -> Iterator[None]:
 async def test_a_grant_that_lands_after_its_request_timed_out_is_given_back_and_its_load_still_goes_out(
     stack: Stack, module_nats: NatsServer
 ) -> None:
-    deployment = await another_deployment(stack, "minilm-late", "late")
+    # no cap of its own: the search takes no slot on the (soon stopped) server before its append
+    deployment = await another_deployment(stack, "minilm-late", "late", caps=s.DeploymentCaps())
     request_id = f"late-{new_id()[:6]}"
     assert stack.gateway.replica is not None
     live = stack.gateway.replica.edge.ctx.live
