@@ -22,7 +22,7 @@ from tests.support.cluster import connected_to_two_members
 class AnsweringWorker:
     """A worker process's stand-in: answers every invoke at once."""
 
-    async def invoke(self, payload: bytes, timeout_s: float) -> Served:
+    async def invoke(self, payload: bytes, timeout_s: float, input_type: str = "") -> Served:
         return Served(body=b"[1.0]", timings=WorkerTimings())
 
 
