@@ -30,8 +30,11 @@ async def test_an_agents_dropped_connection_is_counted_in_its_samples_and_wakes_
         await lead_from(reader, subjects.TELEMETRY_STREAM, reader_server.name)  # no election here
         node = "node-reconnects"
         cpu = cpu_accelerator(node, 1 << 30)
+        # The agent's default interval: it bounds a sample's publish (and its resends) as in
+        # production, so an ack lost in the drop costs seconds, not the test's whole time. (Its run
+        # loop is not started here: only `nudge` says a sample is due.)
         publisher = TelemetryPublisher(
-            agent.client, Hardware(node, "host", (cpu,), "fp"), 1, lambda _: [], lambda _: [], 600.0
+            agent.client, Hardware(node, "host", (cpu,), "fp"), 1, lambda _: [], lambda _: [], 5.0
         )
         publisher.count_drops(agent)
         samples = await reader.client.subscribe(subjects.telemetry_subject(node, cpu.id))
