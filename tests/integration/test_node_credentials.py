@@ -72,11 +72,11 @@ def fleet(scratch: Path) -> Iterator[tuple[NatsServer, Path]]:
             nodes_cli(first, seeds, "credentials", node)
         server = restarted(first)
     with tls_settings(certificates(scratch)):
-        asyncio.run(provisioned(server))  # (the streams kept in memory are gone with the first run)
         try:
+            asyncio.run(provisioned(server))  # (the streams kept in memory went with the first run)
             yield server, seeds
         finally:
-            stop_pid(server.pid)
+            stop_pid(server.pid)  # (a failed provisioning too: no server left running)
 
 
 @pytest.fixture
