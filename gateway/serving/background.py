@@ -24,8 +24,11 @@ from streams.events.base import Event
 log = logging.getLogger("modelforge.gateway.background")
 NATS_FAILURES = (NatsError, TimeoutError)  # a publish or request that NATS did not complete
 # A failed attempt (no stream leader, the connection lost, a stream refusing) is made again after
-# this back-off, doubling up to the most, or sooner when the live view changes.
-RETRY_FIRST_S, RETRY_MOST_S = 0.1, 5.0
+# this back-off, doubling up to the most, or sooner when the live view changes. The most is short:
+# a lease not yet released holds capacity, so a write should land within a second of the stream
+# taking messages again (an election takes seconds); one try a second per waiting write is cheap.
+RETRY_FIRST_S, RETRY_MOST_S = 0.1, 1.0
+CATCH_UP_S = 5.0  # how long a conflict's retry waits for the view to reach the winner's events
 
 
 async def until_recorded(
@@ -42,7 +45,7 @@ async def until_recorded(
             await attempt()
             return True
         except ConcurrencyConflict as conflict:
-            await catch_up_after(ctx, conflict, RETRY_MOST_S)
+            await catch_up_after(ctx, conflict, CATCH_UP_S)
             continue
         except (EventStoreError, *NATS_FAILURES) as failure:
             if ctx.closing.is_set():
