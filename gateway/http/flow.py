@@ -213,12 +213,18 @@ def _authorise(
         principal = edge.directory.authenticate(call.authorization)
         permitted = _permitted(edge, principal, call.contract, choice)
     call.principal = principal
+    return principal, permitted
+
+
+def _key_used(edge: Edge, call: _Call, principal: ClientPrincipal) -> None:
+    """The key's use, recorded (at most once a minute per credential, `gateway.clients.usage`)
+    once the request passed the client's limits, as the reference updated `last_used_at` after
+    them: a request they refuse, or one refused before them, is no use of the key."""
     if edge.usage.due(principal.credential_id, time.monotonic()):
         used = ClientKeyUsed(
             client_id=principal.client_id, credential_id=principal.credential_id, capability=call.capability
         )
         record_request(edge.ctx, call.capability, call.request_id, used)
-    return principal, permitted
 
 
 async def _read_body(
@@ -268,7 +274,7 @@ async def _serve(
     """The client's limits (overlapping the capacity search where the client is far from them),
     then the pipeline, stopped if the client disconnects before its model runs."""
     admission = call.admission = Admission(edge.limiter, principal)
-    admitted = _spanned(admission)
+    admitted = _spanned(admission, lambda: _key_used(edge, call, principal))
 
     def before_dispatch() -> None:
         edge.directory.authorize(edge.directory.authenticate(call.authorization), call.capability)
@@ -339,8 +345,9 @@ def _answer(edge: Edge, call: _Call, result: Served) -> Response:
     return json_response(body, 200, headers)
 
 
-def _spanned(admission: Admission) -> Callable[[], Awaitable[None]]:
-    """`admission.settle`, its first call a span of the request's trace (later ones return at once)."""
+def _spanned(admission: Admission, admitted: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    """`admission.settle`, its first call a span of the request's trace (later ones return at
+    once), and `admitted` called once the client's limits let the request through."""
     first = True
 
     async def settle() -> None:
@@ -350,6 +357,7 @@ def _spanned(admission: Admission) -> Callable[[], Awaitable[None]]:
         first = False
         with span("admit"):
             await admission.settle()
+        admitted()
 
     return settle
 
