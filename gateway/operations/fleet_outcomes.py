@@ -54,7 +54,11 @@ class FleetOutcomes:
         for stable_id, split in wanted.items():
             if stable_id in self.following:
                 continue
-            began = await self._began(split)
+            try:
+                began = await self._began(split)
+            except Exception:  # (NATS unreachable): tried again on the catalogue's next change
+                log.exception("reading when the split of %s began failed", split.capability)
+                continue
             if guarded_splits(self.ctx.live.catalog).get(stable_id) != split or stable_id in self.following:
                 continue  # changed while its beginning was read: the next pass follows what it is now
             start = max(began, time.time() - split.window_s)
