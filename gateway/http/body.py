@@ -4,7 +4,7 @@ a time limit (a client that declares more than it sends must not hold the reques
 from __future__ import annotations
 
 import asyncio
-from typing import Any, TypeVar
+from typing import TypeAlias, TypeVar
 
 import msgspec
 from starlette.requests import ClientDisconnect, Request
@@ -12,6 +12,8 @@ from starlette.requests import ClientDisconnect, Request
 from streams.codes import ServingError
 
 T = TypeVar("T")
+# A JSON body as decoded, before a dialect converts it into its typed request.
+JsonValue: TypeAlias = dict[str, "JsonValue"] | list["JsonValue"] | str | int | float | bool | None
 
 BODY_TIMEOUT_S = 30.0  # the default for a body with no capability deadline of its own (admin calls)
 
@@ -46,11 +48,13 @@ def too_large(limit: int) -> ServingError:
     return ServingError("PAYLOAD_TOO_LARGE", f"the request body is larger than {limit} bytes")
 
 
-def decode_json(body: bytes) -> Any:
+def decode_json(body: bytes) -> JsonValue:
+    """The body as JSON: an object, array, string, number, bool or null (a dialect converts it)."""
     if not body:
         raise ServingError("INVALID_INPUT", "the request body is empty; send a JSON object", http_status=400)
     try:
-        return msgspec.json.decode(body)
+        value: JsonValue = msgspec.json.decode(body)
+        return value
     except msgspec.DecodeError as exc:
         raise ServingError(
             "INVALID_INPUT", f"the request body is not valid JSON: {exc}", http_status=400
@@ -61,7 +65,7 @@ def decode_json(body: bytes) -> Any:
         ) from None
 
 
-def convert(raw: Any, type_: type[T], what: str) -> T:
+def convert(raw: JsonValue, type_: type[T], what: str) -> T:
     """Typed decode with the offending field named in `param`."""
     try:
         return msgspec.convert(raw, type_)

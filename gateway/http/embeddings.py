@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 import numpy as np
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.http.body import convert
+from gateway.http.body import JsonValue, convert
 from gateway.http.checks import check_texts, checked_dimensions
 from gateway.http.edge import Edge
 from gateway.http.flow import ContractChoice, Parse, Prepared, Render, Route, run_capability
@@ -74,8 +74,8 @@ def _input_type(call: OpenAIEmbeddingRequest) -> str:
     return kind
 
 
-def parse_embeddings(edge: Edge) -> Parse:
-    def parse(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
+def parse_embeddings(edge: Edge) -> Parse[JsonValue]:
+    def parse(raw: JsonValue, contract: CapabilityContract, route: Route) -> Prepared:
         call = convert(raw, OpenAIEmbeddingRequest, "embeddings request")
         items = call.input if isinstance(call.input, list) else [call.input]
         model = call.model or ""
@@ -150,7 +150,7 @@ def _render(call: OpenAIEmbeddingRequest) -> Render:
     return render
 
 
-def _contract_of(raw: Any) -> CapabilityContract:
+def _contract_of(raw: object) -> CapabilityContract:
     return VISION_EMBEDDING if is_image_request(raw) else EMBEDDING
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeAlias, TypeVar
 
 import msgspec
 from starlette.requests import Request
@@ -22,7 +22,7 @@ from starlette.responses import Response
 from gateway.clients.admission import Admission
 from gateway.clients.model import ClientPrincipal
 from gateway.deployments.routes import names_of
-from gateway.http.body import decode_json, read_limited, too_large
+from gateway.http.body import JsonValue, decode_json, read_limited, too_large
 from gateway.http.disconnect import Interruption, while_connected
 from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
@@ -60,8 +60,9 @@ class Prepared(msgspec.Struct, frozen=True):
 
 
 Route = Callable[[str], str]  # the model name a call naming `model` is served by (Catalog.resolve)
-Parse = Callable[[Any, CapabilityContract, Route], Prepared]
-Decode = Callable[[bytes], Any]  # the body (read within its limit) → what the dialect's Parse takes
+Body = TypeVar("Body")  # a body as decoded: JSON (`JsonValue`), or a multipart form's parts
+Parse: TypeAlias = Callable[[Body, CapabilityContract, Route], Prepared]
+Decode: TypeAlias = Callable[[bytes], Body]  # the body (read within its limit) → what Parse takes
 
 
 class ContractChoice(msgspec.Struct, frozen=True):
@@ -70,7 +71,7 @@ class ContractChoice(msgspec.Struct, frozen=True):
     be within that one's size limit."""
 
     contracts: tuple[CapabilityContract, ...]
-    of_body: Callable[[Any], CapabilityContract]
+    of_body: Callable[[object], CapabilityContract]  # the decoded body → the contract it is for
 
 
 def _permitted(
@@ -168,13 +169,25 @@ async def run_capability(
     edge: Edge,
     request: Request,
     contract: CapabilityContract,
-    parse: Parse,
+    parse: Parse[JsonValue],
     *,
     choice: ContractChoice | None = None,
-    decode: Decode = decode_json,
 ) -> Response:
-    """`render` may answer a dict (sent as JSON, with the request id and latency added), any other
-    JSON value, or a whole `Response` (a dialect's plain-text formats)."""
+    """A call whose body is JSON (see `run_decoded`)."""
+    return await run_decoded(edge, request, contract, parse, decode_json, choice)
+
+
+async def run_decoded(
+    edge: Edge,
+    request: Request,
+    contract: CapabilityContract,
+    parse: Parse[Body],
+    decode: Decode[Body],
+    choice: ContractChoice | None = None,
+) -> Response:
+    """A call whose body `decode` reads, for `parse` to check and prepare. `render` may
+    answer a dict (sent as JSON, with the request id and latency added), any other JSON value, or
+    a whole `Response` (a dialect's plain-text formats)."""
     call = _Call(request, contract)
     try:
         principal, permitted = _authorise(edge, call, choice)
@@ -200,12 +213,18 @@ def _authorise(
         principal = edge.directory.authenticate(call.authorization)
         permitted = _permitted(edge, principal, call.contract, choice)
     call.principal = principal
+    return principal, permitted
+
+
+def _key_used(edge: Edge, call: _Call, principal: ClientPrincipal) -> None:
+    """The key's use, recorded (at most once a minute per credential, `gateway.clients.usage`)
+    once the request passed the client's limits, as the reference updated `last_used_at` after
+    them: a request they refuse, or one refused before them, is no use of the key."""
     if edge.usage.due(principal.credential_id, time.monotonic()):
         used = ClientKeyUsed(
             client_id=principal.client_id, credential_id=principal.credential_id, capability=call.capability
         )
         record_request(edge.ctx, call.capability, call.request_id, used)
-    return principal, permitted
 
 
 async def _read_body(
@@ -214,8 +233,8 @@ async def _read_body(
     call: _Call,
     permitted: tuple[CapabilityContract, ...],
     choice: ContractChoice | None,
-    decode: Decode,
-) -> tuple[Any, float]:
+    decode: Decode[Body],
+) -> tuple[Body, float]:
     """The decoded body, read within the permitted contracts' largest limit, and the call's
     deadline in seconds; with a choice, the contract the body is for becomes the call's."""
     timeout_s = _timeout_s(request, call.contract)
@@ -255,7 +274,7 @@ async def _serve(
     """The client's limits (overlapping the capacity search where the client is far from them),
     then the pipeline, stopped if the client disconnects before its model runs."""
     admission = call.admission = Admission(edge.limiter, principal)
-    admitted = _spanned(admission)
+    admitted = _spanned(admission, lambda: _key_used(edge, call, principal))
 
     def before_dispatch() -> None:
         edge.directory.authorize(edge.directory.authenticate(call.authorization), call.capability)
@@ -326,8 +345,9 @@ def _answer(edge: Edge, call: _Call, result: Served) -> Response:
     return json_response(body, 200, headers)
 
 
-def _spanned(admission: Admission) -> Callable[[], Awaitable[None]]:
-    """`admission.settle`, its first call a span of the request's trace (later ones return at once)."""
+def _spanned(admission: Admission, admitted: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    """`admission.settle`, its first call a span of the request's trace (later ones return at
+    once), and `admitted` called once the client's limits let the request through."""
     first = True
 
     async def settle() -> None:
@@ -337,6 +357,7 @@ def _spanned(admission: Admission) -> Callable[[], Awaitable[None]]:
         first = False
         with span("admit"):
             await admission.settle()
+        admitted()
 
     return settle
 

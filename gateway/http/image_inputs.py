@@ -9,7 +9,7 @@ can: SSRF); images come inline, and are checked as the native route checks them.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import msgspec
 
@@ -29,7 +29,7 @@ class InputObject(msgspec.Struct, frozen=True):
     image: str | None = None
 
 
-def is_image_request(raw: Any) -> bool:
+def is_image_request(raw: object) -> bool:
     """Whether the body's (first) input is an image: a mix is refused by either side's parse, so
     the texts' side never looks past what it reads anyway."""
     items = raw.get("input") if isinstance(raw, dict) else None
@@ -48,7 +48,7 @@ def mixed_inputs() -> ServingError:
 
 
 def image_payload(
-    edge: Edge, items: list[Any], model: str, dimensions: int | None
+    edge: Edge, items: Sequence[object], model: str, dimensions: int | None
 ) -> tuple[bytes, RequestShape]:
     """The `vision.embedding@1` input for `items`, all images, checked at the edge."""
     images = [inline_base64(item, index) for index, item in enumerate(items)]
@@ -76,7 +76,7 @@ def _image_of(item: InputObject, index: int) -> str | None:
     return item.image
 
 
-def inline_base64(item: Any, index: int) -> str:
+def inline_base64(item: object, index: int) -> str:
     """An image item's base64: a data URL's payload, or the item as sent."""
     image = _image_of(item, index) if isinstance(item, InputObject) else None
     if image is None:

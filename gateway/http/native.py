@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.http.body import convert
+from gateway.http.body import JsonValue, convert
 from gateway.http.checks import check_base64, check_rerank, check_texts, checked_dimensions, checked_image
 from gateway.http.edge import Edge
 from gateway.http.flow import Parse, Prepared, Render, Route, run_capability
@@ -36,8 +35,8 @@ from streams.contracts import (
 _CAPABILITY = re.compile(r"[a-z0-9_.-]+@[0-9]+")
 
 
-def parse_native(edge: Edge) -> Parse:
-    def parse(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
+def parse_native(edge: Edge) -> Parse[JsonValue]:
+    def parse(raw: JsonValue, contract: CapabilityContract, route: Route) -> Prepared:
         value = convert(raw, contract.input_type, f"{contract.capability} input")
         match value:
             case EmbeddingInput():

@@ -11,13 +11,11 @@ The answer is Mistral's shape, one page of markdown (the recognised lines, one p
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.http.body import convert
+from gateway.http.body import JsonValue, convert
 from gateway.http.checks import checked_image, decoded_base64
 from gateway.http.edge import Edge
 from gateway.http.flow import Prepared, Render, Route, run_capability
@@ -107,7 +105,7 @@ def inline_image(url: str) -> InlineImage:
     return InlineImage(data, image.kind, len(decoded), image.size)
 
 
-def parse_ocr(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
+def parse_ocr(raw: JsonValue, contract: CapabilityContract, route: Route) -> Prepared:
     # (`route` unused: no check here depends on the deployment the call is served by)
     call = convert(raw, MistralOcrRequest, "OCR request")
     image = inline_image(document_url(call.document))

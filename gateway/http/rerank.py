@@ -5,13 +5,11 @@ index and score). Results are sorted best first; equal scores keep the documents
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.http.body import convert
+from gateway.http.body import JsonValue, convert
 from gateway.http.checks import check_rerank
 from gateway.http.edge import Edge
 from gateway.http.flow import Prepared, Render, Route, run_capability
@@ -38,7 +36,7 @@ class RerankRequest(msgspec.Struct, frozen=True):
     model: str | None = None
 
 
-def parse_rerank(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
+def parse_rerank(raw: JsonValue, contract: CapabilityContract, route: Route) -> Prepared:
     # (`route` unused: no check here depends on the deployment the call is served by)
     call = convert(raw, RerankRequest, "rerank request")
     documents = call.documents if call.documents is not None else call.texts

@@ -18,14 +18,13 @@ import math
 import re
 import struct
 import wave
-from typing import Any
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.http.edge import Edge
-from gateway.http.flow import Prepared, Render, Route, run_capability
+from gateway.http.flow import Prepared, Render, Route, run_decoded
 from gateway.http.multipart import FormPart, parse_form, refusal
 from gateway.http.subtitles import srt, vtt
 from gateway.serving.pipeline import RequestShape, Served
@@ -153,9 +152,9 @@ def _temperature(value: str | None) -> float | None:
     return temperature
 
 
-def parse_transcription(raw: Any, contract: CapabilityContract, route: Route) -> Prepared:
+def parse_transcription(parts: list[FormPart], contract: CapabilityContract, route: Route) -> Prepared:
     # (`route` unused: no check here depends on the deployment the call is served by)
-    form = read_form(raw)
+    form = read_form(parts)
     audio_base64 = base64.b64encode(form.audio).decode("ascii")
     payload = msgspec.json.encode(
         TranscriptionInput(
@@ -212,10 +211,6 @@ def _segment(number: int, segment: TranscriptSegment, form: TranscriptionForm) -
 async def transcriptions(request: Request) -> Response:
     edge: Edge = request.app.state.edge
     content_type = request.headers.get("content-type")
-    return await run_capability(
-        edge,
-        request,
-        TRANSCRIPTION,
-        parse_transcription,
-        decode=lambda body: parse_form(body, content_type, "file"),
+    return await run_decoded(
+        edge, request, TRANSCRIPTION, parse_transcription, lambda body: parse_form(body, content_type, "file")
     )

@@ -71,9 +71,8 @@ async def append_until_recorded(
 
 
 def record_request(ctx: ServingContext, capability: str, request_id: str, event: Event) -> None:
-    """Record a per-request event off the response's path, retried with the same id until taken.
-    How it ended is also noted for the rollback guards (`ctx.outcomes`)."""
-    ctx.outcomes.note(event)
+    """Record a per-request event off the response's path, retried with the same id until taken
+    (the rollback guards read how it ended from MF_REQUESTS, with every other replica's)."""
     outgoing = prepare_request(capability, request_id, event, ctx.actor)
     what = f"{type(event).__name__} of {request_id}"
     ctx.spawn(until_recorded(ctx, what, lambda: ctx.store.record_prepared_request(outgoing)))

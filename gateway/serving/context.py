@@ -50,7 +50,7 @@ class ServingContext:
     # (gateway.serving.refusal_log)
     refusals: RefusalTally = field(default_factory=RefusalTally)
     refusal_timer: asyncio.TimerHandle | None = None
-    # how this replica's requests ended, per deployment: what canary rollback guards judge
+    # how the fleet's requests ended, per deployment under guard: what rollback guards judge
     outcomes: OutcomeLog = field(default_factory=OutcomeLog)
     # the deployments' caps across replicas (gateway.serving.caps); without one (a context in a
     # unit test) a deployment has no cap of its own

@@ -1,12 +1,14 @@
-"""How this replica's requests ended, per deployment: what rollback guards judge
-(`gateway.deployments.guard`). In memory, bounded per deployment; request content never enters
-it (a code, a latency, a time). Whoever waits for a new outcome waits on `changed`, not a timer."""
+"""How the fleet's requests ended, per deployment under guard: what rollback guards judge
+(`gateway.deployments.guard`), fed from MF_REQUESTS (`gateway.operations.fleet_outcomes`). In
+memory, bounded per deployment; request content never enters it (a code, a latency, a time).
+Whoever waits for a new outcome waits on `changed`, not a timer."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections import deque
+from collections.abc import Collection
 
 from gateway.deployments.guard import Outcome
 from streams.events.base import Event
@@ -21,8 +23,9 @@ class OutcomeLog:
         self.fresh: set[str] = set()  # deployments with outcomes noted since `take_fresh`
         self.changed = asyncio.Event()
 
-    def note(self, event: Event, at: float | None = None) -> None:
-        """Keep the outcome a request event records (others are no outcome of a deployment)."""
+    def note(self, event: Event, at: float | None = None, only: Collection[str] | None = None) -> None:
+        """Keep the outcome a request event records (others are no outcome of a deployment); with
+        `only`, of those deployments alone."""
         match event:
             case RequestCompleted():
                 deployment_id = event.deployment_id
@@ -37,6 +40,8 @@ class OutcomeLog:
                 )
             case _:
                 return
+        if only is not None and deployment_id not in only:
+            return
         kept = self.by_deployment.get(deployment_id)
         if kept is None:
             kept = self.by_deployment[deployment_id] = deque(maxlen=KEPT_PER_DEPLOYMENT)
@@ -49,6 +54,12 @@ class OutcomeLog:
         fresh, self.fresh = self.fresh, set()
         self.changed.clear()
         return fresh
+
+    def forget(self, deployment_ids: Collection[str]) -> None:
+        """Drop the outcomes of these deployments (their split is no longer followed)."""
+        for deployment_id in deployment_ids:
+            self.by_deployment.pop(deployment_id, None)
+            self.fresh.discard(deployment_id)
 
     def of(self, deployment_id: str) -> list[Outcome]:
         return list(self.by_deployment.get(deployment_id, ()))

@@ -39,7 +39,7 @@ class RollbackPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
 class GuardTrip(msgspec.Struct, frozen=True, kw_only=True):
     """The measurement that tripped a guard: the experiment's figure, the stable's, over how many
-    outcomes of each (one gateway replica's view)."""
+    outcomes of each (the whole fleet's, as the replica that recorded it followed them)."""
 
     experiment_id: str
     guard: RollbackGuard

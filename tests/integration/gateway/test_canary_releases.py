@@ -1,8 +1,10 @@
 """Canary releases on a real agent, nats-server and gateway replicas: a 90/10 split of a seeded
 stream of requests lands as the pure choice says and within a binomial bound; an experiment that
 answers INVALID_OUTPUT past its guard's threshold has its weight taken back to 0 (once, with the
-guard's measurement, though two replicas judge it) and is unloaded; and a replica folding the log
-from its start holds the same routing state and routes alike."""
+guard's measurement, though two replicas judge it) and is unloaded; a count guard judges the
+fleet's total, though no one replica served its threshold, and a replica started after the
+failures recovers them; and a replica folding the log from its start holds the same routing state
+and routes alike."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import msgspec
+import pytest
 
 from eventstore.store import ExpectedVersion
 from gateway.deployments.weights import RoutingKey, bucket_of, choose
@@ -196,17 +199,94 @@ def _chosen(live: LiveState, key: tuple[str, str]) -> str:
     return chosen.deployment_id
 
 
-async def _poisoned_experiment(stack: Stack) -> str:
+async def _poisoned_experiment(stack: Stack, name: str = "poisoned") -> str:
     """An experiment of an embedder that answers POISON with non-finite vectors, probed on the
-    stack's node and routed as `poisoned`."""
-    write_poisoned_embedder(stack.root / "poisoned", stack.root / MINILM, POISON)
-    artifacts = await register_artifacts(stack.store, stack.node, stack.root, "poisoned")
+    stack's node and routed as `name`."""
+    write_poisoned_embedder(stack.root / name, stack.root / MINILM, POISON)
+    artifacts = await register_artifacts(stack.store, stack.node, stack.root, name)
     measured = await probe(stack.connection, stack.node, artifacts, stack.root)
-    experiment = await promote(stack.store, artifacts, measured, route="poisoned")
+    experiment = await promote(stack.store, artifacts, measured, route=name)
     await approve_for_production(stack, measured.candidate_id)
     live = live_of(stack)
     assert await live.wait_for(lambda: experiment in live.catalog.deployments, 10)
     return experiment
+
+
+async def test_a_count_guard_trips_on_the_fleets_total_though_no_replica_saw_its_threshold(
+    stack: Stack,
+) -> None:
+    experiment = await _guarded_with_all_traffic(stack, "poisoned-fleet", threshold=3)
+    other = InProcessGateway()
+    await other.start(stack.nats_url)
+    try:
+        for attempt in range(4):  # alternated: each replica serves 2 bad answers, the fleet 4 > 3
+            await _poisoned(stack, [stack.gateway, other][attempt % 2])
+        events = await events_until(
+            stack.connection, subjects.EVENTS_STREAM, _unloaded(experiment), timeout=120
+        )
+    finally:
+        await other.stop()
+    trip = _the_one_trip(events, experiment)
+    assert trip.weights == {stack.deployment_id: 100, experiment: 0}
+    assert trip.guard is not None
+    assert (trip.guard.observed, trip.guard.experiment_requests) == (4, 4)
+
+
+async def test_a_replica_started_after_the_failures_still_counts_them(stack: Stack) -> None:
+    experiment = await _guarded_with_all_traffic(stack, "poisoned-late", threshold=3)
+    for _ in range(3):  # the threshold, not past it: nothing trips yet
+        await _poisoned(stack, stack.gateway)
+    late = InProcessGateway()
+    await late.start(stack.nats_url)
+    try:
+        assert late.replica is not None
+        outcomes = late.replica.edge.ctx.outcomes
+        async with asyncio.timeout(30):
+            while len(outcomes.of(experiment)) < 3:  # the window, recovered from MF_REQUESTS
+                await outcomes.changed.wait()
+                await asyncio.sleep(0)  # (its guard loop takes the change)
+        assert {o.code for o in outcomes.of(experiment)} == {"INVALID_OUTPUT"}
+        await _poisoned(stack, late)
+        events = await events_until(
+            stack.connection, subjects.EVENTS_STREAM, _unloaded(experiment), timeout=120
+        )
+    finally:
+        await late.stop()
+    trip = _the_one_trip(events, experiment)
+    assert trip.guard is not None
+    assert trip.guard.observed == 4
+
+
+async def _guarded_with_all_traffic(stack: Stack, name: str, threshold: int) -> str:
+    """A poisoned experiment under an `invalid_output_count` guard, taking all of the traffic."""
+    experiment = await _poisoned_experiment(stack, name)
+    policy = {"guards": [{"kind": "invalid_output_count", "threshold": threshold, "window_s": 600}]}
+    answer = await admin_post(stack, f"/experiments/{experiment}/rollback-policy", policy)
+    assert answer.status_code == 200, answer.text
+    answer = await admin_post(stack, f"/experiments/{experiment}/share", {"weight": 100})
+    assert answer.status_code == 200, answer.text
+    return experiment
+
+
+async def _poisoned(stack: Stack, replica: InProcessGateway) -> None:
+    """One poisoned request served by `replica`: the experiment answers it INVALID_OUTPUT."""
+    with pytest.raises(ServingError) as refused:
+        await serve_directly(
+            msgspec.structs.replace(stack, gateway=replica), f"poisoned-{new_id()[:8]}", [f"a {POISON} apple"]
+        )
+    assert refused.value.code == "INVALID_OUTPUT", refused.value
+
+
+def _the_one_trip(events: list[object], experiment: str) -> s.RoutingWeightsChanged:
+    trips = [
+        e
+        for e in events
+        if isinstance(e, s.RoutingWeightsChanged)
+        and e.guard is not None
+        and e.guard.experiment_id == experiment
+    ]
+    assert len(trips) == 1, trips
+    return trips[0]
 
 
 async def _until_taken_back(stack: Stack, other: InProcessGateway, experiment: str) -> None:

@@ -10,6 +10,8 @@ import numpy as np
 import openai
 import pytest
 
+from eventstore.subscription import subscribe
+from gateway.clients.usage import UsageMarks
 from nodeagent.adapters.embedding import EmbeddingAdapter
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
@@ -322,6 +324,38 @@ async def test_a_served_request_records_its_keys_use(stack: Stack) -> None:
     )
 
     assert used[-1].client_id == fresh.client_id  # type: ignore[attr-defined]
+
+
+async def test_a_request_the_rate_limit_refuses_is_no_use_of_the_key(stack: Stack) -> None:
+    fresh = await key_issued(stack, f"limited-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=1)
+    assert stack.gateway.replica is not None
+    edge = stack.gateway.replica.edge
+    marks, edge.usage = edge.usage, UsageMarks(interval_s=0)  # every use recorded, not one a minute
+    statuses: list[int] = []
+    try:
+        while 429 not in statuses:
+            assert len(statuses) < 3, statuses  # (a new minute frees one more, at most)
+            statuses.append((await _embed(stack, fresh.key, {"input": "hello"})).status_code)
+        await stack.gateway.settled()
+    finally:
+        edge.usage = marks
+
+    uses = [e for e in await _requests_stream(stack) if isinstance(e, ClientKeyUsed)]
+
+    assert 200 in statuses
+    assert len([e for e in uses if e.credential_id == fresh.credential_id]) == statuses.count(200)
+
+
+async def _requests_stream(stack: Stack) -> list[object]:
+    """Every event MF_REQUESTS holds now."""
+    last = (await stack.connection.client.jetstream().stream_info(subjects.REQUESTS_STREAM)).state.last_seq
+    events: list[object] = []
+    async with asyncio.timeout(30):
+        async for record in subscribe(stack.connection.client, 1, stream=subjects.REQUESTS_STREAM):
+            events.append(record.event)
+            if record.sequence >= last:
+                return events
+    return events
 
 
 async def test_lab_work_is_refused_lab_paused_while_the_policy_pauses_it_and_production_is_served(

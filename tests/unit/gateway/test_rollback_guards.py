@@ -1,15 +1,17 @@
 """Rollback guards, judged against the stable deployment over a window: a rate or a latency needs
 enough outcomes on both sides; an INVALID_OUTPUT count trips past its threshold at once; outcomes
-before the split began, or outside the window, do not count. The replica's judge finds trips only
-for experiments holding a share under a rollback policy."""
+before the split began, or outside the window, do not count. A replica's judge finds trips only
+for experiments holding a share under a rollback policy, on the fleet's outcomes since the split
+began (the outcomes followed for each split under guard)."""
 
 from __future__ import annotations
 
 from collections import deque
 
 from gateway.deployments.guard import Outcome, judge, p95
-from gateway.operations.canary_guard import tripped_guards
+from gateway.operations.guarded_splits import GuardedSplit, guarded_splits, tripped_guards
 from gateway.serving.outcomes import OutcomeLog
+from gateway.state.catalog import Catalog
 from streams.events import releases as r
 from streams.events.requests import LatencyBreakdown, RequestCompleted, RequestFailed, Usage
 from tests.support.events import catalog_of
@@ -84,38 +86,70 @@ def test_the_outcome_log_keeps_what_a_request_event_says_of_its_deployment() -> 
     assert log.changed.is_set()
 
 
+def began(catalog: Catalog, at: float) -> dict[GuardedSplit, float]:
+    return {split: at for split in guarded_splits(catalog).values()}
+
+
 def test_only_an_experiment_with_a_share_and_a_policy_is_judged() -> None:
     guarded = r.RollbackPolicyChanged(deployment_id="exp", policy=policy("invalid_output_count", 0))
     log = OutcomeLog()
     log.by_deployment["exp"] = deque([INVALID])
-    seen = {("emb", "exp", frozenset(split(10).weights.items())): NOW - 5}  # the split began 5 s ago
     with_share = catalog_of(REGISTERED, STABLE, CREATED, ACTIVATED, guarded, split(10))
-    assert [(stable, t.experiment_id) for stable, t in tripped_guards(with_share, log, NOW, seen)] == [
-        ("emb", "exp")
-    ]
+    assert [
+        (stable, t.experiment_id)
+        for stable, t in tripped_guards(with_share, log, NOW, began(with_share, NOW - 5))
+    ] == [("emb", "exp")]
     without_share = catalog_of(REGISTERED, STABLE, CREATED, ACTIVATED, guarded, split(0))
-    assert tripped_guards(without_share, log, NOW, seen) == []
+    assert guarded_splits(without_share) == {}
+    assert tripped_guards(without_share, log, NOW, began(with_share, NOW - 5)) == []
     unguarded = catalog_of(REGISTERED, STABLE, CREATED, ACTIVATED, split(10))
-    assert tripped_guards(unguarded, log, NOW, seen) == []
+    assert guarded_splits(unguarded) == {}
+    assert tripped_guards(unguarded, log, NOW, began(with_share, NOW - 5)) == []
 
 
-def test_a_split_first_seen_is_judged_on_outcomes_since_the_previous_look() -> None:
+def test_a_split_under_guard_is_followed_over_its_longest_window_and_its_deployments() -> None:
+    guards = r.RollbackPolicy(
+        guards=(
+            r.RollbackGuard(kind="invalid_output_count", threshold=1, window_s=60),
+            r.RollbackGuard(kind="error_rate", threshold=0.1, window_s=900),
+        )
+    )
+    guarded = r.RollbackPolicyChanged(deployment_id="exp", policy=guards)
+    catalog = catalog_of(REGISTERED, STABLE, CREATED, ACTIVATED, guarded, split(10))
+    (followed,) = guarded_splits(catalog).values()
+    assert (followed.stable_id, followed.guarded, followed.window_s) == ("emb", ("exp",), 900)
+    assert followed.deployments == {"emb", "exp"}
+    ramped = catalog_of(REGISTERED, STABLE, CREATED, ACTIVATED, guarded, split(10), split(25))
+    assert guarded_splits(ramped)["emb"] != followed  # a changed split is followed anew
+
+
+def test_a_split_is_judged_only_once_its_beginning_is_known_and_on_outcomes_since() -> None:
     guarded = r.RollbackPolicyChanged(deployment_id="exp", policy=policy("invalid_output_count", 0))
     log = OutcomeLog()
-    log.by_deployment["exp"] = deque([INVALID])  # noted at NOW - 1
+    log.by_deployment["exp"] = deque([INVALID])  # at NOW - 1
     catalog = catalog_of(REGISTERED, STABLE, CREATED, ACTIVATED, guarded, split(10))
-    assert tripped_guards(catalog, log, NOW, {}, looked=NOW - 0.5) == []  # before the previous look
-    assert len(tripped_guards(catalog, log, NOW, {}, looked=NOW - 2)) == 1
+    assert tripped_guards(catalog, log, NOW, {}) == []  # not followed yet
+    assert tripped_guards(catalog, log, NOW, began(catalog, NOW - 0.5)) == []  # before the split began
+    assert len(tripped_guards(catalog, log, NOW, began(catalog, NOW - 2))) == 1
 
 
 def test_an_experiment_without_fresh_outcomes_of_its_own_is_not_judged_again() -> None:
     guarded = r.RollbackPolicyChanged(deployment_id="exp", policy=policy("invalid_output_count", 0))
     log = OutcomeLog()
     log.by_deployment["exp"] = deque([INVALID])
-    seen = {("emb", "exp", frozenset(split(10).weights.items())): NOW - 5}
     catalog = catalog_of(REGISTERED, STABLE, CREATED, ACTIVATED, guarded, split(10))
-    assert tripped_guards(catalog, log, NOW, seen, fresh={"emb"}) == []
-    assert len(tripped_guards(catalog, log, NOW, seen, fresh={"exp"})) == 1
+    assert tripped_guards(catalog, log, NOW, began(catalog, NOW - 5), fresh={"emb"}) == []
+    assert len(tripped_guards(catalog, log, NOW, began(catalog, NOW - 5), fresh={"exp"})) == 1
+
+
+def test_the_outcome_log_keeps_only_the_deployments_asked_and_forgets_them() -> None:
+    log = OutcomeLog()
+    for deployment_id in ("exp", "other"):
+        log.note(RequestFailed(request_id="r", client_id="c", capability="cap", code="INVALID_OUTPUT",
+                               http_status=502, deployment_id=deployment_id), at=1.0, only={"exp"})  # fmt: skip
+    assert (len(log.of("exp")), log.of("other")) == (1, [])
+    log.forget({"exp"})
+    assert (log.of("exp"), log.take_fresh()) == ([], set())
 
 
 def test_taking_the_fresh_deployments_empties_them_and_clears_the_wakeup() -> None:
