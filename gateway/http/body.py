@@ -61,10 +61,11 @@ def decode_json(body: bytes) -> Any:
         ) from None
 
 
-def convert(raw: Any, type_: type[T], what: str) -> T:
-    """Typed decode with the offending field named in `param`."""
+def convert(raw: Any, type_: type[T], what: str, *, strict: bool = True) -> T:
+    """Typed decode with the offending field named in `param` (`strict=False`: strings are read
+    as the field's type, as a query string needs)."""
     try:
-        return msgspec.convert(raw, type_)
+        return msgspec.convert(raw, type_, strict=strict)
     except msgspec.ValidationError as exc:
         text = str(exc)
         param = (

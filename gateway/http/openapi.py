@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse, Response
 
 from gateway.http.answers import ErrorBody
 from gateway.http.operation import JSON, Operation
+from gateway.http.query import parameters
 from gateway.http.responses import json_response
 from streams.codes import ERROR_CODES
 
@@ -70,7 +71,7 @@ def document(operations: list[Operation]) -> dict[str, Any]:
         params = [
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
             for name in re.findall(r"{(\w+)(?::\w+)?}", o.path)
-        ]
+        ] + parameters(o.query)
         response: dict[str, Any] = {"description": "OK"}
         if o.response is not None:
             response["content"] = {o.response_media_type: {"schema": _schema(o.response, ref_of)}}
