@@ -184,3 +184,9 @@ def test_a_malformed_query_parameter_is_refused_with_the_input_code(query: str) 
     assert answer.status_code == 422
     assert answer.json()["error"]["code"] == "INVALID_INPUT"
     assert answer.json()["error"]["param"] == query.split("=")[0]
+
+
+def test_the_docs_page_lists_a_routes_query_parameters_with_their_bounds() -> None:
+    page = TestClient(APP).get("/docs").text
+    assert "<code>window_s</code> (integer, 60–604800, default 3600)" in page
+    assert "<code>client_id</code> (string, default &#x27;&#x27;)" in page
