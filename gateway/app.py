@@ -18,7 +18,7 @@ from gateway.http.native import invoke_capability
 from gateway.http.ocr import MistralOcrRequest, ocr
 from gateway.http.openapi import DOCS_OPERATIONS, document
 from gateway.http.operation import Handler, Operation
-from gateway.http.ops import healthz, metrics, readyz
+from gateway.http.ops import Awaited, healthz, metrics, readyz
 from gateway.http.rerank import RerankRequest, rerank
 from gateway.http.responses import routing_error
 from gateway.http.stamps import ResponseStamps
@@ -70,7 +70,7 @@ CLIENT_OPERATIONS = [
     Operation("GET", "/healthz", "Liveness", healthz, tag="operations", response=a.Health),
     Operation(
         "GET", "/readyz", "Readiness (`?applied=N`, `?clients_applied=N`, `?peers_queued=N` wait for them)",
-        readyz, tag="operations", response=a.Readiness,
+        readyz, tag="operations", response=a.Readiness, query=Awaited,
     ),
     Operation(
         "GET", "/metrics", "Prometheus metrics", metrics, tag="operations", response=str,

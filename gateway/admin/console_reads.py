@@ -5,12 +5,13 @@ read (in the OpenAPI document), usable by any script as well as by the page."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 from nats.aio.client import Client
 
 from eventstore import reading
-from gateway.admin.endpoint import ROWS, Call, Endpoint, limit_of
+from gateway.admin.endpoint import ROWS, Call, Endpoint, Limit
 from gateway.admin.glance import Finished, FleetDeployment, Traffic, fleet, traffic
 from gateway.admin.reads import fresh_for
 from streams import subjects
@@ -32,19 +33,15 @@ FROM evictions ORDER BY planned_at DESC NULLS LAST, eviction_id LIMIT %s
 """
 
 
-def _seconds(call: Call, name: str, default: int, low: int, high: int) -> int:
-    raw = call.query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if not low <= value <= high:
-        raise ServingError(
-            "INVALID_INPUT", f"`{name}` must be a whole number of seconds from {low} to {high}", name
-        )
-    return value
+class Window(msgspec.Struct, frozen=True):
+    """The query of the traffic read: how far back, in buckets of how many seconds."""
+
+    window_s: Annotated[int, msgspec.Meta(ge=60, le=MAX_WINDOW_S, description="Seconds back from now")] = 3600
+    step_s: Annotated[int, msgspec.Meta(ge=1, le=3600, description="Seconds a point covers")] = 60
+
+
+class EvictionPage(msgspec.Struct, frozen=True):
+    limit: Limit = 50
 
 
 async def _finished_from_log(client: Client, since: float) -> list[Finished]:
@@ -68,8 +65,8 @@ async def _finished_from_log(client: Client, since: float) -> list[Finished]:
 
 
 async def request_traffic(call: Call) -> Traffic:
-    window_s = _seconds(call, "window_s", 3600, 60, MAX_WINDOW_S)
-    step_s = _seconds(call, "step_s", 60, 1, 3600)
+    query: Window = call.query
+    window_s, step_s = query.window_s, query.step_s
     if window_s / step_s > MAX_BUCKETS:
         raise ServingError(
             "INVALID_INPUT", f"window_s / step_s must be at most {MAX_BUCKETS} points", "step_s"
@@ -92,7 +89,7 @@ async def deployment_fleet(call: Call) -> list[FleetDeployment]:
 
 
 async def evictions(call: Call) -> list[dict[str, Any]]:
-    limit = limit_of(call, 50)
+    limit = call.query.limit
     model = call.edge.read_models.required("eviction history")
     await fresh_for(model, call)
     return await model.query(EVICTIONS_SQL, (limit,))
@@ -101,11 +98,14 @@ async def evictions(call: Call) -> list[dict[str, Any]]:
 ENDPOINTS = [
     Endpoint(
         "GET", "/traffic", "Requests, errors and p50/p95 latency per capability over time", request_traffic,
-        tag="operations", response=Traffic,
+        tag="operations", response=Traffic, query=Window,
     ),
     Endpoint(
         "GET", "/fleet", "Deployments with their resident copies and health", deployment_fleet,
         tag="operations", response=list[FleetDeployment],
     ),
-    Endpoint("GET", "/scheduler/evictions", "Eviction history (read model)", evictions, tag="scheduler", response=ROWS),
+    Endpoint(
+        "GET", "/scheduler/evictions", "Eviction history (read model)", evictions, tag="scheduler", response=ROWS,
+        query=EvictionPage,
+    ),
 ]  # fmt: skip

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from starlette.requests import Request
@@ -17,6 +17,7 @@ from starlette.responses import Response
 from gateway.http.body import convert, decode_json, read_limited
 from gateway.http.edge import Edge
 from gateway.http.operation import Operation
+from gateway.http.query import decode_query
 from gateway.http.responses import error_response, json_response
 from gateway.http.stamps import request_id_of
 from streams import text
@@ -36,7 +37,7 @@ class Call:
     edge: Edge
     actor: Actor
     path: dict[str, str]
-    query: dict[str, str]
+    query: Any  # the endpoint's query Struct, decoded (None when it declares none)
     body: Any
     headers: dict[str, str] = field(default_factory=dict)  # added to the response by the handler
     operator: str = ""  # the operator the request named in OPERATOR_HEADER ("" when it named none)
@@ -49,18 +50,13 @@ ROWS = list[dict[str, Any]]
 MAX_LIMIT = 1000  # rows a history read gives at most
 
 
-def limit_of(call: Call, default: int = 100) -> int:
-    """The `limit` query parameter: a whole number from 1 to MAX_LIMIT, else INVALID_INPUT."""
-    raw = call.query.get("limit")
-    if raw is None:
-        return default
-    try:
-        limit = int(raw)
-    except ValueError:
-        limit = 0
-    if not 1 <= limit <= MAX_LIMIT:
-        raise ServingError("INVALID_INPUT", f"`limit` must be a whole number from 1 to {MAX_LIMIT}", "limit")
-    return limit
+Limit = Annotated[int, msgspec.Meta(ge=1, le=MAX_LIMIT, description="Rows at most, newest first")]
+
+
+class Page(msgspec.Struct, frozen=True):
+    """The query of a history read."""
+
+    limit: Limit = 100
 
 
 @dataclass(frozen=True)
@@ -73,6 +69,7 @@ class Endpoint:
     tag: str = ""
     status: int = 200
     response: Any = OBJECT  # the answer's type, for the OpenAPI document
+    query: type | None = None  # its query parameters (gateway.http.query), served and documented
 
     def operation(self) -> Operation:
         return Operation(
@@ -84,6 +81,7 @@ class Endpoint:
             tag=self.tag,
             security="operator",
             body=self.body,
+            query=self.query,
             response=self.response,
             status=self.status,
         )
@@ -129,7 +127,8 @@ def _asgi(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
             if endpoint.body is not None:
                 raw = await read_limited(request, MAX_ADMIN_BODY)
                 body = text.checked(convert(decode_json(raw) if raw else {}, endpoint.body, "request body"))
-            call = Call(edge, actor, path, dict(request.query_params), body, operator=operator)
+            query = None if endpoint.query is None else decode_query(request.query_params, endpoint.query)
+            call = Call(edge, actor, path, query, body, operator=operator)
             result = await endpoint.handler(call)
         except ServingError as error:
             return error_response(error, request_id)

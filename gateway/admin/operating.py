@@ -11,7 +11,7 @@ import msgspec
 from eventstore import reading
 from eventstore.store import ExpectedVersion
 from gateway.admin import views
-from gateway.admin.endpoint import ROWS, Call, Endpoint, limit_of
+from gateway.admin.endpoint import ROWS, Call, Endpoint, Page
 from gateway.admin.pipeline import Reason, promotion
 from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, fresh_for, requests_from_log
 from gateway.admin.scheduler import co_residency, dry_run, overview
@@ -71,6 +71,10 @@ class ProvePair(msgspec.Struct, frozen=True, kw_only=True):
     accelerator_id: str
     deployment_a: str
     deployment_b: str
+
+
+class RequestPage(Page, frozen=True):
+    client_id: Annotated[str, msgspec.Meta(description="Only this client's requests (all when empty)")] = ""
 
 
 def ops(call: Call) -> Operations:
@@ -233,7 +237,7 @@ async def prove_co_residency(call: Call) -> object:
 
 
 async def placements(call: Call) -> object:
-    limit = limit_of(call)
+    limit = call.query.limit
     model = call.edge.read_models.required("placement history")
     await fresh_for(model, call)
     return await model.query(PLACEMENTS_SQL, (limit,))
@@ -257,8 +261,8 @@ async def scheduler_metrics(call: Call) -> object:
 
 
 async def request_history(call: Call) -> object:
-    limit = limit_of(call)
-    client_id = call.query.get("client_id")
+    query: RequestPage = call.query
+    limit, client_id = query.limit, query.client_id or None
     model = call.edge.read_models.get()
     if model is None:
         return await requests_from_log(call.edge.ctx.client, limit, client_id)
@@ -302,7 +306,13 @@ ENDPOINTS = [
         "POST", "/scheduler/co-residency/prove", "Record two residents measured together", prove_co_residency,
         ProvePair, "scheduler", response=s.CoResidencyProven,
     ),
-    Endpoint("GET", "/scheduler/placements", "Placement history (read model)", placements, tag="scheduler", response=ROWS),
+    Endpoint(
+        "GET", "/scheduler/placements", "Placement history (read model)", placements, tag="scheduler", response=ROWS,
+        query=Page,
+    ),
     Endpoint("GET", "/scheduler/metrics", "Scheduler counters and gauges", scheduler_metrics, tag="scheduler"),
-    Endpoint("GET", "/requests", "Request history with latency breakdown", request_history, tag="operations", response=ROWS),
+    Endpoint(
+        "GET", "/requests", "Request history with latency breakdown", request_history, tag="operations",
+        response=ROWS, query=RequestPage,
+    ),
 ]  # fmt: skip

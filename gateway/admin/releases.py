@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from gateway.admin.endpoint import ROWS, Call, Endpoint, limit_of
+from gateway.admin.endpoint import ROWS, Call, Endpoint, Page
 from gateway.admin.pipeline import Reason, promotion
 from gateway.admin.reads import fresh_for
 from gateway.deployments.model import DeploymentState
@@ -28,6 +28,12 @@ class Share(msgspec.Struct, frozen=True, kw_only=True):
     weight: int  # percent the experiment takes; the stable deployment the rest
     sticky: bool = False
     reason: Annotated[str, text.REASON] = ""
+
+
+class RoutingPage(Page, frozen=True):
+    capability: Annotated[
+        str, msgspec.Meta(description="Only this capability's changes (all when empty)")
+    ] = ""
 
 
 ROUTING_CHANGES_SQL = """
@@ -89,7 +95,8 @@ async def routing_splits(call: Call) -> object:
 
 
 async def routing_changes(call: Call) -> object:
-    limit, capability = limit_of(call), call.query.get("capability")
+    query: RoutingPage = call.query
+    limit, capability = query.limit, query.capability or None
     model = call.edge.read_models.required("routing history")
     await fresh_for(model, call)
     return await model.query(ROUTING_CHANGES_SQL, (capability, capability, limit))
@@ -100,7 +107,7 @@ ENDPOINTS = [
     Endpoint("POST", "/routing", "Set a capability's routing weights", set_routing_weights, Split, "releases"),
     Endpoint(
         "GET", "/routing/changes", "Routing weight changes, newest first (read model)", routing_changes,
-        tag="releases", response=ROWS,
+        tag="releases", response=ROWS, query=RoutingPage,
     ),
     Endpoint("POST", "/experiments/{deployment_id}/share", "Give an experiment a share of the traffic", set_experiment_share, Share, "releases"),
     Endpoint(

@@ -65,10 +65,11 @@ def decode_json(body: bytes) -> JsonValue:
         ) from None
 
 
-def convert(raw: JsonValue, type_: type[T], what: str) -> T:
-    """Typed decode with the offending field named in `param`."""
+def convert(raw: object, type_: type[T], what: str, *, strict: bool = True) -> T:
+    """Typed decode with the offending field named in `param` (`strict=False`: strings are read
+    as the field's type, as a query string needs)."""
     try:
-        return msgspec.convert(raw, type_)
+        return msgspec.convert(raw, type_, strict=strict)
     except msgspec.ValidationError as exc:
         text = str(exc)
         param = (

@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse, Response
 
 from gateway.http.answers import ErrorBody
 from gateway.http.operation import JSON, Operation
+from gateway.http.query import parameters
 from gateway.http.responses import json_response
 from streams.codes import ERROR_CODES
 
@@ -70,7 +71,7 @@ def document(operations: list[Operation]) -> dict[str, Any]:
         params = [
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
             for name in re.findall(r"{(\w+)(?::\w+)?}", o.path)
-        ]
+        ] + parameters(o.query)
         response: dict[str, Any] = {"description": "OK"}
         if o.response is not None:
             response["content"] = {o.response_media_type: {"schema": _schema(o.response, ref_of)}}
@@ -116,13 +117,31 @@ def _content_schema(part: dict[str, Any]) -> dict[str, Any]:
     return contents[0].get("schema", {}) if contents else {}
 
 
+def _query(op: dict[str, Any]) -> str:
+    """The query parameters, each as `name` (type, bounds, default)."""
+    out = []
+    for p in op["parameters"]:
+        if p["in"] == "query":
+            schema = p["schema"]
+            bounds = "–".join(str(schema[k]) for k in ("minimum", "maximum") if k in schema)
+            words = [
+                schema.get("type", ""),
+                bounds,
+                f"default {schema['default']!r}" if "default" in schema else "",
+            ]
+            out.append(
+                f"<code>{html.escape(p['name'])}</code> ({html.escape(', '.join(w for w in words if w))})"
+            )
+    return "<br>".join(out)
+
+
 def _row(path: str, method: str, op: dict[str, Any]) -> str:
     body = _content_schema(op.get("requestBody", {}))
     answer = _content_schema(next(iter(op["responses"].values())))
     return (
         f"<tr><td><code>{method.upper()}</code></td><td><code>{html.escape(path)}</code></td>"
         f"<td>{html.escape(op['summary'])}</td><td>{html.escape(' '.join(s for x in op['security'] for s in x))}"
-        f"</td><td>{_link(body)}</td><td>{_link(answer)}</td></tr>"
+        f"</td><td>{_query(op)}</td><td>{_link(body)}</td><td>{_link(answer)}</td></tr>"
     )
 
 
@@ -144,7 +163,7 @@ async def docs(request: Request) -> Response:
         "&lt;client key&gt;</code>, operators (<code>/admin/v1</code>) with their operator key. Every error "
         "is <a href='#ErrorBody'>ErrorBody</a>. Machine-readable: <a href='/openapi.json'>/openapi.json</a>.</p>"
         "<table border='1' cellpadding='4'><tr><th>method</th><th>path</th><th>what</th><th>key</th>"
-        "<th>body</th><th>answer</th></tr>"
+        "<th>query</th><th>body</th><th>answer</th></tr>"
         + "".join(rows)
         + "</table><h2>Schemas</h2>"
         + schemas

@@ -27,6 +27,7 @@ class Operation:
     # Types (msgspec) of the request body and the success response; a tuple is "one of them".
     body: Any = None
     body_media_type: str = JSON
+    query: Any = None  # a Struct of its query parameters (gateway.http.query)
     response: Any = None
     response_media_type: str = JSON
     status: int = 200

@@ -5,9 +5,13 @@ message's arrival to its reply), control jobs by operation and outcome and their
 residency its worker's memory, read when scraped. `prometheus-client`'s own server answers on a
 thread: counters are thread-safe and the residencies are copied before they are read.
 
-Whether or not the port is open, the agent's own families (not its process metrics, which the
-gateway's would clash with) go out as a snapshot with each telemetry round (`snapshot`), and the
-gateway's `/metrics` shows them for every live node, labelled by node (gateway/serving/fleet_metrics.py).
+Whether or not the port is open, the agent's own families go out as a snapshot with each telemetry
+round (`snapshot`), and the gateway's `/metrics` shows them for every live node, labelled by node
+(gateway/serving/fleet_metrics.py). The snapshot carries the agent's process metrics too, renamed
+under the agent's prefix (`process_cpu_seconds_total` as `modelforge_agent_process_cpu_seconds_total`,
+...) so that they cannot clash with the gateway's own `process_*`; and per residency its worker
+process's CPU time and resident memory (`modelforge_agent_worker_cpu_seconds_total`,
+`modelforge_agent_worker_resident_memory_bytes`, read from /proc as ProcessCollector does).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from prometheus_client import (
     generate_latest,
     start_http_server,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from nodeagent.agent.hardware import Hardware
@@ -62,23 +66,62 @@ class _Residencies(Collector):
         in_flight = GaugeMetricFamily(
             "modelforge_agent_invokes_in_flight", "Invokes the deployment's worker is running", labels=labels
         )
+        cpu = CounterMetricFamily(
+            "modelforge_agent_worker_cpu_seconds",
+            "CPU seconds the deployment's worker process has used",
+            labels=labels,
+        )
+        resident_memory = GaugeMetricFamily(
+            "modelforge_agent_worker_resident_memory_bytes",
+            "Resident memory (host RAM) of the deployment's worker process",
+            labels=labels,
+        )
         for resident in self._residents():
             values = [resident.deployment_id, resident.accelerator_id, resident.capability]
             in_flight.add_metric(values, resident.in_flight)
+            process = _process_of(resident.pid)  # (a worker gone, or no /proc: left out)
+            if "process_cpu_seconds" in process:
+                cpu.add_metric(values, process["process_cpu_seconds"])
+            if "process_resident_memory_bytes" in process:
+                resident_memory.add_metric(values, process["process_resident_memory_bytes"])
             accelerator = self._hardware.accelerator(resident.accelerator_id)
             held = accelerator.read_process(resident.pid) if accelerator is not None else None
             if held is not None:  # (a device that cannot tell one process's memory: left out)
                 memory.add_metric(values, held.current_bytes)
         yield memory
         yield in_flight
+        yield cpu
+        yield resident_memory
+
+
+def _process_of(pid: int) -> dict[str, float]:
+    """ProcessCollector's readings of another process, by family name ({} when it cannot read them)."""
+    return {
+        family.name: family.samples[0].value
+        for family in ProcessCollector(pid=lambda: pid, registry=None).collect()
+    }
+
+
+def _renamed(family: Metric) -> Metric:
+    """A process or platform family under the agent's prefix (`process_open_fds` as
+    `modelforge_agent_process_open_fds`), its samples renamed alike."""
+    out = Metric(OWN_PREFIX + family.name, family.documentation, family.type, family.unit)
+    for sample in family.samples:
+        out.add_sample(
+            OWN_PREFIX + sample.name, sample.labels, sample.value, sample.timestamp, sample.exemplar
+        )
+    return out
 
 
 class _Own(Collector):
+    """What a snapshot carries: the agent's own families, and its process and platform ones renamed."""
+
     def __init__(self, registry: CollectorRegistry) -> None:
         self._registry = registry
 
     def collect(self) -> Iterator[Metric]:
-        return (family for family in self._registry.collect() if family.name.startswith(OWN_PREFIX))
+        for family in self._registry.collect():
+            yield family if family.name.startswith(OWN_PREFIX) else _renamed(family)
 
 
 class AgentMetrics:

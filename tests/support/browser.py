@@ -177,3 +177,23 @@ async def chromium(profile: Path) -> AsyncIterator[DevTools]:
         await process.wait()
         if drain is not None:
             await drain
+
+
+def shown(selectors: str) -> str:
+    """A promise (for Runtime.evaluate) settled once every selector matches: it waits on the
+    page's own changes (a MutationObserver), never on a timer."""
+    wanted = json.dumps([s.strip() for s in selectors.split(",")])
+    return f"""new Promise((resolve) => {{
+      const all = () => {wanted}.every((s) => document.querySelector(s));
+      if (all()) return resolve(true);
+      new MutationObserver((_, observer) => {{ if (all()) {{ observer.disconnect(); resolve(true); }} }})
+        .observe(document.body, {{ childList: true, subtree: true }});
+    }})"""
+
+
+async def log_in(page: Page, token: str) -> None:
+    """Type the operator token into the console's form and submit it."""
+    await page.evaluate(
+        f"document.getElementById('token').value = {json.dumps(token)};"
+        " document.getElementById('login').requestSubmit(); true"
+    )

@@ -40,7 +40,7 @@ const Overview = (() => {
 
   function capabilityTraffic(c) {
     const card = el("article", undefined, { class: "card" });
-    card.appendChild(el("header", c.capability + " · " + Words.count(c.requests) + " requests"));
+    card.appendChild(el("header", c.capability + " · " + Words.counted(c.requests, "request")));
     const times = c.points.map((p) => p.at);
     card.appendChild(Charts.timeChart("requests per minute", times, [
       { label: "ok", className: "ok", bars: true, values: c.points.map((p) => p.requests - p.errors) },
@@ -104,12 +104,13 @@ const Overview = (() => {
       section.appendChild(el("p", "Halted at " + halt.stream + " sequence " + halt.seq + " (" + halt.event_type + "): " + halt.reason +
         ". Fix the cause and start the projector again; it resumes at that event (README: the projection).", { class: "banner error", role: "alert" }));
     }
+    const halted = new Set(body.halted.map((halt) => halt.stream));
     section.appendChild(table(body.streams, [
-      ["Stream", (s) => s.stream],
+      ["Stream", (s) => s.stream + (halted.has(s.stream) ? " (halted)" : "")],
       ["Applied through", (s) => Words.count(s.checkpoint), "number"],
-      ["Behind", (s) => Words.count(s.lag) + " events", "number"],
+      ["Behind", (s) => Words.counted(s.lag, "event"), "number"],
       ["Last applied", (s) => Words.when(s.projected_at)],
-      ["Never read", (s) => (s.gone_unread ? Words.count(s.gone_unread) + " events aged out" : "–")],
+      ["Never read", (s) => (s.gone_unread ? Words.counted(s.gone_unread, "event") + " aged out" : "–")],
     ]));
     return section;
   }

@@ -28,6 +28,11 @@ const Words = (() => {
     return String(Math.round(value));
   }
 
+  // A count and its noun, singular for one: "1 event", "12 events".
+  function counted(value, noun) {
+    return count(value) + " " + noun + (value === 1 ? "" : "s");
+  }
+
   function percent(fraction) {
     return fraction === null || fraction === undefined ? "–" : Math.round(fraction * 100) + " %";
   }
@@ -86,5 +91,5 @@ const Words = (() => {
     return codes.map((code) => REASONS[code] || String(code).toLowerCase().replaceAll("_", " ")).join("; ");
   }
 
-  return { bytes, ms, count, percent, when, verdict, reasons };
+  return { bytes, ms, count, counted, percent, when, verdict, reasons };
 })();

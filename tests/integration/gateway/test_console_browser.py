@@ -6,7 +6,6 @@ console error and nothing scrolling sideways at 1400 px. A screenshot is kept as
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from streams import subjects
 from streams.events.requests import RequestCompleted
 from tests.integration.gateway.conftest import Stack, stack_admin
 from tests.integration.projections.helpers import migrated, projecting
-from tests.support.browser import artefacts, chromium, needs_chromium
+from tests.support.browser import artefacts, chromium, log_in, needs_chromium, shown
 from tests.support.serving import InProcessGateway, events_until
 
 TOKEN = "console-operator-token"
@@ -64,18 +63,6 @@ EVERY_TAB = """(async () => {
 })()"""
 
 
-def shown(selectors: str) -> str:
-    """A promise (for Runtime.evaluate) settled once every selector matches: it waits on the
-    page's own changes (a MutationObserver), never on a timer."""
-    wanted = json.dumps([s.strip() for s in selectors.split(",")])
-    return f"""new Promise((resolve) => {{
-      const all = () => {wanted}.every((s) => document.querySelector(s));
-      if (all()) return resolve(true);
-      new MutationObserver((_, observer) => {{ if (all()) {{ observer.disconnect(); resolve(true); }} }})
-        .observe(document.body, {{ childList: true, subtree: true }});
-    }})"""
-
-
 @needs_chromium
 async def test_the_console_shows_the_fleet_and_its_traffic_without_errors_or_sideways_scrolling(
     stack: Stack, fresh_database: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -96,10 +83,7 @@ async def test_the_console_shows_the_fleet_and_its_traffic_without_errors_or_sid
         async with chromium(tmp_path / "profile") as browser:
             page = await browser.new_page()
             await page.open(f"{gateway.url}/console", WIDTH, 1000)
-            await page.evaluate(
-                f"document.getElementById('token').value = {json.dumps(TOKEN)};"
-                " document.getElementById('login').requestSubmit(); true"
-            )
+            await log_in(page, TOKEN)
             assert await page.evaluate(shown(SHOWN), timeout=120)
             requests_text = await page.evaluate("document.getElementById('requests').textContent")
             overflow = await page.evaluate(

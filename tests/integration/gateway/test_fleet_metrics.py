@@ -1,5 +1,6 @@
 """The agents' metrics on the gateway's `/metrics`, labelled by node: a real agent's snapshot
-(sent with its telemetry) after real invokes, read with prometheus_client's own parser."""
+(sent with its telemetry) after real invokes, its process metrics and its worker's included, read
+with prometheus_client's own parser."""
 
 from __future__ import annotations
 
@@ -64,3 +65,21 @@ async def test_the_gateway_exports_a_real_agents_metrics_labelled_by_its_node(st
     assert duration.documentation
     assert {x.labels["node"] for x in duration.samples} == {stack.node}
     assert "process_cpu_seconds" in families  # the gateway's own process metrics, not shadowed
+    assert all("node" not in x.labels for x in families["process_resident_memory_bytes"].samples)
+    # the agent's, under its own names, per node
+    for name in ("modelforge_agent_process_resident_memory_bytes", "modelforge_agent_process_open_fds"):
+        (sample,) = families[name].samples
+        assert sample.labels == {"node": stack.node}
+        assert sample.value > 0
+    agent_cpu = families["modelforge_agent_process_cpu_seconds"]
+    assert agent_cpu.type == "counter"
+    assert agent_cpu.documentation
+    # and the worker serving the embeddings: its host memory and CPU time
+    (worker_rss,) = families["modelforge_agent_worker_resident_memory_bytes"].samples
+    assert worker_rss.labels["node"] == stack.node
+    assert worker_rss.labels["capability"] == EMBEDDING
+    assert worker_rss.value > 10 * 2**20  # an interpreter with a model loaded
+    (worker_cpu,) = [
+        x for x in families["modelforge_agent_worker_cpu_seconds"].samples if x.name.endswith("_total")
+    ]
+    assert worker_cpu.value > 0

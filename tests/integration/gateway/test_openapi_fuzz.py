@@ -53,8 +53,9 @@ async def fuzzed(
         await asyncio.to_thread(projector.wait, 60)
 
 
-def fuzzer(api: APIOperation, authorization: str, calls: list[str]) -> Callable[[], None]:
-    """EXAMPLES generated calls of `api` (and those its schema gives), each checked and noted in `calls`."""
+def fuzzer(api: APIOperation, authorization: str, calls: list[str], queried: set[str]) -> Callable[[], None]:
+    """EXAMPLES generated calls of `api` (and those its schema gives), each checked and noted in
+    `calls` (and in `queried` when it sent query parameters)."""
 
     @given(case=api.as_strategy())
     @settings(
@@ -66,6 +67,8 @@ def fuzzer(api: APIOperation, authorization: str, calls: list[str]) -> Callable[
     )
     def fuzz(case: Case) -> None:
         calls.append(api.label)
+        if case.query:
+            queried.add(api.label)
         case.call_and_validate(
             headers={"authorization": authorization},
             checks=[not_a_server_error, response_schema_conformance],
@@ -79,6 +82,8 @@ def test_no_server_errors_and_every_answer_conforms(fuzzed: ProcessStack) -> Non
     document = schemathesis.openapi.from_url(f"{fuzzed.url}/openapi.json")
     found: list[str] = []
     calls: list[str] = []
+    queried: set[str] = set()
+    with_query: set[str] = set()
     fuzzed_operations = 0
     for operation in document.get_all_operations():
         api = operation.ok()
@@ -86,9 +91,13 @@ def test_no_server_errors_and_every_answer_conforms(fuzzed: ProcessStack) -> Non
             continue  # /metrics (text), the console's files, the document itself
         secret = OPERATOR_TOKEN if api.path.startswith("/admin/") else fuzzed.key
         fuzzed_operations += 1
+        if len(api.query):
+            with_query.add(api.label)
         try:
-            fuzzer(api, f"Bearer {secret}", calls)()
+            fuzzer(api, f"Bearer {secret}", calls, queried)()
         except (Exception, BaseExceptionGroup) as failure:  # every operation's finding, not the first one's
             found.append(f"{api.method.upper()} {api.path}: {str(failure)[:800]}")
     assert not found, "\n\n".join(found)
     assert len(set(calls)) == fuzzed_operations > 50  # every client and admin operation was called
+    assert len(with_query) >= 5  # the admin reads' declared query parameters (limit, window_s, ...)
+    assert queried == with_query  # were fuzzed too

@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Iterable
 
 import psycopg
+import pytest
 from nats.js.api import StreamConfig
 
 from eventstore.store import EventStore, ExpectedVersion, prepare
@@ -19,6 +20,7 @@ from streams.envelope import SYSTEM
 from streams.events import control as c
 from streams.events import requests as r
 from streams.subjects import Aggregate
+from tests.support.serving import InProcessGateway
 
 
 async def publish(store: EventStore, items: Iterable[Item], window: int = 200) -> dict[str, int]:
@@ -178,3 +180,24 @@ async def requests_aged_out_unread(
         asyncio.ensure_future(record_requests(store, [f"req-lost-{i}" for i in range(5)])),
     )
     return first, lost, await record_requests(store, ["req-7", "req-8"])
+
+
+async def halted_by_an_unknown_event(
+    gateway: InProcessGateway, store: EventStore, database: str, nats_url: str
+) -> int:
+    """Halt the projection for real: an event type this projector does not know (as after a gateway
+    upgraded first) stops it there; returns that event's sequence once `gateway`'s read model has
+    heard of the halt."""
+    unknown = await publish_raw(
+        store, "mf.evt.client.x.ClientTeleported", "ClientTeleported", b'{"to":"mars"}'
+    )
+    with pytest.raises(projector.ProjectionHalted):
+        async with asyncio.timeout(30):
+            await projector.run(database, nats_url, telemetry=False)
+    assert gateway.replica is not None
+    model = gateway.replica.edge.read_models.get()
+    assert model is not None
+    assert model.waiter is not None
+    async with asyncio.timeout(30), model.waiter.changed:  # the halt's notification reaches it
+        await model.waiter.changed.wait_for(lambda: subjects.EVENTS_STREAM in model.waiter.halted)
+    return unknown

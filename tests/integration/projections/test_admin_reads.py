@@ -19,7 +19,7 @@ from streams.subjects import EVENTS_STREAM
 from tests.support.serving import InProcessGateway
 
 from .conftest import admin_api, admin_gateway
-from .helpers import migrated, publish_raw
+from .helpers import halted_by_an_unknown_event, migrated
 
 
 async def test_a_read_the_projector_has_not_caught_up_with_is_marked_stale_and_a_caught_up_one_is_not(
@@ -63,18 +63,7 @@ async def _halted_read_is_marked(
 ) -> None:
     fresh = await admin.get("/scheduler/placements")  # the gateway listens from here on
     assert STALE_HEADER not in fresh.headers
-    unknown = await publish_raw(
-        private_store, "mf.evt.client.x.ClientTeleported", "ClientTeleported", b'{"to":"mars"}'
-    )
-    with pytest.raises(projector.ProjectionHalted):
-        async with asyncio.timeout(30):
-            await projector.run(fresh_database, private_nats.url, telemetry=False)
-    assert gateway.replica is not None
-    model = gateway.replica.edge.read_models.get()
-    assert model is not None
-    assert model.waiter is not None
-    async with asyncio.timeout(30), model.waiter.changed:  # the halt's notification reaches it
-        await model.waiter.changed.wait_for(lambda: EVENTS_STREAM in model.waiter.halted)
+    unknown = await halted_by_an_unknown_event(gateway, private_store, fresh_database, private_nats.url)
 
     halted = await admin.get("/scheduler/placements")
 

@@ -43,3 +43,13 @@ def test_each_nodes_samples_are_labelled_with_the_node_in_one_family() -> None:
 def test_a_snapshot_that_is_not_an_agents_own_is_refused(text: str) -> None:
     with pytest.raises(ValueError):  # noqa: PT011  (the parser's own error, or ours)
         parsed(text)
+
+
+def test_an_agents_snapshot_carries_its_process_metrics_under_its_own_names() -> None:
+    families = {family.name: family for family in parsed(snapshot(0))}
+    cpu = families["modelforge_agent_process_cpu_seconds"]
+    assert cpu.type == "counter"
+    assert [x.name for x in cpu.samples] == ["modelforge_agent_process_cpu_seconds_total"]
+    assert families["modelforge_agent_process_resident_memory_bytes"].samples[0].value > 0
+    assert "modelforge_agent_process_open_fds" in families
+    assert not any(name.startswith("process_") for name in families)  # the gateway's own names
