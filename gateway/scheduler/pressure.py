@@ -70,9 +70,9 @@ def recovery_wait_s(
     reading: PressureReading, utilisation: float, now: float, policy: SchedulerPolicy
 ) -> float | None:
     """The least time from ``now`` until ``refuses_cold_loads`` could let a cold load in (None: it
-    does not refuse one now). Still critical: a whole ``pressure_stable_seconds`` (utilisation may fall at
-    once, then must stay below critical that long); below critical: the rest of the stable period
-    since the first reading under it."""
+    does not refuse one now). Still critical: a whole ``pressure_stable_seconds`` (utilisation may
+    fall at once, then must stay below critical that long); below critical: the rest of the stable
+    period since the first reading under it."""
     if not refuses_cold_loads(reading, utilisation, now, policy):
         return None
     if utilisation >= policy.pressure_critical_at:

@@ -419,7 +419,7 @@ def _decide_again_by(decision: PlacementDecision, envelope: ModelEnvelope, deadl
     naming the deadline; for any other wait, its deadline."""
     if ReasonCode.PRESSURE_CRITICAL not in decision.reason_codes:
         return deadline
-    return min(deadline, deadline - (decision.wait_ms + envelope.cold_load_ms) / 1000)
+    return deadline - (decision.wait_ms + envelope.cold_load_ms) / 1000
 
 
 async def _queue(ctx: ServingContext, place: Place, deadline: float, decide_by: float) -> None:

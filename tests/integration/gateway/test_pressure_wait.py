@@ -44,6 +44,11 @@ async def _embed(http: httpx.AsyncClient, stack: Stack, model: str, timeout_ms: 
     )
 
 
+def _cold_load_ms(stack: Stack, deployment: str) -> float:
+    assert stack.gateway.replica is not None
+    return stack.gateway.replica.edge.ctx.live.catalog.deployments[deployment].envelope.cold_load_ms
+
+
 async def _queued_for_pressure(stack: Stack, deployment: str) -> s.PlacementRejected:
     queued = await first_event(
         stack,
@@ -75,15 +80,17 @@ async def test_a_request_whose_deadline_is_shorter_than_the_stable_period_is_ref
     stack: Stack,
 ) -> None:
     deployment = await another_deployment(stack, "minilm-hurried", "hurried")
-    stable = policy_while(stack, {"pressure_stable_seconds": 5.0})
+    # Long enough for the load (as its probe measured it on this busy machine), not for 5 s more.
+    deadline_ms = int(_cold_load_ms(stack, deployment) + 3_000)
+    stable = policy_while(stack, {"pressure_stable_seconds": deadline_ms / 1000 + 2.0})
     async with httpx.AsyncClient(timeout=60) as http, stable, critical(stack):
-        response = await _embed(http, stack, "hurried", 3_000)
+        response = await _embed(http, stack, "hurried", deadline_ms)
     assert response.status_code == 503, response.text
     error = response.json()["error"]
     assert error["code"] == "PRESSURE_CRITICAL"
     assert "CRITICAL" in error["message"]
     assert "deadline leaves" in error["message"]
-    assert 0 < error["details"]["deadline_ms"] <= 3_000
+    assert 0 < error["details"]["deadline_ms"] <= deadline_ms
     assert error["details"]["reason_codes"][:2] == ["PRESSURE_CRITICAL", "DEADLINE_EXCEEDED"]
     refused = await first_event(
         stack,
@@ -97,9 +104,9 @@ async def test_a_waiting_request_is_refused_pressure_critical_once_its_deadline_
     stack: Stack,
 ) -> None:
     deployment = await another_deployment(stack, "minilm-outlasted", "outlasted")
-    assert stack.gateway.replica is not None
-    load_ms = stack.gateway.replica.edge.ctx.live.catalog.deployments[deployment].envelope.cold_load_ms
-    deadline_ms = int(2_000 + load_ms + 3_000)  # room to wait 3 s, but pressure does not fall
+    deadline_ms = int(
+        2_000 + _cold_load_ms(stack, deployment) + 3_000
+    )  # room to wait 3 s, but pressure does not fall
     stable = policy_while(stack, {"pressure_stable_seconds": 2.0})
     async with httpx.AsyncClient(timeout=60) as http, stable, critical(stack):
         response = await _embed(http, stack, "outlasted", deadline_ms)
