@@ -126,5 +126,8 @@ class PlacementDecision(msgspec.Struct, frozen=True, kw_only=True):
     # schedulable bytes left after the placement (and its evictions), None when nothing is placed
     headroom_after_bytes: int | None
     reclaimed_bytes: int
+    # the least wait on the chosen (closest) accelerator before a placement there: the rest of an
+    # eviction cooldown, or of critical pressure's stable period; 0 when none is known
+    wait_ms: float = 0.0
     cold_load: bool
     fingerprint: str

@@ -14,8 +14,9 @@ Order of preference:
    the accelerator whose eviction set is cheapest.  Not where its last load failed, recently.  PROVEN_UNSAFE partners already resident must
    be evicted (or the accelerator is out); critical pressure and unknown attribution keep cold
    loads away; the eviction cooldown is respected.
-4. Nothing fits now but would once in-flight leases, loads or cooldowns finish: QUEUE, if the
-   global queue has room and the deadline allows.  Else REJECT_* with reason codes.
+4. Nothing fits now but would once in-flight leases, loads, cooldowns or critical pressure finish:
+   QUEUE, if the global queue has room and the deadline allows.  Else REJECT_* with reason codes;
+   a wait for pressure that cannot end in time is refused PRESSURE_CRITICAL, DEADLINE_EXCEEDED.
 """
 
 from __future__ import annotations
@@ -241,6 +242,7 @@ def _decision(
         budget=chosen.budget if chosen is not None else None,
         headroom_after_bytes=chosen.headroom_after if chosen is not None and admitted else None,
         reclaimed_bytes=bytes_of(evicted) if evicted else 0,
+        wait_ms=chosen.wait_ms if chosen is not None else 0.0,
         cold_load=ask.cold,
         fingerprint=ask.fingerprint,
     )
@@ -298,16 +300,27 @@ def _conclude(ask: Ask, assessments: list[Assessment]) -> PlacementDecision:
     assessments = planned
     waitable = [item for item in assessments if item.waitable]
     if waitable:
-        best = max(waitable, key=lambda item: item.budget.schedulable_bytes)
-        return _queue(ask, best, best.reasons)
-    closest = max(assessments, key=lambda item: item.budget.schedulable_bytes)
+        # A wait that ends in time first: a pressure that cannot fall before the deadline is no way.
+        best = max(waitable, key=lambda item: (_in_time(ask, item), item.budget.schedulable_bytes))
+        if R.PRESSURE_CRITICAL not in best.reasons or _in_time(ask, best):
+            return _queue(ask, best, best.reasons)
+        return _refuse(ask, assessments, best)
+    return _refuse(ask, assessments, None)
+
+
+def _refuse(ask: Ask, assessments: list[Assessment], outrun: Assessment | None) -> PlacementDecision:
+    """REJECT_INSUFFICIENT_CAPACITY, naming the closest accelerator, or ``outrun``: the one whose
+    pressure would have let the load in, but not before the request's deadline (DEADLINE_EXCEEDED)."""
+    closest = (
+        outrun if outrun is not None else max(assessments, key=lambda item: item.budget.schedulable_bytes)
+    )
     # The first reason is the client's error: critical pressure, or a load that just failed there,
     # when it is what keeps every accelerator out; else the lack of room.
     first = R.INSUFFICIENT_SCHEDULABLE_VRAM
     for only in (R.PRESSURE_CRITICAL, R.RESIDENCY_LOAD_FAILED):
         if all(only in item.reasons for item in assessments):
             first = only
-    refusals = [first]
+    refusals = [first, R.DEADLINE_EXCEEDED] if outrun is not None else [first]
     for item in assessments:
         refusals.extend(item.reasons)
     unique = tuple(dict.fromkeys(refusals))  # accelerators refused for the same reason: name it once
@@ -335,14 +348,20 @@ def _preference(ask: Ask, item: Assessment) -> tuple[int, int]:
     return (0, -item.headroom_after if ask.envelope.spread else item.headroom_after)
 
 
+def _in_time(ask: Ask, waiting: Assessment) -> bool:
+    """Whether the least wait on ``waiting``, then the cold load, can end before the request's
+    deadline and within the policy's longest queue wait."""
+    deadline = ask.request.deadline_ms
+    work_ms = ask.envelope.cold_load_ms if ask.cold else 0.0
+    if waiting.wait_ms >= ask.policy.max_queue_wait_seconds * 1000.0:
+        return False
+    return deadline is None or deadline > waiting.wait_ms + work_ms
+
+
 def _queue(ask: Ask, waiting: Assessment, reasons: tuple[ReasonCode, ...]) -> PlacementDecision:
     """QUEUE on ``waiting`` — if the deadline and the global queue allow it."""
     policy = ask.policy
-    deadline = ask.request.deadline_ms
-    work_ms = ask.envelope.cold_load_ms if ask.cold else 0.0
-    if waiting.wait_ms >= policy.max_queue_wait_seconds * 1000.0 or (
-        deadline is not None and deadline <= waiting.wait_ms + work_ms
-    ):
+    if not _in_time(ask, waiting):
         return _decision(ask, Verdict.REJECT_DEADLINE, (R.DEADLINE_EXCEEDED, *reasons), waiting)
     if not ask.request.queued and ask.request.queue_depth >= policy.global_queue_limit:
         return _decision(ask, Verdict.REJECT_QUEUE_FULL, (R.QUEUE_FULL, *reasons), waiting)

@@ -2,10 +2,13 @@
 
 ``next_pressure`` is the pure step the accelerator aggregate runs on each telemetry sample (and
 placement runs to see the level that applies *now*); a changed ``level`` is a
-``PressureChanged`` event. ``refuses_cold_loads`` is the rule placement applies with it.
+``PressureChanged`` event. ``refuses_cold_loads`` is the rule placement applies with it, and
+``recovery_wait_s`` how long, at the least, a cold load refused by it must wait.
 """
 
 from __future__ import annotations
+
+import math
 
 from gateway.scheduler.policy import SchedulerPolicy
 from gateway.scheduler.state import SEVERITY, Pressure, PressureReading
@@ -61,3 +64,22 @@ def refuses_cold_loads(
     if reading.level is not Pressure.CRITICAL and utilisation < policy.pressure_critical_at:
         return False  # the common case, without building a reading
     return next_pressure(reading, utilisation, now, policy).level is Pressure.CRITICAL
+
+
+def recovery_wait_s(
+    reading: PressureReading, utilisation: float, now: float, policy: SchedulerPolicy
+) -> float | None:
+    """The least time from ``now`` until ``refuses_cold_loads`` could let a cold load in (None: it
+    does not refuse one now). Still critical: a whole ``pressure_stable_seconds`` (utilisation may
+    fall at once, then must stay below critical that long); below critical: the rest of the stable
+    period since the first reading under it."""
+    if not refuses_cold_loads(reading, utilisation, now, policy):
+        return None
+    if utilisation >= policy.pressure_critical_at:
+        return policy.pressure_stable_seconds
+    below_since = next_pressure(reading, utilisation, now, policy).below_since
+    start, stable = (now if below_since is None else below_since), policy.pressure_stable_seconds
+    wait = max(0.0, start + stable - now)
+    while (now + wait) - start < stable:  # rounded short: at `now + wait`, next_pressure lets it fall
+        wait = math.nextafter(wait, math.inf)
+    return wait

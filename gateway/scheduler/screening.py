@@ -23,7 +23,7 @@ from gateway.scheduler.eviction import (
     is_evictable,
 )
 from gateway.scheduler.policy import SchedulerPolicy
-from gateway.scheduler.pressure import refuses_cold_loads
+from gateway.scheduler.pressure import recovery_wait_s
 from gateway.scheduler.state import AcceleratorState, ModelEnvelope, ResidencyState, Resident
 
 R = ReasonCode
@@ -70,8 +70,14 @@ def screen_cold(ask: Ask, state: AcceleratorState, unsafe: frozenset[str]) -> As
     budget = account(state, policy, ask.now)
     if ask.request.load_failed_on and state.accelerator_id in ask.request.load_failed_on:
         return Assessment(state, budget, False, reasons=(R.RESIDENCY_LOAD_FAILED,))
-    if refuses_cold_loads(state.pressure, budget.utilisation, ask.now, policy):
-        return Assessment(state, budget, False, reasons=(R.PRESSURE_CRITICAL,))
+    recovery_s = recovery_wait_s(state.pressure, budget.utilisation, ask.now, policy)
+    if recovery_s is not None:
+        # Worth waiting for unless the load could never fit there; how long is the deadline's to judge.
+        fits_ever = ask.required <= budget.total_bytes - budget.safety_reserve_bytes
+        reasons = (R.PRESSURE_CRITICAL,)
+        return Assessment(
+            state, budget, False, reasons=reasons, waitable=fits_ever, wait_ms=recovery_s * 1000
+        )
     if budget.attribution is _UNKNOWN and policy.cold_load_requires_known_attribution:
         return Assessment(state, budget, False, reasons=(R.ATTRIBUTION_UNKNOWN,), waitable=True)
     forced: tuple[Resident, ...] = ()

@@ -23,6 +23,7 @@ from gateway.scheduler import (
     ModelEnvelope,
     PlacementDecision,
     PlacementRequest,
+    ReasonCode,
     Verdict,
 )
 from gateway.scheduler.placement import plan_placement
@@ -226,6 +227,7 @@ async def _acquire(
         if now >= deadline:
             raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline")
         started = time.perf_counter()
+        left_ms = (deadline - now) * 1000
         async with ctx.live.decision_lock:
             accelerators = with_tracked_pressure(ctx.live.schedulable_accelerators(now), ctx.pressure)
             decision = plan_placement(
@@ -233,7 +235,7 @@ async def _acquire(
                 envelope,
                 PlacementRequest(
                     channel=envelope.channel,
-                    deadline_ms=(deadline - now) * 1000,
+                    deadline_ms=left_ms,
                     runtime_healthy=deployment.deployment_id not in ctx.live.unhealthy,
                     queue_depth=ctx.queue_depth(),  # every replica's line
                     queued=place in ctx.waiting,
@@ -248,14 +250,16 @@ async def _acquire(
                 note_refusal(ctx, decision, deployment.deployment_id, request_id)
                 queue_noted = True
             behind = decision.verdict.admits and _behind(ctx, place, decision, now)
-            step = None if behind else _stage(ctx, decision, deployment, request_id, client_id, stale)
+            step = (
+                None if behind else _stage(ctx, decision, deployment, request_id, client_id, stale, left_ms)
+            )
             place.admitted = step is not None
         if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)
             note_blocked(place, decision, now)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             waited = time.perf_counter()
             with span("queue", attributes={"modelforge.verdict": decision.verdict.value}):
-                await _queue(ctx, place, deadline)
+                await _queue(ctx, place, deadline, _decide_again_by(decision, envelope, deadline))
             spent["queue"] += (time.perf_counter() - waited) * 1000
             continue
         try:
@@ -360,11 +364,13 @@ def _stage(
     request_id: str,
     client_id: str,
     stale: str | None,
+    deadline_ms: float,
 ) -> _Step | None:
-    """Turn a decision into staged events (under the decision lock). None means queue."""
+    """Turn a decision into staged events (under the decision lock). None means queue.
+    `deadline_ms`: what is left of the request's deadline, which a refusal may name."""
     verdict, acc = decision.verdict, decision.accelerator_id
     if verdict.rejects:
-        raise rejection(decision, deployment.deployment_id, stale or "")
+        raise rejection(decision, deployment.deployment_id, stale or "", deadline_ms)
     if verdict is Verdict.QUEUE or acc is None:
         return None
     if verdict is Verdict.ADMIT_AFTER_EVICTION and decision.evictions:
@@ -406,16 +412,29 @@ def _grant(
     )
 
 
-async def _queue(ctx: ServingContext, place: Place, deadline: float) -> None:
-    """Wait in line (our place is kept across rounds) until woken by a change or the deadline."""
+def _decide_again_by(decision: PlacementDecision, envelope: ModelEnvelope, deadline: float) -> float:
+    """When a queued request must be decided again even if nothing wakes it: for one waiting out
+    critical pressure (no news from the accelerator meanwhile), the moment that pressure could no
+    longer fall and the load finish in time, where the scheduler refuses it PRESSURE_CRITICAL
+    naming the deadline; for any other wait, its deadline."""
+    if ReasonCode.PRESSURE_CRITICAL not in decision.reason_codes:
+        return deadline
+    return deadline - (decision.wait_ms + envelope.cold_load_ms) / 1000
+
+
+async def _queue(ctx: ServingContext, place: Place, deadline: float, decide_by: float) -> None:
+    """Wait in line (our place is kept across rounds) until woken by a change, `decide_by` (then
+    decide again) or the deadline."""
     if place not in ctx.waiting:
         ctx.waiting.append(place)
         ctx.queue_changed()
     place.woken.clear()
     try:
-        async with asyncio.timeout(max(0.0, deadline - time.time())):
+        async with asyncio.timeout(max(0.0, decide_by - time.time())):
             await place.woken.wait()
     except TimeoutError:
+        if decide_by < deadline:
+            return  # decided again: it is refused there if pressure has not begun to fall
         raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline") from None
 
 

@@ -7,9 +7,12 @@ from streams import codes
 from streams.codes import ServingError
 
 
-def rejection(decision: PlacementDecision, deployment_id: str, stale_reason: str = "") -> ServingError:
+def rejection(
+    decision: PlacementDecision, deployment_id: str, stale_reason: str = "", deadline_ms: float | None = None
+) -> ServingError:
     """The first reason that is a catalogue code names the error, as the reference does.
-    `stale_reason`: why the deployment's measured envelope no longer holds, if it does not."""
+    `stale_reason`: why the deployment's measured envelope no longer holds, if it does not;
+    `deadline_ms`: what was left of the request's deadline when it was decided."""
     details: dict[str, object] = {
         "verdict": decision.verdict.value,
         "reason_codes": [r.value for r in decision.reason_codes],
@@ -38,12 +41,36 @@ def rejection(decision: PlacementDecision, deployment_id: str, stale_reason: str
             "that measurement",
             details=details,
         )
-    code = next((r.value for r in decision.reason_codes if r.value in codes.ERROR_CODES), None)
+    reasons = decision.reason_codes
+    if reasons[:2] == (ReasonCode.PRESSURE_CRITICAL, ReasonCode.DEADLINE_EXCEEDED):
+        return _pressure_outlasts_deadline(decision, deployment_id, deadline_ms, details)
+    code = next((r.value for r in reasons if r.value in codes.ERROR_CODES), None)
     if decision.verdict is Verdict.REJECT_NO_ELIGIBLE_ACCELERATOR and code is None:
         code = ReasonCode.NO_ELIGIBLE_NODE.value
     return ServingError(
         code or "INSUFFICIENT_SCHEDULABLE_VRAM",
         f"cannot place {deployment_id}: {decision.verdict.value} ({', '.join(details['reason_codes'])})",  # type: ignore[arg-type]
+        http_status=503,
+        details=details,
+    )
+
+
+def _pressure_outlasts_deadline(
+    decision: PlacementDecision, deployment_id: str, deadline_ms: float | None, details: dict[str, object]
+) -> ServingError:
+    """PRESSURE_CRITICAL for a request that could have waited for pressure to fall, but not that long."""
+    budget = decision.budget
+    where = budget.accelerator_id if budget is not None else "its accelerator"
+    details["pressure_wait_ms"] = round(decision.wait_ms)
+    left = "no queue wait that long (max_queue_wait_seconds)"
+    if deadline_ms is not None:
+        details["deadline_ms"] = round(deadline_ms)
+        left = f"its deadline leaves {deadline_ms:.0f} ms"
+    return ServingError(
+        "PRESSURE_CRITICAL",
+        f"cannot place {deployment_id} before the request's deadline: memory pressure on {where} is "
+        f"CRITICAL and cold loads may resume there in {decision.wait_ms:.0f} ms at the earliest "
+        f"(pressure_stable_seconds below critical), then the load itself; {left}",
         http_status=503,
         details=details,
     )

@@ -354,9 +354,12 @@ async def test_a_storm_on_two_models_that_cannot_share_the_device_is_served_in_t
 
     assert await _over_commits(two_models) == []
     assert served >= 0.9 * len(outcomes), refused[:5]
-    # A refusal only where a deadline could not be met, and it says so.
+    # A refusal only where a deadline could not be met, and it says so: run out waiting, or unable
+    # to see critical pressure fall in time.
     assert all(
-        o.status == 504 and o.code == "REQUEST_TIMEOUT" and "deadline" in o.message for o in refused
+        (o.status, o.code) in {(504, "REQUEST_TIMEOUT"), (503, "PRESSURE_CRITICAL")}
+        and "deadline" in o.message
+        for o in refused
     ), refused
     # Each model keeps the device at least a fairness window once it is loaded: no thrash.
     assert swaps <= 1 + lasted_s / FAIRNESS_S, (swaps, lasted_s)

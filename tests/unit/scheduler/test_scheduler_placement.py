@@ -215,8 +215,8 @@ def test_critical_pressure_keeps_cold_loads_away_until_it_has_stably_fallen() ->
     decision = plan_placement(fleet, model(), ask(), POLICY, NOW)
     assert decision.accelerator_id == "gpu-b"
 
-    alone = plan_placement(fleet[:1], model(), ask(), POLICY, NOW)
-    assert alone.verdict is Verdict.REJECT_INSUFFICIENT_CAPACITY
+    alone = plan_placement(fleet[:1], model(), ask(deadline_ms=20_000.0), POLICY, NOW)
+    assert alone.verdict is Verdict.REJECT_INSUFFICIENT_CAPACITY  # 25 s of recovery left: too long
     assert alone.reason_codes[0] is R.PRESSURE_CRITICAL  # the client's error code
 
     later = NOW + POLICY.pressure_stable_seconds
