@@ -43,6 +43,9 @@ class ServingContext:
     writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     # this replica's pressure hysteresis per accelerator (gateway.serving.upkeep.track_pressure)
     pressure: dict[str, PressureTrack] = field(default_factory=dict)
+    # node id -> the observation time of its sample this replica last asked it about being
+    # connected (gateway.serving.liveness): each late sample is asked about once
+    liveness_asked: dict[str, float] = field(default_factory=dict)
     # the global queue (gateway.serving.queues): tells the other replicas how long this replica's
     # line is and hears theirs; without one (a context in a unit test) no other replica counts
     board: QueueBoard | None = None
