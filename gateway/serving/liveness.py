@@ -36,13 +36,13 @@ async def ask(ctx: ServingContext, node_id: str) -> Liveness:
 
 
 async def gone_nodes(ctx: ServingContext, now: float) -> list[LostNode]:
-    """Ask each node whose sample is late (once per sample, all at once); those whose connection
-    is gone, to be declared lost."""
+    """Ask each node whose sample is late (at most once an interval, all at once); those whose
+    connection is gone, to be declared lost."""
     live = ctx.live
     late = node_loss.nodes_to_ask(
         live.catalog, live.accelerators, live.telemetry.values(), now, live.feed, ctx.liveness_asked
     )
     for node in late:
-        ctx.liveness_asked[node.node_id] = node.last_seen or 0.0
+        ctx.liveness_asked[node.node_id] = now
     answers = await asyncio.gather(*(ask(ctx, node.node_id) for node in late))
     return node_loss.proven_gone(late, answers)

@@ -13,7 +13,7 @@ electing its leader, or the gateway's own connection down, silences every node a
 the bus's gap, not theirs.
 
 Sooner: a node whose sample is late by one interval and LIVENESS_MARGIN_S (feed up, as above) is
-asked once, per last sample, whether its agent is still connected (`gateway.serving.liveness`).
+asked, at most once an interval, whether its agent is still connected (`gateway.serving.liveness`).
 NATS answering "no responders" on the node's liveness subject proves its connection is gone: it is
 declared lost then, about one interval after it died rather than two. No answer in time (a starved
 agent, a busy bus) proves nothing: the two-interval rule above still decides.
@@ -156,22 +156,11 @@ def reconcile_lost(
     ]
 
 
-def _ask_after(sample: AcceleratorTelemetry, feed: TelemetryFeed) -> float:
-    return silent_past(sample.observed_at_unix_ms / 1000, sample.interval_s + LIVENESS_MARGIN_S, feed)
-
-
-def _unasked(
-    catalog: Catalog,
-    accelerators: Mapping[str, AcceleratorState],
-    telemetry: Iterable[AcceleratorTelemetry],
-    asked: Mapping[str, float],
-) -> list[AcceleratorTelemetry]:
-    """Each node's newest sample (as `nodes_lost` judges them) that it has not been asked about."""
-    return [
-        sample
-        for node_id, sample in sorted(_newest_samples(catalog, accelerators, telemetry).items())
-        if asked.get(node_id) != sample.observed_at_unix_ms / 1000 and sample.healthy
-    ]
+def _ask_at(sample: AcceleratorTelemetry, feed: TelemetryFeed, asked: Mapping[str, float]) -> float:
+    """When to ask the node of `sample`, its newest: once it is late by an interval and the margin
+    while the feed was up, and an interval after it was last asked (`asked`: node id -> when)."""
+    late = silent_past(sample.observed_at_unix_ms / 1000, sample.interval_s + LIVENESS_MARGIN_S, feed)
+    return max(late, asked.get(sample.node_id, -math.inf) + sample.interval_s)
 
 
 def nodes_to_ask(
@@ -182,14 +171,14 @@ def nodes_to_ask(
     feed: TelemetryFeed,
     asked: Mapping[str, float],
 ) -> list[LostNode]:
-    """Nodes holding something on the books whose newest sample is late by an interval and
-    LIVENESS_MARGIN_S while `feed` was up, and not yet asked about that sample (`asked`: node id ->
-    the observation time of the sample last asked about), each with the reason it would be lost for.
-    By node id."""
+    """Nodes holding something on the books whose newest sample (healthy: one that said it stopped
+    is lost anyway) is late by an interval and LIVENESS_MARGIN_S while `feed` was up, and that were
+    not asked within an interval (`asked`: node id -> when last asked), each with the reason it
+    would be lost for. By node id."""
     return [
-        LostNode(sample.node_id, sample.generation, sample.observed_at_unix_ms / 1000, GONE_REASON)
-        for sample in _unasked(catalog, accelerators, telemetry, asked)
-        if _ask_after(sample, feed) <= now
+        LostNode(node_id, sample.generation, sample.observed_at_unix_ms / 1000, GONE_REASON)
+        for node_id, sample in sorted(_newest_samples(catalog, accelerators, telemetry).items())
+        if sample.healthy and _ask_at(sample, feed, asked) <= now
     ]
 
 
@@ -200,10 +189,13 @@ def next_ask_due(
     feed: TelemetryFeed,
     asked: Mapping[str, float],
 ) -> float | None:
-    """When the next node not yet asked about its newest sample is to be asked if it stays silent
-    (None: none, or the feed is down)."""
+    """When the next node is to be asked if it stays silent (None: none, or the feed is down)."""
     due = min(
-        (_ask_after(sample, feed) for sample in _unasked(catalog, accelerators, telemetry, asked)),
+        (
+            _ask_at(sample, feed, asked)
+            for sample in _newest_samples(catalog, accelerators, telemetry).values()
+            if sample.healthy
+        ),
         default=math.inf,
     )
     return None if math.isinf(due) else due

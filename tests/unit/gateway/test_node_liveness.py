@@ -28,13 +28,12 @@ def test_a_node_late_by_an_interval_and_the_margin_is_asked_about_its_last_sampl
     ]
 
 
-def test_a_node_is_asked_once_per_sample() -> None:
-    late = sample(age_s=LATE_S)
-    asked = {"n1": late.observed_at_unix_ms / 1000}
+def test_a_late_node_is_asked_again_an_interval_after_it_was_last_asked() -> None:
+    late = sample(age_s=LATE_S + 2)
+    asked = {"n1": NOW - 1}  # asked a second ago: it did not answer, or said it was there
     assert nodes_to_ask(CATALOG, HOLDING, [late], NOW, UP, asked) == []
-    assert next_ask_due(CATALOG, HOLDING, [late], UP, asked) is None
-    newer = sample(age_s=LATE_S - 1)  # it spoke again, then fell silent again
-    assert next_ask_due(CATALOG, HOLDING, [late, newer], UP, asked) == NOW + 1
+    assert next_ask_due(CATALOG, HOLDING, [late], UP, asked) == NOW - 1 + 5.0
+    assert nodes_to_ask(CATALOG, HOLDING, [late], NOW + 4, UP, asked) != []
 
 
 def test_nodes_holding_nothing_or_that_said_they_stopped_are_not_asked() -> None:
