@@ -157,9 +157,10 @@ async def _record_refused_forgeries(ctx: ServingContext) -> None:
 
 
 async def _declare_lost_nodes(ctx: ServingContext, now: float) -> None:
-    """Declare gone workers lost (one replica's append wins): those whose connection is gone
-    (`liveness`), then those silent too long; and reconcile the accelerators of lost nodes to cold,
-    which ends their leases: in-flight invokes to them fail at once."""
+    """Declare gone workers lost (one replica's append wins): those the rules judge lost (silent too
+    long, stopped, revoked) and those whose connection is gone (`liveness`); and reconcile the
+    accelerators of lost nodes to cold, which ends their leases: in-flight invokes to them fail at
+    once."""
     live = ctx.live
     gone = await liveness.gone_nodes(ctx, now)
     silent = node_loss.nodes_lost(live.catalog, live.accelerators, live.telemetry.values(), now, live.feed)
@@ -170,8 +171,8 @@ async def _declare_lost_nodes(ctx: ServingContext, now: float) -> None:
             if read
             else []
         )
-    found = {lost.node_id for lost in gone}
-    for lost in [*gone, *(lost for lost in silent if lost.node_id not in found)]:
+    judged = {lost.node_id for lost in silent}  # (the rule's reason, where both hold: revoked, stopped)
+    for lost in [*silent, *(lost for lost in gone if lost.node_id not in judged)]:
         seen = datetime.fromtimestamp(lost.last_seen, UTC) if lost.last_seen is not None else None
         event = c.NodeLost(
             node_id=lost.node_id, generation=lost.generation, last_seen_at=seen, reason=lost.reason
