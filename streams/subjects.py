@@ -30,6 +30,7 @@ INVOKE_PREFIX = "mf.invoke"
 TELEMETRY_PREFIX = "mf.tel"
 QUEUE_DEPTH_PREFIX = "mf.queue"  # core NATS: each gateway replica's requests waiting for capacity
 AGENT_METRICS_PREFIX = "mf.metrics"  # core NATS: each agent's metrics snapshot, with its telemetry
+ALIVE_PREFIX = "mf.alive"  # core NATS request-reply: a gateway asks whether a node's agent is connected
 
 MAX_TOKEN_LENGTH = 128
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-=~]+$")
@@ -134,6 +135,12 @@ def telemetry_subject(node_id: str, accelerator_id: str) -> str:
 
 def agent_metrics_subject(node_id: str) -> str:
     return f"{AGENT_METRICS_PREFIX}.{token(node_id, 'node id')}"
+
+
+def alive_subject(node_id: str) -> str:
+    """Where a node's agent answers "are you there?": only its connection subscribes it, so NATS's
+    no-responders answer says that connection is gone."""
+    return f"{ALIVE_PREFIX}.{token(node_id, 'node id')}"
 
 
 def parse_event_subject(subject: str) -> tuple[str, str, str] | None:

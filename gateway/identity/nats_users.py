@@ -108,6 +108,7 @@ def node_permissions(identity: NodeIdentity) -> dict[str, list[str]]:
     ]
     subscribe = [
         f"{subjects.INVOKE_PREFIX}.{node}.*",
+        subjects.alive_subject(node),  # answered while its connection lives (agent/liveness.py)
         f"{subjects.node_inbox_prefix(valid_public_key(identity.public_key))}.>",
     ]
     return {"publish": publish, "subscribe": subscribe}

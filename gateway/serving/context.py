@@ -43,6 +43,9 @@ class ServingContext:
     writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     # this replica's pressure hysteresis per accelerator (gateway.serving.upkeep.track_pressure)
     pressure: dict[str, PressureTrack] = field(default_factory=dict)
+    # node id -> when this replica last asked it whether it is connected (gateway.serving.liveness):
+    # a late node is asked at most once an interval
+    liveness_asked: dict[str, float] = field(default_factory=dict)
     # the global queue (gateway.serving.queues): tells the other replicas how long this replica's
     # line is and hears theirs; without one (a context in a unit test) no other replica counts
     board: QueueBoard | None = None

@@ -20,7 +20,7 @@ from eventstore.errors import ConcurrencyConflict
 from eventstore.store import ExpectedVersion
 from gateway.scheduler import PlacementRequest, Verdict
 from gateway.scheduler.placement import plan_placement
-from gateway.serving import node_loss, replicas, upkeep
+from gateway.serving import liveness, node_loss, replicas, upkeep
 from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.capacity import live_envelope, planned_eviction, unload_victims
 from gateway.serving.context import ServingContext
@@ -72,6 +72,9 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
                 next_unload_due(live.evictions, live.policy.unload_timeout_seconds),
                 node_loss.next_node_loss_due(
                     live.catalog, live.accelerators, live.telemetry.values(), live.feed
+                ),
+                node_loss.next_ask_due(
+                    live.catalog, live.accelerators, live.telemetry.values(), live.feed, ctx.liveness_asked
                 ),
             )
             if t is not None
@@ -154,9 +157,12 @@ async def _record_refused_forgeries(ctx: ServingContext) -> None:
 
 
 async def _declare_lost_nodes(ctx: ServingContext, now: float) -> None:
-    """Declare gone workers lost (one replica's append wins), and reconcile the accelerators of
-    lost nodes to cold, which ends their leases: in-flight invokes to them fail at once."""
+    """Declare gone workers lost (one replica's append wins): those the rules judge lost (silent too
+    long, stopped, revoked) and those whose connection is gone (`liveness`); and reconcile the
+    accelerators of lost nodes to cold, which ends their leases: in-flight invokes to them fail at
+    once."""
     live = ctx.live
+    gone = await liveness.gone_nodes(ctx, now)
     silent = node_loss.nodes_lost(live.catalog, live.accelerators, live.telemetry.values(), now, live.feed)
     if silent:  # silent to this replica: what did the nodes publish? (`node_silence`)
         read = await read_through(ctx, silent)
@@ -165,7 +171,8 @@ async def _declare_lost_nodes(ctx: ServingContext, now: float) -> None:
             if read
             else []
         )
-    for lost in silent:
+    judged = {lost.node_id for lost in silent}  # (the rule's reason, where both hold: revoked, stopped)
+    for lost in [*silent, *(lost for lost in gone if lost.node_id not in judged)]:
         seen = datetime.fromtimestamp(lost.last_seen, UTC) if lost.last_seen is not None else None
         event = c.NodeLost(
             node_id=lost.node_id, generation=lost.generation, last_seen_at=seen, reason=lost.reason

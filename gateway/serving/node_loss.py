@@ -11,12 +11,19 @@ more elsewhere. Its next `WorkerStarted` brings the node back.
 Silence counts only while this gateway's telemetry feed is up (`gateway.state.feed`): a stream
 electing its leader, or the gateway's own connection down, silences every node at once, which is
 the bus's gap, not theirs.
+
+Sooner: a node whose sample is late by one interval and LIVENESS_MARGIN_S (feed up, as above) is
+asked, at most once an interval, whether its agent is still connected (`gateway.serving.liveness`).
+NATS answering "no responders" on the node's liveness subject proves its connection is gone: it is
+declared lost then, about one interval after it died rather than two. No answer in time (a starved
+agent, a busy bus) proves nothing: the two-interval rule above still decides.
 """
 
 from __future__ import annotations
 
+import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
@@ -29,6 +36,17 @@ from streams.messages import AcceleratorTelemetry
 # A node is lost after two of its telemetry intervals without a sample, but never sooner than this:
 # a busy machine's publisher can be late, and a node declared lost that was not loses its work.
 NODE_LOSS_FLOOR_S = 10.0
+# A node is asked whether it is connected once its sample is this much later than its interval.
+LIVENESS_MARGIN_S = 1.0
+GONE_REASON = "its NATS connection is gone (no responders on its liveness subject)"
+
+
+class Liveness(enum.Enum):
+    """What asking a node whether its agent is connected told."""
+
+    ANSWERED = "answered"  # connected: whatever delays its samples, it is there
+    NO_RESPONDERS = "no_responders"  # nobody subscribes its liveness subject: its connection is gone
+    NO_ANSWER = "no_answer"  # no answer in time, or the asking failed: proves nothing
 
 
 class LostNode(msgspec.Struct, frozen=True):
@@ -136,3 +154,53 @@ def reconcile_lost(
         for spec in node.accelerators
         if (state := accelerators.get(spec.accelerator_id)) is not None and (state.residents or state.leases)
     ]
+
+
+def _ask_at(sample: AcceleratorTelemetry, feed: TelemetryFeed, asked: Mapping[str, float]) -> float:
+    """When to ask the node of `sample`, its newest: once it is late by an interval and the margin
+    while the feed was up, and an interval after it was last asked (`asked`: node id -> when)."""
+    late = silent_past(sample.observed_at_unix_ms / 1000, sample.interval_s + LIVENESS_MARGIN_S, feed)
+    return max(late, asked.get(sample.node_id, -math.inf) + sample.interval_s)
+
+
+def nodes_to_ask(
+    catalog: Catalog,
+    accelerators: Mapping[str, AcceleratorState],
+    telemetry: Iterable[AcceleratorTelemetry],
+    now: float,
+    feed: TelemetryFeed,
+    asked: Mapping[str, float],
+) -> list[LostNode]:
+    """Nodes holding something on the books whose newest sample (healthy: one that said it stopped
+    is lost anyway) is late by an interval and LIVENESS_MARGIN_S while `feed` was up, and that were
+    not asked within an interval (`asked`: node id -> when last asked), each with the reason it
+    would be lost for. By node id."""
+    return [
+        LostNode(node_id, sample.generation, sample.observed_at_unix_ms / 1000, GONE_REASON)
+        for node_id, sample in sorted(_newest_samples(catalog, accelerators, telemetry).items())
+        if sample.healthy and _ask_at(sample, feed, asked) <= now
+    ]
+
+
+def next_ask_due(
+    catalog: Catalog,
+    accelerators: Mapping[str, AcceleratorState],
+    telemetry: Iterable[AcceleratorTelemetry],
+    feed: TelemetryFeed,
+    asked: Mapping[str, float],
+) -> float | None:
+    """When the next node is to be asked if it stays silent (None: none, or the feed is down)."""
+    due = min(
+        (
+            _ask_at(sample, feed, asked)
+            for sample in _newest_samples(catalog, accelerators, telemetry).values()
+            if sample.healthy
+        ),
+        default=math.inf,
+    )
+    return None if math.isinf(due) else due
+
+
+def proven_gone(asked: Sequence[LostNode], answers: Sequence[Liveness]) -> list[LostNode]:
+    """The asked nodes whose answer proves their connection gone: NATS's no responders only."""
+    return [node for node, answer in zip(asked, answers, strict=True) if answer is Liveness.NO_RESPONDERS]

@@ -1,5 +1,5 @@
-"""The agent process: connect (outbound only), register, start a generation, then publish telemetry,
-consume control jobs and serve invokes until told to stop.
+"""The agent process: connect (outbound only), register, start a generation, answer its liveness
+subject, then publish telemetry, consume control jobs and serve invokes until told to stop.
 
 A stop (SIGTERM, SIGINT) stops taking jobs — the one in progress stays unacked and is delivered to
 the next generation — tells the gateway the node is unhealthy, and drains the connection.
@@ -21,6 +21,7 @@ from eventstore.store import EventStore
 from nodeagent.agent.hardware import DEFAULT_CPU_MEMORY_BUDGET, detect
 from nodeagent.agent.invoke import InvokeServer
 from nodeagent.agent.jobs import JobConsumer
+from nodeagent.agent.liveness import answer_liveness
 from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.operations import AgentState, Operations
 from nodeagent.agent.registration import start_generation
@@ -74,6 +75,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
     jobs_task: asyncio.Task[None] | None = None
     try:
         generation = await start_generation(EventStore(connection), hardware, runtimes, actor)
+        await answer_liveness(connection.client, node_id)
         state = AgentState(
             node_id,
             artifact_root,

@@ -1,7 +1,7 @@
 """Each role's user in deploy/nats/nats.conf (compose.yaml runs each service as its role) may do
 that role's work: the provisioner makes the streams, the gateway starts on them, appends, dispatches
 and keeps client limits, a node's agent (its own nkey user) takes its jobs, answers its invokes and
-publishes its telemetry, the
+the gateway's liveness question, and publishes its telemetry, the
 projector reads the streams (as the projector and `replay` do), and `audit tail` follows the events
 as the audit user or the projector's. The server runs that file itself (tests/integration/
 deployment_nats.py); test_deployment_refusals.py tries what each role must not do.
@@ -19,6 +19,7 @@ from typing import Any, cast
 import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
 
 from artifacts import build_manifest
 from artifacts.bucket import get_file, open_bucket, put_set
@@ -38,6 +39,7 @@ from gateway.state.snapshots import SnapshotWriter, start_live
 from modelforge.devstack.nats_server import NatsServer
 from nodeagent.agent.hardware import detect
 from nodeagent.agent.jobs import JobConsumer
+from nodeagent.agent.liveness import answer_liveness
 from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.operations import Operations
 from nodeagent.agent.registration import start_generation
@@ -151,6 +153,20 @@ async def test_a_node_user_answers_the_invokes_the_gateway_user_sends_it(
     finally:
         await agent.close()
     assert reply.data == b"answered"
+
+
+async def test_a_node_user_answers_the_liveness_question_until_its_connection_closes(
+    deployment_nats: NatsServer, gateway: Connection
+) -> None:
+    agent = await connect_node(deployment_nats, NODES[0])
+    try:
+        await answer_liveness(agent.client, NODES[0])
+        answered = await gateway.client.request(subjects.alive_subject(NODES[0]), b"", timeout=WAIT_S)
+    finally:
+        await agent.close()
+    assert answered.data == b""
+    with pytest.raises(NoRespondersError):  # its subscription went with its connection
+        await gateway.client.request(subjects.alive_subject(NODES[0]), b"", timeout=WAIT_S)
 
 
 async def test_a_read_whose_first_pulls_find_no_consumer_yet_pulls_again(

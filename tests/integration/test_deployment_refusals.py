@@ -76,6 +76,7 @@ OTHER_NODES_ACTS = [
 ]
 OTHER_NODES_READS = [
     subjects.invoke_subject(OTHER, "dep"),
+    subjects.alive_subject(OTHER),  # (answering another node's would keep it alive to the gateway)
     f"{subjects.INVOKE_PREFIX}.>",
     subjects.node_jobs_filter(OTHER),
     subjects.node_jobs_filter(NODE),  # (jobs come through its consumer, never a subscription)
@@ -87,6 +88,7 @@ WRITES = [
     subjects.request_subject("rag.embedding@1", "RequestAccepted"),
     subjects.job_subject("node-1", "dep", "load"),
     subjects.invoke_subject("node-1", "dep"),
+    subjects.alive_subject("node-1"),
     subjects.telemetry_subject("node-1", "gpu0"),
     subjects.rate_window_subject("client", 1),
     f"$O.{subjects.ARTIFACTS_BUCKET}.C.intruder",  # the artifact bucket's chunks and object meta

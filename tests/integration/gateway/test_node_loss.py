@@ -1,9 +1,11 @@
 """A node whose agent stops answering is declared lost once, its books are reconciled to cold, and a
 request in flight to it ends when that happens (tried once more elsewhere) instead of at its
-deadline."""
+deadline. A node whose agent's connection is gone is declared lost for that, found by asking it
+(NATS's no responders), before its silence could count."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import httpx
 import msgspec
 
 from gateway.serving.keeper import upkeep_once
+from gateway.serving.node_loss import GONE_REASON
 from modelforge.devstack.nats_server import NatsServer
 from streams import subjects
 from streams.events import control as c
@@ -19,6 +22,7 @@ from streams.events.requests import RequestFailed
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import one_model_stack
 from tests.support.agents import MINILM, aggregate_events
+from tests.support.fleet_events import StoredEvent, last_sequence, stored_until
 from tests.support.serving import InProcessGateway, events_until
 
 
@@ -93,3 +97,41 @@ async def test_a_node_this_gateway_has_not_heard_from_lately_but_that_published_
         assert not [e for e in node_events if isinstance(e, c.NodeLost)]
         # What the node published is this replica's view again.
         assert ctx.live.telemetry[accelerator].observed_at_unix_ms >= heard.observed_at_unix_ms
+
+
+async def test_a_node_whose_agent_is_killed_with_a_request_in_flight_is_lost_for_its_closed_connection(
+    module_nats: NatsServer, minilm_root: Path, scratch: Path
+) -> None:
+    async with one_model_stack(module_nats.url, minilm_root, scratch, MINILM, "rag.embedding@1") as stack:
+        headers = {"authorization": f"Bearer {stack.key}"}
+        async with httpx.AsyncClient(timeout=120) as http:
+            warm = await http.post(f"{stack.url}/v1/embeddings", json={"input": "warm"}, headers=headers)
+            assert warm.status_code == 200  # resident on the node's accelerator
+            assert stack.agent.process is not None
+            since = await last_sequence(stack.connection, subjects.EVENTS_STREAM) + 1
+            # Stopped first, so the request is surely in flight to it when it dies. Asked while
+            # stopped, the agent is still connected and answers nothing: that proves nothing.
+            stack.agent.process.send_signal(signal.SIGSTOP)
+            in_flight = asyncio.ensure_future(
+                http.post(
+                    f"{stack.url}/v1/embeddings",
+                    json={"input": "in flight"},
+                    headers={**headers, "x-request-timeout-ms": "90000"},
+                )
+            )
+
+            def granted(stored: StoredEvent) -> bool:
+                return isinstance(stored.event, s.LeaseGranted)
+
+            await stored_until(stack.connection, subjects.EVENTS_STREAM, since, granted)
+            stack.agent.process.kill()  # its connection closes with it
+            response = await in_flight
+
+            def lost(stored: StoredEvent) -> bool:
+                return isinstance(stored.event, c.NodeLost)
+
+            events = await stored_until(stack.connection, subjects.EVENTS_STREAM, since, lost)
+        assert response.status_code == 503, response.text  # tried again with nowhere else to go
+        assert response.json()["error"]["code"] != "REQUEST_TIMEOUT"
+        assert isinstance(events[-1].event, c.NodeLost)
+        assert events[-1].event.reason == GONE_REASON  # asked, not waited out

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.serving.node_loss import GONE_REASON
 from streams import subjects
 from streams.events import control as c
 from streams.events import serving as s
@@ -37,12 +38,11 @@ from tests.support.fleet_events import (
 
 CLIENTS = 16
 # The node-loss bound: two heartbeat (telemetry) intervals of the agents, as the issue states it.
+# The killed agent's last sample came at most an interval before the kill; a gateway asks the node
+# whether its agent is connected an interval and a second (node_loss.LIVENESS_MARGIN_S) after that
+# sample, NATS answers "no responders", and the loss is declared: the upkeep round, its appends and
+# (for a request that was in flight to it) the run on the other copy fit in the interval left.
 BOUND_S = 2 * HEARTBEAT_S
-# The loss is declared two intervals after the lost node's last sample, which came at most an
-# interval before the kill: the upkeep round that declares it, its appends, and (for a request that
-# was in flight to it) the run on the other copy, queued behind the other clients' requests, come
-# after that, on a machine the whole suite shares: one interval more for those.
-ALLOWANCE_S = HEARTBEAT_S
 
 
 @pytest.fixture(scope="module")
@@ -85,13 +85,13 @@ async def test_an_agent_killed_mid_load_costs_no_request_its_deadline_and_its_le
     print(f"\nagent SIGKILL: {len(_described(touched))} of {len(touched)} answers after it not 200; "
           f"slowest {slowest:.2f} s; leases ended {events[-1].stored - killed_at:.2f} s after it")  # fmt: skip
     assert all(a.status in (200, 503) for a in load.answers), _described(load.answers)
-    assert slowest <= BOUND_S + ALLOWANCE_S, _described(touched)
+    assert slowest <= BOUND_S, _described(touched)
     lost = [e.event for e in events if isinstance(e.event, c.NodeLost)]
-    assert [e.node_id for e in lost] == [victim.node]  # once, of two gateways
+    assert [(e.node_id, e.reason) for e in lost] == [(victim.node, GONE_REASON)]  # once, of two gateways
     assert events[-1].event == s.ResidencyReconciled(
         accelerator_id=accelerator, generation=lost[0].generation, held=(), dropped=(fleet.deployment_id,)
     )
-    assert events[-1].stored - killed_at <= BOUND_S + ALLOWANCE_S  # its leases and its copy ended with it
+    assert events[-1].stored - killed_at <= BOUND_S  # its leases and its copy ended with it
     assert sum(a.status == 200 for a in touched) > len(touched) // 2  # the other copy served on
 
 

@@ -79,7 +79,11 @@ def test_the_last_key_issued_is_the_nodes_and_a_revoked_node_has_none() -> None:
 
 
 def test_a_node_reads_its_own_invokes_and_inbox_alone() -> None:
-    assert node_permissions(A)["subscribe"] == ["mf.invoke.node-a.*", f"_INBOX.{A.public_key}.>"]
+    assert node_permissions(A)["subscribe"] == [
+        "mf.invoke.node-a.*",
+        "mf.alive.node-a",
+        f"_INBOX.{A.public_key}.>",
+    ]
 
 
 def test_a_node_appends_only_its_registration_and_generations_to_its_node() -> None:
