@@ -384,6 +384,7 @@ class LiveState:
         # From the first event not folded yet: after a restored snapshot, only its tail.
         self._tasks.append(asyncio.create_task(self._follow_events(client, self.applied + 1)))
         self._tasks.append(asyncio.create_task(self._follow_telemetry(client)))
+        self._tasks.append(asyncio.create_task(self._hear_drops(client)))
         self._tasks.append(asyncio.create_task(watch_feed(self, client)))
         if last and not await self.wait_applied(last, timeout=120):
             raise RuntimeError(f"gateway state did not catch up to sequence {last}")
@@ -438,6 +439,23 @@ class LiveState:
                 await self.notify()
         finally:
             await sub.unsubscribe()  # and its heartbeat task, which a closed connection ends only later
+
+    async def _hear_drops(self, client: Client) -> None:
+        """Each sample as its agent sends it, on core NATS, for the drops it reports alone
+        (`ReconnectWatch`): the stream delivers a sample only once it has a leader, and when the
+        server that led it is lost, an agent that was on that server has invokes in flight that
+        never arrive; heard here, they are tried again at once rather than after the election."""
+        sub = await client.subscribe(f"{subjects.TELEMETRY_PREFIX}.>")
+        try:
+            async for msg in sub.messages:
+                try:
+                    sample = _telemetry_decoder.decode(msg.data)
+                except msgspec.DecodeError:
+                    continue  # (the stream's follower logs it)
+                if forged_telemetry(msg.subject, 0, sample, self.catalog) is None:
+                    self.reconnects.saw(sample)
+        finally:
+            await sub.unsubscribe()
 
     async def stop(self) -> None:
         for task in self._tasks:
