@@ -120,6 +120,23 @@ async def agent_loss(fleet: Any, clients: int, healthy_p99: float) -> dict[str, 
     }
 
 
+async def led_by(fleet: Any, server: str) -> list[str]:
+    """The streams other than MF_EVENTS that `server` leads: each is leaderless after its loss too,
+    and a request writes to the client-limit ones (MF_LIMITS_RATE, MF_LIMITS_CONC) before placement."""
+    js = fleet.connection.client.jetstream()
+    led = []
+    for stream in (
+        subjects.TELEMETRY_STREAM,
+        subjects.REQUESTS_STREAM,
+        subjects.LIMITS_RATE_STREAM,
+        subjects.LIMITS_CONCURRENCY_STREAM,
+    ):
+        cluster = (await js.stream_info(stream)).cluster
+        if cluster is not None and cluster.leader == server:
+            led.append(stream)
+    return led
+
+
 async def leader_loss(fleet: Any, clients: int, healthy_p99: float) -> dict[str, str]:
     support = importlib.import_module("tests.support.fleet")
     events = importlib.import_module("tests.support.fleet_events")
@@ -131,6 +148,7 @@ async def leader_loss(fleet: Any, clients: int, healthy_p99: float) -> dict[str,
     elected = await watcher.client.subscribe(
         f"$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.{subjects.EVENTS_STREAM}"
     )
+    also_led = await led_by(fleet, info.cluster.leader)
     async with support.Load(fleet, clients) as load:
         await load.answered(clients * 4)
         killed_at = time.time()
@@ -146,6 +164,7 @@ async def leader_loss(fleet: Any, clients: int, healthy_p99: float) -> dict[str,
     ended = await events.lease_ends(fleet.connection, since, in_flight)
     after = [a for a in load.answers if a.ended >= killed_at]
     return {
+        "streams the lost server also led (each elects too)": ", ".join(also_led) or "none",
         "new leader": new_leader,
         "leases of requests in flight released": f"{max(ended.values(), default=killed_at) - killed_at:.2f}",
         "full service": f"{full_service(load.answers, killed_at, healthy_p99):.2f}",
