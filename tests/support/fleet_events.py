@@ -4,13 +4,20 @@ shows when it landed, not when it was first tried): for tests.support.fleet, its
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 
 import msgspec
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.client import JetStreamContext
 
+from eventstore import reading
 from eventstore.connection import Connection
 from eventstore.records import record_from
+from eventstore.replies import resend_while_leaderless
+from gateway.scheduler.overcommit import excess_bytes
+from gateway.state.live import LiveState
 from streams import subjects
 from streams.codec import UnknownEvent
 from streams.events import Event
@@ -32,14 +39,29 @@ async def stored_until(
     including the first for which `done` holds (waiting for it: fails after WAIT_S)."""
     js = connection.client.jetstream()
     found: list[StoredEvent] = []
-    sub = await js.subscribe(
-        f"{subjects.EVENTS_PREFIX}.>" if stream == subjects.EVENTS_STREAM else ">",
-        stream=stream,
-        ordered_consumer=True,
-        config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=from_sequence),
-        pending_msgs_limit=-1,
-        pending_bytes_limit=-1,
-    )
+
+    def subscribe() -> Awaitable[JetStreamContext.PushSubscription]:
+        return js.subscribe(
+            f"{subjects.EVENTS_PREFIX}.>" if stream == subjects.EVENTS_STREAM else ">",
+            stream=stream,
+            ordered_consumer=True,
+            config=ConsumerConfig(
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=from_sequence
+            ),
+            pending_msgs_limit=-1,
+            pending_bytes_limit=-1,
+        )
+
+    # The consumer is made by the stream's leader: asked again while the stream elects one (a
+    # request answered fast enough comes right after the server that led it was lost).
+    give_up = time.monotonic() + WAIT_S
+    while True:
+        try:
+            sub = await resend_while_leaderless(subscribe, give_up - time.monotonic())
+            break
+        except NatsTimeoutError:
+            if time.monotonic() >= give_up:
+                raise
     try:
         async with asyncio.timeout(WAIT_S):
             async for msg in sub.messages:
@@ -120,3 +142,25 @@ async def lease_ends(connection: Connection, since: int, requests: set[str]) -> 
 
     await stored_until(connection, subjects.EVENTS_STREAM, since, settled)
     return ended
+
+
+async def over_commits(connection: Connection) -> list[tuple[int, str]]:
+    """Replay MF_EVENTS from its first event into a fresh live view: (sequence, accelerator) of each
+    event after which that accelerator's books held more than is schedulable (resident + leased >
+    total - reserve), under the scheduler policy in force."""
+    view, over = LiveState(), []
+    everything = f"{subjects.EVENTS_PREFIX}.>"
+    async for batch in reading.batches(connection.client, subjects.EVENTS_STREAM, everything):
+        for record in batch:
+            view.apply(record)
+            envelope = record.envelope
+            if envelope is None or envelope.aggregate_type != subjects.Aggregate.ACCELERATOR.value:
+                continue
+            state = view.accelerators.get(envelope.aggregate_id)
+            if (
+                state is not None
+                and isinstance(record.event, s.LeaseGranted)
+                and excess_bytes(state, view.policy)
+            ):
+                over.append((record.sequence, envelope.aggregate_id))
+    return over

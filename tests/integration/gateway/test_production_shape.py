@@ -32,6 +32,7 @@ from tests.support.fleet_events import (
     completions,
     last_sequence,
     lease_ends,
+    over_commits,
     stored_events,
     stored_until,
 )
@@ -128,3 +129,5 @@ async def test_losing_the_mf_events_leader_mid_load_loses_no_completion_and_leav
     await sampled_since(fleet, killed_at + BOUND_S)  # a node silent through the election is lost by now
     events = await stored_events(fleet.connection, subjects.EVENTS_STREAM, events_since)
     assert [e.event.node_id for e in events if isinstance(e.event, c.NodeLost)] == []
+    # A replay of the whole log through the election finds no grant past an accelerator's capacity.
+    assert await over_commits(fleet.connection) == []
