@@ -36,15 +36,19 @@ def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Path) -> None:
+def test_up_starts_nats_and_postgres_reuses_them_down_stops_them_and_up_again_keeps_data_and_key(
+    scratch: Path,
+) -> None:
+    # One fresh `up` for the whole life cycle: a fresh one imports and probes every model, the
+    # costliest step of this file (a second test with its own fresh `up` took ~2.5 min loaded).
     home = scratch / "devstack-up"
     first = run(home, "up")
-    assert first.returncode == 0, first.stderr
-    state = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
-    assert state.nats
-    assert state.postgres
-    assert "MF_EVENTS" in first.stdout
-    try:
+    try:  # an `up` that fails half-way has started some of the stack: `down` stops it too
+        assert first.returncode == 0, first.stderr
+        state = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
+        assert state.nats
+        assert state.postgres
+        assert "MF_EVENTS" in first.stdout
         _embed_with_the_printed_key(first.stdout)
         _ocr_with_the_printed_command(first.stdout, scratch / "page.png")
         # Operator commands find the running stack without NATS_URL / DATABASE_URL (as the README says).
@@ -67,6 +71,7 @@ def test_up_starts_nats_and_postgres_reuses_them_and_down_stops_them(scratch: Pa
     assert down.returncode == 0, down.stderr
     assert not pid_alive(state.nats.pid)
     assert not pid_alive(state.postgres.pid)
+    _up_after_down_restarts_on_the_same_data_and_the_same_demo_key(home, first.stdout)
 
 
 def _status_fails_while_a_component_is_stopped(home: Path, state: StackState) -> None:
@@ -138,11 +143,7 @@ def _printed_key(stdout: str) -> str:
     return next(line.split()[2] for line in stdout.splitlines() if line.startswith("demo key"))
 
 
-def test_up_after_down_restarts_on_the_same_data_and_the_same_demo_key(scratch: Path) -> None:
-    home = scratch / "devstack-again"
-    first = run(home, "up")
-    assert first.returncode == 0
-    run(home, "down")
+def _up_after_down_restarts_on_the_same_data_and_the_same_demo_key(home: Path, first_stdout: str) -> None:
     again = run(home, "up")
     try:
         assert again.returncode == 0, again.stderr
@@ -150,7 +151,7 @@ def test_up_after_down_restarts_on_the_same_data_and_the_same_demo_key(scratch: 
         assert state.postgres is not None
         assert (Path(state.postgres.data_dir) / "PG_VERSION").exists()
         _embed_with_the_printed_key(again.stdout)  # the same deployment
-        assert _printed_key(again.stdout) == _printed_key(first.stdout)  # an app keeps working
+        assert _printed_key(again.stdout) == _printed_key(first_stdout)  # an app keeps working
         assert (home / "demo-key").stat().st_mode & 0o777 == 0o600
     finally:
         run(home, "down")
