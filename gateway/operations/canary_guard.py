@@ -11,7 +11,6 @@ it: a canary resumed after a rollback starts with a clean window."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Collection
@@ -79,6 +78,9 @@ async def guard_canaries(promotion: PromotionContext, stop: asyncio.Event) -> No
     seen: SplitSeen = {}
     acting: set[str] = set()  # experiments this replica is taking the share back from
     looked = time.time()
+    # One event to wait on: waiting on both (a task each, per outcome) cost more than judging.
+    stopping = asyncio.ensure_future(stop.wait())
+    stopping.add_done_callback(lambda _: ctx.outcomes.changed.set())
     while not stop.is_set():
         fresh = ctx.outcomes.take_fresh()
         now = time.time()
@@ -92,7 +94,8 @@ async def guard_canaries(promotion: PromotionContext, stop: asyncio.Event) -> No
             if trip.experiment_id not in acting:
                 acting.add(trip.experiment_id)
                 ctx.spawn(_roll_back(canary, stable_id, trip, acting))
-        await _first_of(ctx.outcomes.changed, stop)
+        await ctx.outcomes.changed.wait()
+    stopping.cancel()
 
 
 async def _roll_back(canary: Canary, stable_id: str, trip: r.GuardTrip, acting: set[str]) -> None:
@@ -117,14 +120,3 @@ async def _take_back(canary: Canary, stable_id: str, trip: r.GuardTrip) -> None:
             await canary.withdraw(trip.experiment_id, reason)
     except ServingError as failed:
         log.error("rolling back %s failed: %s %s", trip.experiment_id, failed.code, failed.message)
-
-
-async def _first_of(*events: asyncio.Event) -> None:
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*waiters, return_exceptions=True)
