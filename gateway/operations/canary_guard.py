@@ -81,21 +81,23 @@ async def guard_canaries(promotion: PromotionContext, stop: asyncio.Event) -> No
     # One event to wait on: waiting on both (a task each, per outcome) cost more than judging.
     stopping = asyncio.ensure_future(stop.wait())
     stopping.add_done_callback(lambda _: ctx.outcomes.changed.set())
-    while not stop.is_set():
-        fresh = ctx.outcomes.take_fresh()
-        now = time.time()
-        try:
-            trips = tripped_guards(ctx.live.catalog, ctx.outcomes, now, seen, looked, fresh)
-        except Exception:  # a bug in judging must not stop the guards for the replica's lifetime
-            log.exception("judging the canaries failed")
-            trips = []
-        looked = now
-        for stable_id, trip in trips:
-            if trip.experiment_id not in acting:
-                acting.add(trip.experiment_id)
-                ctx.spawn(_roll_back(canary, stable_id, trip, acting))
-        await ctx.outcomes.changed.wait()
-    stopping.cancel()
+    try:
+        while not stop.is_set():
+            fresh = ctx.outcomes.take_fresh()
+            now = time.time()
+            try:
+                trips = tripped_guards(ctx.live.catalog, ctx.outcomes, now, seen, looked, fresh)
+            except Exception:  # a bug in judging must not stop the guards for the replica's lifetime
+                log.exception("judging the canaries failed")
+                trips = []
+            looked = now
+            for stable_id, trip in trips:
+                if trip.experiment_id not in acting:
+                    acting.add(trip.experiment_id)
+                    ctx.spawn(_roll_back(canary, stable_id, trip, acting))
+            await ctx.outcomes.changed.wait()
+    finally:
+        stopping.cancel()
 
 
 async def _roll_back(canary: Canary, stable_id: str, trip: r.GuardTrip, acting: set[str]) -> None:
