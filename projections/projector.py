@@ -36,7 +36,7 @@ from streams import subjects
 
 log = logging.getLogger("modelforge.projector")
 BATCH_MAX = 10_000
-COMMIT_INTERVAL_S = 0.05
+COMMIT_INTERVAL_S = 0.25  # 0.05 until 2026-12-04: docs/performance.md, "At a trickle"
 QUEUE_CHUNKS = 64  # chunks of up to one socket read each: backpressure on the readers
 RETRY_S = 1.0
 READER_STOP_S = 10.0  # a cancelled reader deletes its consumer and closes its socket: milliseconds

@@ -31,6 +31,9 @@ async def guard_canaries(promotion: PromotionContext, stop: asyncio.Event) -> No
     fleet = FleetOutcomes(ctx)
     following = asyncio.create_task(fleet.follow(), name="fleet-outcomes")
     acting: set[str] = set()  # experiments this replica is taking the share back from
+    # One event to wait on: waiting on both (a task each, per outcome) cost more than judging.
+    stopping = asyncio.ensure_future(stop.wait())
+    stopping.add_done_callback(lambda _: ctx.outcomes.changed.set())
     try:
         while not stop.is_set():
             fresh = ctx.outcomes.take_fresh()
@@ -43,8 +46,9 @@ async def guard_canaries(promotion: PromotionContext, stop: asyncio.Event) -> No
                 if trip.experiment_id not in acting:
                     acting.add(trip.experiment_id)
                     ctx.spawn(_roll_back(canary, stable_id, trip, acting))
-            await _first_of(ctx.outcomes.changed, stop)
+            await ctx.outcomes.changed.wait()
     finally:
+        stopping.cancel()
         following.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await following
@@ -72,14 +76,3 @@ async def _take_back(canary: Canary, stable_id: str, trip: r.GuardTrip) -> None:
             await canary.withdraw(trip.experiment_id, reason)
     except ServingError as failed:
         log.error("rolling back %s failed: %s %s", trip.experiment_id, failed.code, failed.message)
-
-
-async def _first_of(*events: asyncio.Event) -> None:
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*waiters, return_exceptions=True)
