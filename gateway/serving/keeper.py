@@ -182,6 +182,8 @@ async def _declare_lost_nodes(ctx: ServingContext, now: float) -> None:
         )
     judged = {lost.node_id for lost in silent}  # (the rule's reason, where both hold: revoked, stopped)
     for lost in [*silent, *(lost for lost in gone if lost.node_id not in judged)]:
+        if not node_loss.still_to_declare(live.catalog, lost):
+            continue  # declared by another replica while this one asked (its version is the new one)
         seen = datetime.fromtimestamp(lost.last_seen, UTC) if lost.last_seen is not None else None
         event = c.NodeLost(
             node_id=lost.node_id, generation=lost.generation, last_seen_at=seen, reason=lost.reason

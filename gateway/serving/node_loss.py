@@ -201,6 +201,15 @@ def next_ask_due(
     return None if math.isinf(due) else due
 
 
+def still_to_declare(catalog: Catalog, lost: LostNode) -> bool:
+    """Whether `lost` is still to be declared against the view as it is *now*: a decision made
+    before an await (asking the nodes, reading their samples) may meet a view that has since
+    applied another replica's `NodeLost` for that generation (or a new generation); appending then,
+    against the aggregate's new version, would declare it a second time."""
+    node = catalog.nodes.get(lost.node_id)
+    return node is not None and not node.lost and node.generation == lost.generation
+
+
 def proven_gone(asked: Sequence[LostNode], answers: Sequence[Liveness]) -> list[LostNode]:
     """The asked nodes whose answer proves their connection gone: NATS's no responders only."""
     return [node for node, answer in zip(asked, answers, strict=True) if answer is Liveness.NO_RESPONDERS]

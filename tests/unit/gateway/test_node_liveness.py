@@ -13,8 +13,11 @@ from gateway.serving.node_loss import (
     next_ask_due,
     nodes_to_ask,
     proven_gone,
+    still_to_declare,
 )
+from gateway.state.catalog import evolve_catalog
 from gateway.state.feed import TelemetryFeed
+from streams.events import control as c
 from tests.unit.gateway.test_node_loss import CATALOG, HOLDING, IDLE, NOW, UP, sample
 
 LATE_S = 5.0 + LIVENESS_MARGIN_S  # the samples' interval and the margin
@@ -68,3 +71,15 @@ def test_a_node_is_never_asked_before_its_silence_while_the_feed_was_up_reaches_
     silent = NOW - max(late.observed_at_unix_ms / 1000, feed.up_since)
     asked = nodes_to_ask(CATALOG, HOLDING, [late], NOW, feed, {})
     assert bool(asked) == (silent >= LATE_S)
+
+
+def test_a_node_another_replica_declared_lost_while_this_one_asked_is_not_declared_again() -> None:
+    # Decided before the question's await; by its answer the view holds the other replica's NodeLost.
+    gone = nodes_to_ask(CATALOG, HOLDING, [sample(age_s=7.0)], NOW, UP, {})
+    assert [still_to_declare(CATALOG, node) for node in gone] == [True]
+    declared = evolve_catalog(
+        CATALOG, c.NodeLost(node_id="n1", generation=3, last_seen_at=None, reason="gone")
+    )
+    assert [still_to_declare(declared, node) for node in gone] == [False]
+    restarted = evolve_catalog(declared, c.WorkerStarted(node_id="n1", generation=4))
+    assert [still_to_declare(restarted, node) for node in gone] == [False]  # a new worker: not this one
