@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 
 import msgspec
 from nats.aio.client import Client
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from eventstore.records import RecordedEvent
 from eventstore.subscription import subscribe
@@ -42,6 +41,7 @@ from gateway.state.catalog import Catalog, evolve_catalog
 from gateway.state.evictions import PendingEviction, fold_evictions
 from gateway.state.feed import TelemetryFeed, feed_down, feed_up, silent_for
 from gateway.state.feed_watch import watch_feed
+from gateway.state.following import follow_telemetry, hear_drops
 from gateway.state.loads import LoadFailure, Outgrown, PendingLoad, fold_loads, outgrown
 from gateway.state.reconnects import ReconnectWatch
 from gateway.state.senders import forged_event, forged_telemetry
@@ -55,7 +55,6 @@ from streams.events.identity import ForgedEventRefused
 from streams.messages import AcceleratorTelemetry
 
 log = logging.getLogger("modelforge.gateway.state")
-_telemetry_decoder = msgspec.json.Decoder(AcceleratorTelemetry)
 
 
 def policy_from(event: c.SchedulerPolicyRevised) -> SchedulerPolicy:
@@ -383,8 +382,8 @@ class LiveState:
         samples = (await js.stream_info(subjects.TELEMETRY_STREAM)).state.last_seq
         # From the first event not folded yet: after a restored snapshot, only its tail.
         self._tasks.append(asyncio.create_task(self._follow_events(client, self.applied + 1)))
-        self._tasks.append(asyncio.create_task(self._follow_telemetry(client)))
-        self._tasks.append(asyncio.create_task(self._hear_drops(client)))
+        self._tasks.append(asyncio.create_task(follow_telemetry(self, client)))
+        self._tasks.append(asyncio.create_task(hear_drops(self, client)))
         self._tasks.append(asyncio.create_task(watch_feed(self, client)))
         if last and not await self.wait_applied(last, timeout=120):
             raise RuntimeError(f"gateway state did not catch up to sequence {last}")
@@ -412,50 +411,6 @@ class LiveState:
             for listener in self.settled_listeners:
                 listener()
         return folded
-
-    async def _follow_telemetry(self, client: Client) -> None:
-        js = client.jetstream()
-        # The follower is one ephemeral consumer on one server. If that server goes, nats-py remakes
-        # it after two missed heartbeats (and again each two while the stream elects a leader):
-        # heartbeats a tenth of the staleness bound leave room for that before every node reads as
-        # down (NO_ELIGIBLE_NODE); nats-py's default (5 s) did not.
-        sub = await js.subscribe(
-            f"{subjects.TELEMETRY_PREFIX}.>",
-            stream=subjects.TELEMETRY_STREAM,
-            ordered_consumer=True,
-            idle_heartbeat=self.telemetry_stale_s / 10,
-            config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT),
-        )
-        try:
-            async for msg in sub.messages:
-                self.heard_from_feed(time.time())
-                self.telemetry_seq = msg.metadata.sequence.stream
-                try:
-                    sample = _telemetry_decoder.decode(msg.data)
-                except msgspec.DecodeError:
-                    log.warning("ignoring malformed telemetry on %s", msg.subject)
-                else:
-                    self.apply_sample(msg.subject, self.telemetry_seq, sample)
-                await self.notify()
-        finally:
-            await sub.unsubscribe()  # and its heartbeat task, which a closed connection ends only later
-
-    async def _hear_drops(self, client: Client) -> None:
-        """Each sample as its agent sends it, on core NATS, for the drops it reports alone
-        (`ReconnectWatch`): the stream delivers a sample only once it has a leader, and when the
-        server that led it is lost, an agent that was on that server has invokes in flight that
-        never arrive; heard here, they are tried again at once rather than after the election."""
-        sub = await client.subscribe(f"{subjects.TELEMETRY_PREFIX}.>")
-        try:
-            async for msg in sub.messages:
-                try:
-                    sample = _telemetry_decoder.decode(msg.data)
-                except msgspec.DecodeError:
-                    continue  # (the stream's follower logs it)
-                if forged_telemetry(msg.subject, 0, sample, self.catalog) is None:
-                    self.reconnects.saw(sample)
-        finally:
-            await sub.unsubscribe()
 
     async def stop(self) -> None:
         for task in self._tasks:
