@@ -38,13 +38,15 @@ def _cmd_up(args: argparse.Namespace) -> int:
     home = stack.state_dir()
     print(f"ModelForge embedded stack in {home}")
     try:
-        state = stack.up(home, lambda url: asyncio.run(_provision(url)), print, args.nodes, args.cluster)
-    except stack.StackRefused as refused:
+        state = stack.up(
+            home, lambda url: asyncio.run(_provision(url)), print, args.nodes, args.cluster, args.gateway_port
+        )
+        gateway_url = state.extra["gateway_url"]
+        gateway = next(c for c in state.components if c.name == "gateway")
+        demo.wait_until_ready(gateway_url, gateway.pid, Path(gateway.log))
+    except (stack.StackRefused, demo.GatewayNotUp) as refused:
         print(f"modelforge up: {refused}", file=sys.stderr)
         return 2
-    gateway_url = state.extra["gateway_url"]
-    gateway_log = next(Path(c.log) for c in state.components if c.name == "gateway")
-    demo.wait_until_ready(gateway_url, int(state.extra["gateway_port"]), gateway_log)
     print(f"gateway     {gateway_url}")
     nats_url = stack.nats_urls(state)
     demo.bootstrap(gateway_url, stack.operator_token(home), home, stack.NODE_ID, nats_url, print)
@@ -146,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="three NATS servers (streams on all three) with TLS on clients and routes, certificates in "
         "$MODELFORGE_HOME/certs (a new MODELFORGE_HOME; every later `up` there keeps the cluster)",
+    )
+    up.add_argument(
+        "--gateway-port",
+        type=int,
+        help="the gateway's port from now on (default: the one it had, else 8080 where free, else a free one)",
     )
     up.set_defaults(handler=_cmd_up)
     sub.add_parser("down", help="stop what `up` started").set_defaults(handler=_cmd_down)

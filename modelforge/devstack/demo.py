@@ -12,16 +12,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modelforge.devstack.processes import wait_for_port
+from modelforge.devstack.processes import exited, tail
 
 DEMO_KEY_FILE = "demo-key"
 
 
-def wait_until_ready(url: str, port: int, log: Path, timeout: float = 180.0) -> None:
-    """The gateway answers /readyz once its state has caught up with the event log."""
-    wait_for_port(port, None, log, timeout)
+class GatewayNotUp(RuntimeError):
+    """The gateway `up` started exited before it was ready (its port taken, say)."""
+
+
+def wait_until_ready(url: str, pid: int, log: Path, timeout: float = 180.0) -> None:
+    """The gateway (process `pid`) answers /readyz once its state has caught up with the event log.
+    Its exit ends the wait: whatever answers on its port then is another process's."""
     deadline = time.monotonic() + timeout
     while True:
+        if exited(pid):
+            raise GatewayNotUp(f"the gateway (pid {pid}) exited; see {log}:\n{tail(log)}")
         try:
             with urllib.request.urlopen(f"{url}/readyz", timeout=10) as response:
                 if response.status == 200:

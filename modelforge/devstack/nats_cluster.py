@@ -5,19 +5,21 @@ client connection and every route is TLS with verify on, as deploy/nats/nats.con
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from eventstore.provision import REPLICAS_ENV
 from modelforge.certs_cli import client_settings, make_certificates
-from modelforge.devstack.nats_server import CONFIG, NatsServer, start_nats
+from modelforge.devstack.nats_server import CONFIG, NatsServer, PortTaken, start_nats
 from modelforge.devstack.nats_tls import tls_block
-from modelforge.devstack.processes import free_port, pid_alive, port_is_free
+from modelforge.devstack.processes import free_port, pid_alive, port_is_free, stop_pid
 from modelforge.pki import default_identities
 
 CLUSTER_NAME = "modelforge"
 MEMBERS = ("nats-1", "nats-2", "nats-3")  # compose.yaml's names, which `modelforge certs` signs
 CERTS_FOLDER = "certs"
+# Starts of the three with newly planned ports before giving up, when a port is taken each time.
+STARTS = 5
 
 
 def member_config(name: str, route_port: int, route_ports: Sequence[int], certs: Path | None) -> str:
@@ -36,13 +38,14 @@ def member_config(name: str, route_port: int, route_ports: Sequence[int], certs:
 
 
 def plan_members(previous: Sequence[NatsServer] = ()) -> list[NatsServer]:
-    """Each member's ports: the ones it had (a restart keeps the routes every member names), else
-    free ones. pid 0: not started."""
+    """Each member's ports: the ones it had (a restart keeps the routes every member names and the
+    client port its clients know), else a free route port (every member's config names them all
+    before any starts) and client port 0 (the server picks one as it binds). pid 0: not started."""
     kept = {server.name: server for server in previous}
     planned = []
     for name in MEMBERS:
         before = kept.get(name)
-        port = before.port if before and port_is_free(before.port) else free_port()
+        port = before.port if before and port_is_free(before.port) else 0
         route_port = before.route_port if before and port_is_free(before.route_port) else free_port()
         planned.append(NatsServer(0, port, "", "", name=name, route_port=route_port))
     return planned
@@ -53,18 +56,46 @@ def start_member(
 ) -> NatsServer:
     """Starts `member` (of `members`, which name every route) in home/<its name>."""
     config = member_config(member.name, member.route_port, [m.route_port for m in members], certs)
-    started = start_nats(home / member.name, member.port, detach=detach, config_text=config)
+    started = start_nats(home / member.name, member.port or None, detach=detach, config_text=config)
     return NatsServer(
         started.pid, started.port, started.store_dir, started.log,
         name=member.name, route_port=member.route_port, tls=certs is not None,
     )  # fmt: skip
 
 
+def start_all(
+    home: Path, plan: Callable[[], list[NatsServer]], certs: Path | None, *, detach: bool = True
+) -> list[NatsServer]:
+    """Starts the members `plan()` gives. Another process may bind a planned route port before its
+    member does (the ports are chosen before any server starts); that member exits, and a fresh
+    cluster missing one of its three never elects a meta leader. So the members started are stopped
+    and all start again on the ports `plan()` gives next (the taken one is no longer free)."""
+    for _ in range(STARTS - 1):
+        try:
+            return _start_planned(home, plan(), certs, detach)
+        except PortTaken:
+            continue
+    return _start_planned(home, plan(), certs, detach)
+
+
+def _start_planned(
+    home: Path, members: list[NatsServer], certs: Path | None, detach: bool
+) -> list[NatsServer]:
+    started: list[NatsServer] = []
+    try:
+        for member in members:
+            started.append(start_member(home, member, members, certs, detach=detach))
+    except PortTaken:
+        for member in started:
+            stop_pid(member.pid)
+        raise
+    return started
+
+
 def start_cluster(home: Path, certs: Path | None, *, detach: bool = True) -> list[NatsServer]:
     """Starts the three members on free ports; JetStream answers once they elect a meta leader
     (provisioning waits for that itself)."""
-    members = plan_members()
-    return [start_member(home, member, members, certs, detach=detach) for member in members]
+    return start_all(home, plan_members, certs, detach=detach)
 
 
 def cluster_urls(members: Sequence[NatsServer]) -> str:
@@ -82,7 +113,7 @@ def ensure_cluster(home: Path, members: Sequence[NatsServer]) -> list[NatsServer
     certs = home / CERTS_FOLDER
     make_certificates(certs, default_identities())
     if not any(_running(member) for member in members):
-        members = plan_members(members)
+        return start_all(home, lambda: plan_members(members), certs)
     return [member if _running(member) else start_member(home, member, members, certs) for member in members]
 
 

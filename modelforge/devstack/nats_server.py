@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
 
-from modelforge.devstack.processes import free_port, wait_for_port
+from modelforge.devstack.processes import tail
 
 # Messages up to 8 MiB (the default is 1 MiB): an embedding reply for a full request (256 texts of
 # 768 floats) is about 4 MB of JSON, and the rerank contract admits 8 MiB request bodies.
@@ -54,16 +55,28 @@ def start_nats(
     config_text: str = CONFIG,
     env: Mapping[str, str] | None = None,
 ) -> NatsServer:
-    """`config_text` and `env` (added to this process's environment, for `$NAME` references in
-    the config) let tests run the deployment's own config; port and store come from the flags."""
+    """`port`: its client port; None: one the server picks as it binds, so no other process can
+    take it first. `config_text` and `env` (added to this process's environment, for `$NAME`
+    references in the config) let tests run the deployment's own config; port and store come from
+    the flags. Raises PortTaken when a port it was given (client or cluster) is taken."""
     store = state_dir / "nats"
     store.mkdir(parents=True, exist_ok=True)
     log = state_dir / "nats.log"
-    port = port or free_port()
     config = state_dir / "nats.conf"
     config.write_text(config_text)
-    args = [str(binary()), "-c", str(config), "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port)]
-    args += ["-l", str(log)]
+    args = [
+        str(binary()),
+        "-c",
+        str(config),
+        "-js",
+        "-sd",
+        str(store),
+        "-a",
+        "127.0.0.1",
+        "-p",
+        str(port or -1),
+    ]
+    args += ["--ports_file_dir", str(state_dir), "-l", str(log)]
     process = subprocess.Popen(
         args,
         stdin=subprocess.DEVNULL,
@@ -72,5 +85,43 @@ def start_nats(
         start_new_session=detach,
         env={**os.environ, **(env or {})},
     )
-    wait_for_port(port, process, log)
-    return NatsServer(process.pid, port, str(store), str(log))
+    ports = wait_for_listeners(process, state_dir, log)
+    return NatsServer(process.pid, ports.client_port, str(store), str(log))
+
+
+class PortTaken(RuntimeError):
+    """The server exited because a port it was told to listen on is taken."""
+
+
+class Ports(msgspec.Struct):
+    """The ports file a server writes (`--ports_file_dir`) once all its listeners are bound."""
+
+    nats: list[str]
+    cluster: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def client_port(self) -> int:
+        return int(self.nats[0].rsplit(":", 1)[1])
+
+
+def wait_for_listeners(
+    process: subprocess.Popen[bytes], folder: Path, log: Path, timeout: float = 30.0
+) -> Ports:
+    """The ports `process` listens on, once its ports file says all are bound. Only it writes that
+    file, so another process on one of its ports cannot pass for it (a probe that connects could
+    reach that one while the server exits with "address already in use"). The server announces
+    readiness nowhere else, so this is the one bounded probe its start makes."""
+    ports_file = folder / f"{binary().name}_{process.pid}.ports"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            said = tail(log)
+            error = PortTaken if "address already in use" in said else RuntimeError
+            raise error(f"nats-server exited with {process.returncode}; see {log}:\n{said}")
+        try:
+            return msgspec.json.decode(ports_file.read_bytes(), type=Ports)
+        except (OSError, msgspec.DecodeError):  # not yet written, or written half
+            time.sleep(0.02)
+    process.kill()
+    process.wait()
+    raise RuntimeError(f"nats-server not listening after {timeout:.0f}s; see {log}:\n{tail(log)}")

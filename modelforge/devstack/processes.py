@@ -37,7 +37,11 @@ def free_port() -> int:
 
 
 def port_is_free(port: int) -> bool:
+    """Whether a server could listen on `port` now. As nats-server, PostgreSQL and uvicorn do, the
+    probe sets SO_REUSEADDR: the connections a stopped server closed (TIME_WAIT, a minute) do not
+    keep its port from it, only a listener does."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -79,6 +83,16 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def exited(pid: int) -> bool:
+    """Whether process `pid` is gone: reaped here when it is this process's child (an exited child
+    stays a zombie, which pid_alive counts as alive, until its parent reaps it)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        done = 0
+    return done == pid or not pid_alive(pid)
+
+
 def stop_pid(pid: int, timeout: float = 15.0) -> bool:
     """SIGTERM, wait, then SIGKILL. Returns True if the process is gone."""
     if not pid_alive(pid):
@@ -86,11 +100,7 @@ def stop_pid(pid: int, timeout: float = 15.0) -> bool:
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = 0
-        if done == pid or not pid_alive(pid):
+        if exited(pid):
             return True
         time.sleep(0.05)
     os.kill(pid, signal.SIGKILL)

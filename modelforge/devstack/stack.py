@@ -51,11 +51,7 @@ def components(home: Path, state: StackState) -> list[tuple[str, list[str], dict
     """The services `up` runs, in start-up order: name, argv after `modelforge`, and what its
     environment adds. The first agent is the embedded node (`node_settings`); `up --nodes N` adds
     N - 1 more, each a node of its own with its own CPU device and model folder."""
-    port = int(state.extra.get("gateway_port", "0")) or (
-        DEFAULT_GATEWAY_PORT if port_is_free(DEFAULT_GATEWAY_PORT) else free_port()
-    )
-    state.extra["gateway_port"] = str(port)
-    state.extra["gateway_url"] = f"http://127.0.0.1:{port}"
+    port = state.extra["gateway_port"]
     agents = []
     for index in range(1, node_count(state) + 1):
         settings = extra_node_settings(home, index)
@@ -64,7 +60,7 @@ def components(home: Path, state: StackState) -> list[tuple[str, list[str], dict
     started = [
         ("projector", ["projector"], {}),
         *agents,
-        ("gateway", ["gateway", "--port", str(port), "--gateway-id", "local"], {}),
+        ("gateway", ["gateway", "--port", port, "--gateway-id", "local"], {}),
     ]
     if not clustered(state):
         return started
@@ -73,6 +69,24 @@ def components(home: Path, state: StackState) -> list[tuple[str, list[str], dict
         (name, argv, {**nats_cluster.client_environment(home, roles.get(name, "agent")), **own})
         for name, argv, own in started
     ]
+
+
+def choose_gateway_port(state: StackState, asked: int | None) -> None:
+    """The gateway's port: `asked`, else the one it had, else 8080 where free, else a free one.
+    StackRefused where the gateway must start and another process holds that port (an `up` of
+    another MODELFORGE_HOME, say): its gateway would exit, and readiness checks could reach the
+    other one."""
+    port = asked or int(state.extra.get("gateway_port", "0"))
+    port = port or (DEFAULT_GATEWAY_PORT if port_is_free(DEFAULT_GATEWAY_PORT) else free_port())
+    running = any(c.name == "gateway" and pid_alive(c.pid) for c in state.components)
+    if running and asked and asked != int(state.extra["gateway_port"]):
+        raise StackRefused(f"the gateway runs on port {state.extra['gateway_port']}: `down` first to move it")
+    if not running and not port_is_free(port):
+        raise StackRefused(
+            f"port {port} for the gateway is taken by another process: stop it, or `up --gateway-port PORT`"
+        )
+    state.extra["gateway_port"] = str(port)
+    state.extra["gateway_url"] = f"http://127.0.0.1:{port}"
 
 
 def clustered(state: StackState) -> bool:
@@ -213,10 +227,13 @@ def up(
     echo: Callable[[str], None],
     nodes: int | None = None,
     cluster: bool = False,
+    gateway_port: int | None = None,
 ) -> StackState:
     """`nodes`: run that many agents from now on (None: as many as the last `up`). `cluster`: three
-    NATS servers with TLS from now on (StackRefused where the log already lives on one server)."""
+    NATS servers with TLS from now on (StackRefused where the log already lives on one server).
+    `gateway_port`: the gateway's from now on (`choose_gateway_port`)."""
     state = load_state(home)
+    choose_gateway_port(state, gateway_port)
     if cluster and not clustered(state):
         if state.nats or os.environ.get("NATS_URL"):
             where = f"the NATS_URL {os.environ['NATS_URL']}" if os.environ.get("NATS_URL") else "one server"

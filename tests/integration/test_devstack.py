@@ -15,9 +15,10 @@ import httpx
 import msgspec
 
 from eventstore.connection import Connection, connect
-from modelforge.devstack.processes import pid_alive, stop_pid
+from modelforge.devstack.processes import free_port, pid_alive, stop_pid, tail
 from modelforge.devstack.stack import StackState
 from streams import subjects
+from streams.events.control import NodeLost
 from streams.events.requests import RequestCompleted
 from tests.support.images import text_page
 from tests.support.serving import events_until
@@ -42,7 +43,7 @@ def test_up_starts_nats_and_postgres_reuses_them_down_stops_them_and_up_again_ke
     # One fresh `up` for the whole life cycle: a fresh one imports and probes every model, the
     # costliest step of this file (a second test with its own fresh `up` took ~2.5 min loaded).
     home = scratch / "devstack-up"
-    first = run(home, "up")
+    first = run(home, "up", "--gateway-port", str(free_port()))  # not 8080: another stack may hold it
     try:  # an `up` that fails half-way has started some of the stack: `down` stops it too
         assert first.returncode == 0, first.stderr
         state = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
@@ -139,6 +140,21 @@ async def _served_by(connection: Connection, request_id: str) -> str:
     return completed[-1].node_id
 
 
+async def _declared_lost(connection: Connection, node_id: str, home: Path) -> None:
+    """Read from the event log, so an event appended before this reads it counts too."""
+    try:
+        await events_until(
+            connection,
+            subjects.EVENTS_STREAM,
+            lambda e: isinstance(e, NodeLost) and e.node_id == node_id,
+            timeout=60,
+        )
+    except TimeoutError:
+        raise AssertionError(
+            f"{node_id} not declared lost in 60 s; gateway log:\n{tail(home / 'logs' / 'gateway.log', 40)}"
+        ) from None
+
+
 def _printed_key(stdout: str) -> str:
     return next(line.split()[2] for line in stdout.splitlines() if line.startswith("demo key"))
 
@@ -159,7 +175,7 @@ def _up_after_down_restarts_on_the_same_data_and_the_same_demo_key(home: Path, f
 
 async def test_up_with_two_nodes_serves_from_the_other_once_the_serving_one_is_lost(scratch: Path) -> None:
     home = scratch / "devstack-nodes"
-    started = await asyncio.to_thread(run, home, "up", "--nodes", "2")
+    started = await asyncio.to_thread(run, home, "up", "--nodes", "2", "--gateway-port", str(free_port()))
     try:
         assert started.returncode == 0, started.stderr
         state = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
@@ -172,9 +188,8 @@ async def test_up_with_two_nodes_serves_from_the_other_once_the_serving_one_is_l
                 connection, await asyncio.to_thread(_embed_with_the_printed_key, started.stdout)
             )
             other = {"local": "local-2", "local-2": "local"}[first]
-            lost = await connection.client.subscribe(f"{subjects.EVENTS_PREFIX}.node.{first}.NodeLost")
             os.kill(agents["agent" if first == "local" else "agent-2"], signal.SIGKILL)  # it dies
-            await lost.next_msg(timeout=60)  # declared lost once its telemetry stopped
+            await _declared_lost(connection, first, home)  # once its telemetry stopped
             served = await asyncio.to_thread(_embed_with_the_printed_key, started.stdout)
             assert await _served_by(connection, served) == other
         finally:

@@ -12,7 +12,7 @@ import pytest
 
 from eventstore.connection import connect
 from modelforge.devstack.nats_cluster import MEMBERS, client_environment, cluster_urls
-from modelforge.devstack.processes import pid_alive, stop_pid
+from modelforge.devstack.processes import free_port, pid_alive, stop_pid
 from modelforge.devstack.stack import OPERATOR_ROLE, StackState
 from streams import subjects
 from tests.integration.test_devstack import _embed_with_the_printed_key, run
@@ -22,7 +22,7 @@ async def test_up_cluster_serves_over_tls_from_three_servers_and_down_stops_them
     scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = scratch / "devstack-cluster"
-    started = await asyncio.to_thread(run, home, "up", "--cluster")
+    started = await asyncio.to_thread(run, home, "up", "--cluster", "--gateway-port", str(free_port()))
     state = msgspec.json.decode((home / "stack.json").read_bytes(), type=StackState)
     try:
         assert started.returncode == 0, started.stdout + started.stderr

@@ -4,6 +4,7 @@ certificates `modelforge certs` makes, the production shape of compose.yaml."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator, Iterator
@@ -12,12 +13,16 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import ServiceUnavailableError
 
 from eventstore.connection import Connection, connect
+from eventstore.replies import resend_while_leaderless
 from modelforge.certs_cli import client_settings, make_certificates
 from modelforge.devstack.nats_cluster import cluster_urls, start_cluster
 from modelforge.devstack.nats_server import NatsServer
-from modelforge.devstack.processes import stop_pid
+from modelforge.devstack.processes import stop_pid, tail
 from modelforge.pki import default_identities
 
 
@@ -49,6 +54,36 @@ class Cluster(msgspec.Struct):
     def stop(self) -> None:
         for member in self.members:
             stop_pid(member.pid)
+
+    def logs(self, lines: int = 40) -> str:
+        """The end of each member's log, for a failure's message."""
+        return "\n".join(f"--- {m.name} ({m.log}):\n{tail(Path(m.log), lines)}" for m in self.members)
+
+
+# How long a new cluster may take to elect its meta leader (provisioning's own wait).
+ELECTION_S = 60.0
+
+
+async def elected(cluster: Cluster) -> None:
+    """Returns once the cluster's JetStream answers (its meta leader is elected); else fails with
+    the end of each server's log, which go with the test's scratch folder."""
+    connection = await connect(cluster.urls, "cluster-elected")
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + ELECTION_S
+    try:
+        while True:
+            try:
+                await resend_while_leaderless(
+                    connection.client.jetstream().account_info, give_up - loop.time()
+                )
+                return
+            except (NoRespondersError, ServiceUnavailableError, NatsTimeoutError) as exc:
+                if loop.time() >= give_up:
+                    pytest.fail(
+                        f"the cluster's JetStream did not answer in {ELECTION_S:.0f} s ({exc!r})\n{cluster.logs()}"
+                    )
+    finally:
+        await connection.close()
 
 
 @contextmanager

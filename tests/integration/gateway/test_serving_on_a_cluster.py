@@ -15,7 +15,7 @@ from eventstore.provision import REPLICAS_ENV
 from gateway.serving.capacity import envelope_of
 from streams import subjects
 from tests.integration.gateway.conftest import Stack, another_deployment
-from tests.support.cluster import Cluster, lead_from, running_cluster
+from tests.support.cluster import Cluster, elected, lead_from, running_cluster
 
 STREAMS = (
     subjects.EVENTS_STREAM,
@@ -42,7 +42,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def module_nats(cluster: Cluster) -> ClusterUrl:
+async def module_nats(cluster: Cluster) -> ClusterUrl:
+    await elected(cluster)  # or fails with the servers' logs, before the stack provisions on it
     return ClusterUrl(cluster.urls)
 
 
