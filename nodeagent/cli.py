@@ -250,7 +250,8 @@ def register(subparsers: Any) -> None:
     agent.add_argument(
         "--cpu-threads",
         type=int,
-        help=f"threads ONNX Runtime runs one batch on (default: {CPU_THREADS_ENV}, else every core it may use: "
+        help=f"threads ONNX Runtime runs a lone batch on, and batches it runs at once on one thread each when "
+        f"more are queued (default: {CPU_THREADS_ENV}, else every core it may use: "
         f"{DEFAULT_CPU_THREADS})",
     )
     agent.add_argument(

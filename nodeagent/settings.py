@@ -12,7 +12,10 @@ NODE_ID_ENV = "MODELFORGE_NODE_ID"
 # Bytes of artifact sets fetched from the artifact bucket a node keeps under <root>/.cache (LRU).
 ARTIFACT_CACHE_BYTES_ENV = "MODELFORGE_ARTIFACT_CACHE_BYTES"
 DEFAULT_ARTIFACT_CACHE_BYTES = 20 << 30
-# Threads ONNX Runtime runs one batch on (the CPU runtime only; TensorRT runs on its GPU). Every
+# Threads ONNX Runtime runs a lone batch on (the CPU runtime only; TensorRT runs on its GPU), and
+# how many batches of embeddings or reranking it runs at once, one thread each, when requests queue
+# up for more than one batch (each thread costs less CPU per row alone than as one of a batch's; a
+# second one-thread ONNX Runtime session holds the lanes: docs/performance.md, "Lanes"). Every
 # core this process may use by default: on a node of its own the agent has nothing to leave them
 # to (MiniLM alone: 458 against 272 sequences/s in batches of 32 with two threads rather than one,
 # on 2 cores), and beside a gateway and NATS on 2 cores a lone request through the stack ran 0-2.2 ms

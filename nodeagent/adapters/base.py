@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from nodeagent.runtimes.base import Runtime, Tensor
+from nodeagent.runtimes.base import Runs, Tensor
 from streams import codes
 from streams.codes import ServingError
 
@@ -57,7 +57,7 @@ def pick_output(outputs: Mapping[str, Tensor], name: str | None) -> Tensor:
 
 
 def run_batch(
-    adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runtime, items: Sequence[ItemT]
+    adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runs, items: Sequence[ItemT]
 ) -> tuple[PreparedBatch, list[ResultT]]:
     """One runtime call for `items`: preprocess, run, postprocess, validate. Blocking. The prepared
     batch comes back with the results (its token counts are what each row was charged)."""
@@ -69,14 +69,14 @@ def run_batch(
 
 
 def run_rows(
-    adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runtime, items: Sequence[ItemT]
+    adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runs, items: Sequence[ItemT]
 ) -> list[ResultT]:
     """`run_batch`'s results alone."""
     return run_batch(adapter, runtime, items)[1]
 
 
 def batch_runner(
-    adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runtime
+    adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runs
 ) -> Callable[[Sequence[ItemT]], list[ResultT]]:
     """`run_rows` bound to one adapter and runtime: the function a DynamicBatcher calls."""
 

@@ -50,12 +50,31 @@ class MemoryStats:
 @dataclass(frozen=True)
 class RuntimeOptions:
     intra_op_threads: int = 2  # ONNX Runtime; the agent passes its own (--cpu-threads)
+    lanes: int = 1  # ONNX Runtime: batches it may run at once on one thread each (`Laned`)
     inter_op_threads: int = 1
     max_batch: int = 32  # TensorRT optimisation profile bounds
     max_seq: int = 256
     precision: str = "fp16"  # TensorRT builder precision
     engine_cache_dir: Path | None = None  # TensorRT serialized engines
     workspace_bytes: int = 1 << 30
+
+
+class Runs(Protocol):
+    """What runs a batch: a runtime, or one lane of it."""
+
+    def run(self, inputs: Mapping[str, Tensor]) -> dict[str, Tensor]: ...
+
+
+@runtime_checkable
+class Laned(Protocol):
+    """A runtime that can run up to `lanes` batches at once, each on one thread, through `lane`
+    (its `run` uses every thread it was given for a lone batch)."""
+
+    @property
+    def lanes(self) -> int: ...
+
+    @property
+    def lane(self) -> Runs: ...
 
 
 @runtime_checkable

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,7 +39,7 @@ def session_options_for(options: RuntimeOptions) -> ort.SessionOptions:
     session_options = ort.SessionOptions()
     session_options.intra_op_num_threads = options.intra_op_threads
     session_options.inter_op_num_threads = options.inter_op_threads
-    # One batch at a time per model: parallel operators only fight the event loop for two cores.
+    # Operators one after another: parallel ones only fight the event loop (and other lanes) for cores.
     session_options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # Spinning worker threads burn a core between batches, starving the agent's event loop.
@@ -46,13 +47,28 @@ def session_options_for(options: RuntimeOptions) -> ort.SessionOptions:
     return session_options
 
 
+class _Lane:
+    """Runs a batch on the runtime's one-thread session."""
+
+    def __init__(self, runtime: OnnxRuntimeCpu) -> None:
+        self._runtime = runtime
+
+    def run(self, inputs: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        return self._runtime.run(inputs, one_thread=True)
+
+
 class OnnxRuntimeCpu:
-    """`Runtime` over an onnxruntime InferenceSession with the CPU execution provider."""
+    """`Runtime` over an onnxruntime InferenceSession with the CPU execution provider; `Laned` where
+    loaded with `lanes` > 1: a lane runs on a second session with one intra-op thread (the same
+    session where that already has one), which ONNX Runtime lets several threads run at once."""
 
     kind = "onnxruntime-cpu"
 
     def __init__(self) -> None:
         self._session: ort.InferenceSession | None = None
+        self._one_thread: ort.InferenceSession | None = None
+        self._lanes = 1
+        self._lane = _Lane(self)
         self._inputs: tuple[TensorSpec, ...] = ()
         self._outputs: tuple[TensorSpec, ...] = ()
         self._memory = PeakTracker()
@@ -64,12 +80,22 @@ class OnnxRuntimeCpu:
         self._session = ort.InferenceSession(
             str(model_path), sess_options=session_options_for(options), providers=["CPUExecutionProvider"]
         )
+        self._lanes = max(1, options.lanes)
+        self._one_thread = self._session
+        if self._lanes > 1 and options.intra_op_threads > 1:
+            self._one_thread = ort.InferenceSession(
+                str(model_path),
+                sess_options=session_options_for(dataclasses.replace(options, intra_op_threads=1)),
+                providers=["CPUExecutionProvider"],
+            )
         self._inputs = tuple(_spec(node) for node in self._session.get_inputs())
         self._outputs = tuple(_spec(node) for node in self._session.get_outputs())
         self._memory.sample(process_rss_bytes())
 
-    def run(self, inputs: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    def run(self, inputs: Mapping[str, Tensor], *, one_thread: bool = False) -> dict[str, Tensor]:
         session = self._require_session()
+        if one_thread and self._one_thread is not None:
+            session = self._one_thread
         missing = [spec.name for spec in self._inputs if spec.name not in inputs]
         if missing:
             raise ServingError(codes.INVALID_INPUT.code, f"missing model inputs: {missing}")
@@ -86,12 +112,21 @@ class OnnxRuntimeCpu:
         return self._require_session().get_session_options()
 
     def unload(self) -> None:
-        self._session = None
+        self._session = self._one_thread = None
+        self._lanes = 1
         gc.collect()
         release_freed_heap()
 
     def memory_stats(self) -> MemoryStats:
         return self._memory.stats(process_rss_bytes())
+
+    @property
+    def lanes(self) -> int:
+        return self._lanes
+
+    @property
+    def lane(self) -> _Lane:
+        return self._lane
 
     @property
     def is_loaded(self) -> bool:

@@ -4,6 +4,11 @@ Submissions queue up; a worker task takes as many whole submissions as fit the b
 (rows, padded tokens) once the batch is full or the oldest one has waited `max_wait_s`, runs
 them in one runtime call on an executor thread (or, `inline`, on the event loop's own thread),
 and routes each caller's rows back to it. Waiting is on an asyncio event with a timeout: no polling.
+
+Lanes: where the runtime offers a one-thread way to run (`run_lane`, `lanes` > 1), a round that
+finds more than one batch's worth queued runs up to `lanes` batches at once, each on one thread,
+rather than one batch on all of them (a runtime's second intra-op thread costs more CPU per row
+than a second batch does); a lone batch still runs through `run_batch`, on every thread.
 """
 
 from __future__ import annotations
@@ -56,6 +61,31 @@ def plan_batch(
     return taken, rows >= max_rows
 
 
+def plan_lanes(
+    parts: Sequence[tuple[int, int]], max_rows: int, max_padded_tokens: int | None, lanes: int
+) -> list[int]:
+    """How many leading parts each of the batches that run at once takes: one batch where the
+    queue holds one batch's worth (or `lanes` is 1), else up to `lanes` batches with their rows
+    evened out, so that no lane idles while another runs a long batch on its one thread."""
+    greedy = _consecutive(parts, max_rows, max_padded_tokens, lanes)
+    if len(greedy) <= 1:
+        return greedy
+    rows = sum(part_rows for part_rows, _ in parts[: sum(greedy)])
+    return _consecutive(parts, min(max_rows, -(-rows // len(greedy))), max_padded_tokens, len(greedy))
+
+
+def _consecutive(
+    parts: Sequence[tuple[int, int]], max_rows: int, max_padded_tokens: int | None, batches: int
+) -> list[int]:
+    counts: list[int] = []
+    start = 0
+    while start < len(parts) and len(counts) < batches:
+        taken, _ = plan_batch(parts[start:], max_rows, max_padded_tokens)
+        counts.append(taken)
+        start += taken
+    return counts
+
+
 class DynamicBatcher(Generic[ItemT, ResultT]):
     def __init__(
         self,
@@ -67,6 +97,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         count_tokens: Callable[[ItemT], int] | None = None,
         executor: Executor | None = None,
         inline: bool = False,
+        lanes: int = 1,
+        run_lane: Callable[[Sequence[ItemT]], Sequence[ResultT]] | None = None,
     ) -> None:
         if max_batch_size < 1 or max_wait_s < 0:
             raise ValueError("max_batch_size must be ≥ 1 and max_wait_s ≥ 0")
@@ -83,6 +115,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         # loop again when it ends, two thread wakeups a request (bench/agent.py's worker hop).
         # Submissions that arrive meanwhile wait in the socket and form the next batch.
         self.inline = inline
+        self.lanes = lanes
+        self.run_lane = run_lane  # one batch on one thread; `run_batch` where None
         self._queue: deque[_Part[ItemT, ResultT]] = deque()
         self._wakeup = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
@@ -140,9 +174,11 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             start = end
         return parts
 
+    def _shapes(self) -> list[tuple[int, int]]:
+        return [(len(part.items), part.longest_tokens) for part in self._queue]
+
     def _plan(self) -> tuple[int, bool]:
-        shapes = [(len(part.items), part.longest_tokens) for part in self._queue]
-        return plan_batch(shapes, self.max_batch_size, self.max_batch_tokens)
+        return plan_batch(self._shapes(), self.max_batch_size, self.max_batch_tokens)
 
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
@@ -159,20 +195,40 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(remaining):
                         await self._wakeup.wait()
-            taken, _ = self._plan()
-            parts = [self._queue.popleft() for _ in range(taken)]
-            live = [part for part in parts if not part.future.done()]
+            batches = [[self._queue.popleft() for _ in range(count)] for count in self._lane_plan()]
+            live = [
+                alive for batch in batches if (alive := [part for part in batch if not part.future.done()])
+            ]
             if live:
-                self._in_flight = live
-                await self._execute(live)
+                self._in_flight = [part for batch in live for part in batch]
+                await self._round(live)
                 self._in_flight = []
 
-    async def _execute(self, parts: list[_Part[ItemT, ResultT]]) -> None:
+    def _lane_plan(self) -> list[int]:
+        lanes = self.lanes if self.run_lane is not None else 1
+        return plan_lanes(self._shapes(), self.max_batch_size, self.max_batch_tokens, lanes)
+
+    async def _round(self, batches: list[list[_Part[ItemT, ResultT]]]) -> None:
+        if len(batches) == 1:
+            await self._execute(batches[0], self._run_batch, inline=self.inline)
+            return
+        run_lane = self.run_lane or self._run_batch
+        # The other lanes go to threads first; then the first runs, inline where the batcher does.
+        others = [self._execute(batch, run_lane, inline=False) for batch in batches[1:]]
+        await asyncio.gather(*others, self._execute(batches[0], run_lane, inline=self.inline))
+
+    async def _execute(
+        self,
+        parts: list[_Part[ItemT, ResultT]],
+        run: Callable[[Sequence[ItemT]], Sequence[ResultT]],
+        *,
+        inline: bool,
+    ) -> None:
         rows = [item for part in parts for item in part.items]
         traced = [(parent, queued) for parent, queued in (p.traced for p in parts) if parent is not None]
         ran_ns = time.time_ns() if traced else 0
         try:
-            results = await self._call(rows)
+            results = await self._call(run, rows, inline=inline)
         except Exception as error:
             if traced:
                 batch_spans.record(traced, len(rows), ran_ns, time.time_ns(), ok=False)
@@ -183,7 +239,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             # caller whose rows fail gets the exception.
             for part in parts:
                 try:
-                    _succeed(part, await self._call(part.items))
+                    _succeed(part, await self._call(run, part.items, inline=inline))
                 except Exception as part_error:
                     _fail(part, part_error)
             return
@@ -194,12 +250,14 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             _succeed(part, results[offset : offset + len(part.items)])
             offset += len(part.items)
 
-    async def _call(self, rows: list[ItemT]) -> list[ResultT]:
-        if self.inline:
-            results = list(self._run_batch(rows))
+    async def _call(
+        self, run: Callable[[Sequence[ItemT]], Sequence[ResultT]], rows: list[ItemT], *, inline: bool
+    ) -> list[ResultT]:
+        if inline:
+            results = list(run(rows))
         else:
             loop = asyncio.get_running_loop()
-            results = list(await loop.run_in_executor(self._executor, self._run_batch, rows))
+            results = list(await loop.run_in_executor(self._executor, run, rows))
         self.runtime_calls += 1
         self.rows_run += len(rows)
         if len(results) != len(rows):

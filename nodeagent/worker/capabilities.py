@@ -30,7 +30,7 @@ from nodeagent.adapters.reranking import (
     rank_documents,
     validate_ranking,
 )
-from nodeagent.runtimes.base import Runtime
+from nodeagent.runtimes.base import Laned, Runs, Runtime
 from nodeagent.worker.batching import DynamicBatcher
 from streams import codes, contracts
 from streams.codes import ServingError
@@ -56,7 +56,7 @@ class Timed(Generic[ResultT]):
 
 
 def timed_runner(
-    adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runtime
+    adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runs
 ) -> Callable[[Sequence[ItemT]], list[Timed[ResultT]]]:
     def run(items: Sequence[ItemT]) -> list[Timed[ResultT]]:
         started = time.perf_counter()
@@ -68,6 +68,17 @@ def timed_runner(
         ]
 
     return run
+
+
+def timed_batcher(
+    adapter: CapabilityAdapter[ItemT, ResultT], runtime: Runtime, max_batch_size: int
+) -> DynamicBatcher[ItemT, Timed[ResultT]]:
+    """A batcher over the runtime, that runs batches in lanes where the runtime has them (the
+    load sets how many)."""
+    lane = timed_runner(adapter, runtime.lane) if isinstance(runtime, Laned) else None
+    return DynamicBatcher(
+        timed_runner(adapter, runtime), max_batch_size=max_batch_size, max_wait_s=BATCH_WAIT_S, run_lane=lane
+    )
 
 
 @dataclass(frozen=True)
@@ -183,8 +194,8 @@ class EmbeddingServer:
 
     def __init__(self, adapter: EmbeddingAdapter, runtime: Runtime, max_batch_size: int) -> None:
         self.adapter, self.runtime = adapter, runtime
-        self.batcher: DynamicBatcher[str, Timed[EmbeddingResult]] = DynamicBatcher(
-            timed_runner(adapter, runtime), max_batch_size=max_batch_size, max_wait_s=BATCH_WAIT_S
+        self.batcher: DynamicBatcher[str, Timed[EmbeddingResult]] = timed_batcher(
+            adapter, runtime, max_batch_size
         )
 
     async def serve(self, payload: bytes, input_type: str = "") -> tuple[bytes, WorkerTimings]:
@@ -234,8 +245,8 @@ class RerankServer:
         self, adapter: CapabilityAdapter[tuple[str, str], float], runtime: Runtime, max_batch_size: int
     ) -> None:
         self.adapter, self.runtime = adapter, runtime
-        self.batcher: DynamicBatcher[tuple[str, str], Timed[float]] = DynamicBatcher(
-            timed_runner(adapter, runtime), max_batch_size=max_batch_size, max_wait_s=BATCH_WAIT_S
+        self.batcher: DynamicBatcher[tuple[str, str], Timed[float]] = timed_batcher(
+            adapter, runtime, max_batch_size
         )
 
     async def serve(self, payload: bytes, input_type: str = "") -> tuple[bytes, WorkerTimings]:

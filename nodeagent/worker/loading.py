@@ -195,12 +195,17 @@ def load_blocking(
     inline_batches: bool = False,
 ) -> Warm:
     """Load and warm up. Raises ServingError with a stable code on any refusal. `inline_batches`:
-    run batches on the event loop's thread (a worker process, whose loop serves only this model)."""
+    run batches on the event loop's thread (a worker process, whose loop serves only this model).
+    `cpu_threads`: the threads a lone batch runs on, and where the server runs batches in lanes,
+    how many batches may run at once on one thread each."""
     servable = _servable(capability, verified, lambda: runtime_for(gpu_index), max_batch, gpu_index)
     server, runtime = servable.server, servable.runtime
     server.batcher.inline = inline_batches
+    lanes = cpu_threads if server.batcher.run_lane is not None else 1
+    server.batcher.lanes = lanes
     try:
-        runtime.load(servable.model_path, RuntimeOptions(intra_op_threads=cpu_threads, max_batch=max_batch))
+        options = RuntimeOptions(intra_op_threads=cpu_threads, lanes=lanes, max_batch=max_batch)
+        runtime.load(servable.model_path, options)
         warm_started = time.perf_counter()
         server.test_inference()
         warmup_ms = (time.perf_counter() - warm_started) * 1000

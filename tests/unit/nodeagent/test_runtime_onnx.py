@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nodeagent.runtimes.base import Runtime, RuntimeOptions
+from nodeagent.runtimes.base import Laned, Runtime, RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from nodeagent.runtimes.process_memory import process_rss_bytes
 from streams.codes import ServingError
@@ -55,3 +55,23 @@ def test_memory_is_measured_and_unload_stops_runs(minilm_dir: Path) -> None:
     with pytest.raises(ServingError) as raised:
         runtime.run({"input_ids": ids})
     assert raised.value.code == "INFERENCE_FAILED"
+
+
+def test_a_lane_runs_the_same_model_on_one_thread_beside_the_wide_session(minilm_dir: Path) -> None:
+    runtime = OnnxRuntimeCpu()
+    runtime.load(minilm_dir / "model.onnx", RuntimeOptions(intra_op_threads=2, lanes=2))
+    ids = np.array([[101, 7592, 2088, 102]], dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    try:
+        assert runtime.lanes == 2
+        assert isinstance(runtime, Laned)
+        np.testing.assert_allclose(
+            runtime.lane.run(feeds)["last_hidden_state"], runtime.run(feeds)["last_hidden_state"], atol=1e-5
+        )
+    finally:
+        runtime.unload()
+    assert runtime.lanes == 1
+
+
+def test_without_lanes_asked_for_a_runtime_has_one_lane(minilm_runtime: OnnxRuntimeCpu) -> None:
+    assert minilm_runtime.lanes == 1
