@@ -165,11 +165,16 @@ async def _follow(
 ) -> None:
     queue: asyncio.Queue[_Item] = asyncio.Queue(QUEUE_CHUNKS)
     loop = asyncio.get_running_loop()
+    # Closed while events wait for the commit interval: the readers leave what arrives meanwhile in
+    # their sockets and take it in one read when it opens, instead of waking for every message.
+    reading = asyncio.Event()
+    reading.set()
 
     async def read(stream: str) -> None:
         try:
             async for chunk in source.read(stream, checkpoints.get(stream, 0) + 1, urls=nats_urls):
                 await queue.put((stream, chunk))
+                await reading.wait()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # handed to the applier, which raises it
@@ -205,7 +210,8 @@ async def _follow(
                 early = next_start - loop.time()
                 if early > 0 and not queue.full() and not stopping.done():
                     lingering = loop.create_future()
-                    loop.call_later(early, _settle, lingering)
+                    reading.clear()
+                    loop.call_later(early, _settle, lingering, reading)
                     continue
             elif not lingering.done() and not stopping.done():
                 continue
@@ -251,7 +257,8 @@ class _Batching(NamedTuple):
     commit_interval: float  # seconds from one commit's start to the next one's, at the least
 
 
-def _settle(future: asyncio.Future[None]) -> None:
+def _settle(future: asyncio.Future[None], reading: asyncio.Event) -> None:
+    reading.set()  # first, so that the readers take what waits in their sockets before the applier runs
     if not future.done():
         future.set_result(None)
 
