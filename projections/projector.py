@@ -37,6 +37,9 @@ from streams import subjects
 log = logging.getLogger("modelforge.projector")
 BATCH_MAX = 10_000
 COMMIT_INTERVAL_S = 0.25  # 0.05 until 2026-12-04: docs/performance.md, "At a trickle"
+# A lone event after a quiet spell waits this long for the rest of its request (a warm request's
+# events span its inference, ~10 ms): one transaction per stream a request instead of two.
+QUIET_LINGER_S = 0.025
 QUEUE_CHUNKS = 64  # chunks of up to one socket read each: backpressure on the readers
 RETRY_S = 1.0
 READER_STOP_S = 10.0  # a cancelled reader deletes its consumer and closes its socket: milliseconds
@@ -208,6 +211,8 @@ async def _follow(
                         break
                     continue
                 early = next_start - loop.time()
+                if early <= 0 and pipeline.committing is None and queue.empty():
+                    early = min(QUIET_LINGER_S, batching.commit_interval)
                 if early > 0 and not queue.full() and not stopping.done():
                     lingering = loop.create_future()
                     reading.clear()
