@@ -10,8 +10,9 @@ one batch and commits rows, audit log and checkpoints in one transaction, so bat
 load and shrink to one event when idle. Commits start at most once per `commit_interval`: a
 transaction costs far more than an event in it (bench/trickle.py), so at a steady trickle the events
 of that interval share one, and the read model lags by at most that interval; after a quiet spell
-the first event commits at once. A lost stream
-connection or a moved checkpoint (replay swapped in) resumes from the stored checkpoint; so does a
+the first event commits after a short linger for the rest of its request (`QUIET_LINGER_S`).
+Meanwhile the readers leave what arrives in their sockets and take it in one read when the wait
+ends. A lost stream connection or a moved checkpoint (replay swapped in) resumes from the stored checkpoint; so does a
 lost database session, once a new one (bounded back-off, see projections.reconnect) holds the
 locks again.
 """
