@@ -8,7 +8,10 @@ publishes the hot-path mix at a steady rate (requests per second, as the gateway
 the CPU that the projector's processes and PostgreSQL spent per request, and how far behind the
 read model was (the last event's publish to its commit).
 
-    .venv/bin/python -m bench.trickle [--rate 80] [--seconds 20] [--commit-interval-ms 50]
+    .venv/bin/python -m bench.trickle [--rate 80] [--seconds 20] [--commit-interval-ms 50] [--durable]
+
+PostgreSQL runs as the test clusters do (no fsync, no synchronous commit) unless `--durable`, which
+runs it as `modelforge up` does.
 
 The targets (issue 20): projector + PostgreSQL <= 0.5 ms of CPU per request at any load.
 """
@@ -52,11 +55,11 @@ def tree_cpu(root: int) -> float:
     return sum(_proc_cpu(pid, True)[0] for pid in members)
 
 
-async def main(rate: float, seconds: float, commit_interval_ms: float | None) -> None:
+async def main(rate: float, seconds: float, commit_interval_ms: float | None, durable: bool = False) -> None:
     home = Path(tempfile.mkdtemp(prefix="mf-trickle-"))
     os.chmod(home, 0o755)
     nats = start_nats(home)
-    pg = start_postgres(home, durable=False)
+    pg = start_postgres(home, durable=durable)
     conn = await connect(nats.url, "bench-trickle")
     waiter = await ProjectionWaiter.open(pg.url)
     projector = await asyncio.create_subprocess_exec(
@@ -119,5 +122,6 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=float, default=80.0, help="requests per second")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--commit-interval-ms", type=float, help="the projector's (default: its own)")
+    parser.add_argument("--durable", action="store_true", help="PostgreSQL as `modelforge up` runs it")
     args = parser.parse_args()
-    asyncio.run(main(args.rate, args.seconds, args.commit_interval_ms))
+    asyncio.run(main(args.rate, args.seconds, args.commit_interval_ms, args.durable))

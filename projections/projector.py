@@ -10,8 +10,9 @@ one batch and commits rows, audit log and checkpoints in one transaction, so bat
 load and shrink to one event when idle. Commits start at most once per `commit_interval`: a
 transaction costs far more than an event in it (bench/trickle.py), so at a steady trickle the events
 of that interval share one, and the read model lags by at most that interval; after a quiet spell
-the first event commits at once. A lost stream
-connection or a moved checkpoint (replay swapped in) resumes from the stored checkpoint; so does a
+the first event commits after a short linger for the rest of its request (`QUIET_LINGER_S`).
+Meanwhile the readers leave what arrives in their sockets and take it in one read when the wait
+ends. A lost stream connection or a moved checkpoint (replay swapped in) resumes from the stored checkpoint; so does a
 lost database session, once a new one (bounded back-off, see projections.reconnect) holds the
 locks again.
 """
@@ -37,6 +38,9 @@ from streams import subjects
 log = logging.getLogger("modelforge.projector")
 BATCH_MAX = 10_000
 COMMIT_INTERVAL_S = 0.25  # 0.05 until 2026-12-04: docs/performance.md, "At a trickle"
+# A lone event after a quiet spell waits this long for the rest of its request (a warm request's
+# events span its inference, ~10 ms): one transaction per stream a request instead of two.
+QUIET_LINGER_S = 0.025
 QUEUE_CHUNKS = 64  # chunks of up to one socket read each: backpressure on the readers
 RETRY_S = 1.0
 READER_STOP_S = 10.0  # a cancelled reader deletes its consumer and closes its socket: milliseconds
@@ -165,11 +169,16 @@ async def _follow(
 ) -> None:
     queue: asyncio.Queue[_Item] = asyncio.Queue(QUEUE_CHUNKS)
     loop = asyncio.get_running_loop()
+    # Closed while events wait for the commit interval: the readers leave what arrives meanwhile in
+    # their sockets and take it in one read when it opens, instead of waking for every message.
+    reading = asyncio.Event()
+    reading.set()
 
     async def read(stream: str) -> None:
         try:
             async for chunk in source.read(stream, checkpoints.get(stream, 0) + 1, urls=nats_urls):
                 await queue.put((stream, chunk))
+                await reading.wait()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # handed to the applier, which raises it
@@ -203,9 +212,12 @@ async def _follow(
                         break
                     continue
                 early = next_start - loop.time()
+                if early <= 0 and pipeline.committing is None and queue.empty():
+                    early = min(QUIET_LINGER_S, batching.commit_interval)
                 if early > 0 and not queue.full() and not stopping.done():
                     lingering = loop.create_future()
-                    loop.call_later(early, _settle, lingering)
+                    reading.clear()
+                    loop.call_later(early, _settle, lingering, reading)
                     continue
             elif not lingering.done() and not stopping.done():
                 continue
@@ -251,7 +263,8 @@ class _Batching(NamedTuple):
     commit_interval: float  # seconds from one commit's start to the next one's, at the least
 
 
-def _settle(future: asyncio.Future[None]) -> None:
+def _settle(future: asyncio.Future[None], reading: asyncio.Event) -> None:
+    reading.set()  # first, so that the readers take what waits in their sockets before the applier runs
     if not future.done():
         future.set_result(None)
 

@@ -88,9 +88,27 @@ class Writer:
         statements = self._statements
         new = dict(expected)
         new.update(batch.positions)
-        async with self.conn.transaction():
-            # Only this writer's streams: a worker projecting another stream commits concurrently.
-            cur = await self.conn.execute(statements.lock_checkpoints, (list(new),))
+        conn = self.conn
+        # Rare: only the first commit past an event a projector halted at.
+        resumed = [stream for stream, seq in self.halted.items() if new.get(stream, 0) >= seq]
+        async with conn.transaction():
+            # Every statement but the audit COPY (which libpq cannot pipeline) goes in one round trip;
+            # the checkpoints are checked once it returns, and a moved one rolls it all back. A
+            # trickle's transactions were mostly round trips, each a wait in Python (bench/trickle.py).
+            async with conn.pipeline():
+                # Only this writer's streams: a worker projecting another stream commits concurrently.
+                cur = await conn.execute(statements.lock_checkpoints, (list(new),))
+                for statement, arrays in batch.upserts:
+                    await conn.execute(statement, arrays)
+                await gaps.record(conn, self.schema, batch.gaps)
+                for stream, seq in new.items():
+                    if seq != expected.get(stream, 0):
+                        await conn.execute(
+                            statements.save_checkpoint,
+                            (stream, seq, NOTIFY_CHANNEL, f"{self.schema}:{stream}:{seq}", self.notify),
+                        )
+                if resumed:
+                    await halts.clear(conn, self.schema, resumed)
             stored = {stream: seq for stream, seq in await cur.fetchall()}
             for stream in new:
                 if stored.get(stream, 0) != expected.get(stream, 0):
@@ -98,21 +116,8 @@ class Writer:
                         f"{stream}: stored {stored.get(stream, 0)}, expected {expected.get(stream, 0)}"
                     )
             if batch.copy_text:
-                async with self.conn.cursor().copy(statements.copy_audit) as copy:
+                async with conn.cursor().copy(statements.copy_audit) as copy:
                     await copy.write(batch.copy_text)
-            for statement, arrays in batch.upserts:
-                await self.conn.execute(statement, arrays)
-            await gaps.record(self.conn, self.schema, batch.gaps)
-            for stream, seq in new.items():
-                if seq != expected.get(stream, 0):
-                    await self.conn.execute(
-                        statements.save_checkpoint,
-                        (stream, seq, NOTIFY_CHANNEL, f"{self.schema}:{stream}:{seq}", self.notify),
-                    )
-            # Rare: only the first commit past an event a projector halted at.
-            resumed = [stream for stream, seq in self.halted.items() if new.get(stream, 0) >= seq]
-            if resumed:
-                await halts.clear(self.conn, self.schema, resumed)
         for stream in resumed:
             del self.halted[stream]
         gaps.warn(self.schema, batch.gaps)
