@@ -7,7 +7,9 @@ import pytest
 
 from streams import subjects
 from streams.events.requests import RequestCompleted
-from tests.integration.gateway.conftest import Stack, first_event
+from tests.integration.gateway.conftest import SHARES_THE_STACK, Stack, first_event
+
+pytestmark = SHARES_THE_STACK
 
 ROUTES = [  # (method, path, body, authorised, expected status)
     ("POST", "/v1/embeddings", {"input": "hello", "model": "all-MiniLM-L6-v2"}, True, 200),
