@@ -1,5 +1,6 @@
 """Gateway fixtures: each test module gets its own nats-server, a real agent serving MiniLM
-(promoted from a real probe), a service client and an in-process gateway replica."""
+(promoted from a real probe), a service client and an in-process gateway replica; or, marked
+SHARES_THE_STACK, the one such stack of the modules that leave it as they found it."""
 
 from __future__ import annotations
 
