@@ -1,5 +1,6 @@
 """Gateway fixtures: each test module gets its own nats-server, a real agent serving MiniLM
-(promoted from a real probe), a service client and an in-process gateway replica."""
+(promoted from a real probe), a service client and an in-process gateway replica; or, marked
+SHARES_THE_STACK, the one such stack of the modules that leave it as they found it."""
 
 from __future__ import annotations
 
@@ -61,20 +62,59 @@ def minilm_root(scratch: Path) -> Path:
     return root
 
 
+@contextlib.contextmanager
+def nats_of_its_own(scratch: Path) -> Iterator[NatsServer]:
+    """A new nats-server while the block runs: what it carries reaches no other stack."""
+    server = start_nats(scratch / f"nats-{new_id()[:8]}")
+    try:
+        yield server
+    finally:
+        stop_pid(server.pid)
+
+
 @pytest.fixture(scope="module")
 def module_nats(scratch: Path) -> Iterator[NatsServer]:
-    server = start_nats(scratch / f"nats-{new_id()[:8]}")
-    yield server
-    stop_pid(server.pid)
+    with nats_of_its_own(scratch) as server:
+        yield server
+
+
+SHARED = "shared_stack"
+# A module whose tests leave the stack as they found it says `pytestmark = SHARES_THE_STACK`.
+SHARES_THE_STACK = pytest.mark.usefixtures(SHARED)
 
 
 @pytest.fixture(scope="module")
-async def stack(module_nats: NatsServer, minilm_root: Path, scratch: Path) -> AsyncIterator[Stack]:
-    connection = await connect(module_nats.url, "gateway-tests")
+def stack(request: pytest.FixtureRequest) -> Stack:
+    """The module's stack: its own (`own_stack`), or in a module marked SHARES_THE_STACK the
+    one stack those modules share (building one costs an agent's start and a probe: 6-10 s)."""
+    found: Stack = request.getfixturevalue(SHARED if SHARED in request.fixturenames else "own_stack")
+    return found
+
+
+@pytest.fixture(scope="module")
+async def own_stack(module_nats: NatsServer, minilm_root: Path, scratch: Path) -> AsyncIterator[Stack]:
+    async with minilm_stack(module_nats.url, minilm_root, scratch) as built:
+        yield built
+
+
+@pytest.fixture(scope="session")
+async def shared_stack(minilm_root: Path, scratch: Path) -> AsyncIterator[Stack]:
+    """For the modules whose tests only send requests, make keys, and read what that recorded: no
+    policy, deployment, node or gateway of theirs outlives its test (a test's task that the shared
+    gateway owns is then checked at the session's end: tests.support.tasks_left)."""
+    with nats_of_its_own(scratch) as server:
+        async with minilm_stack(server.url, minilm_root, scratch) as built:
+            yield built
+
+
+@contextlib.asynccontextmanager
+async def minilm_stack(nats_url: str, minilm_root: Path, scratch: Path) -> AsyncIterator[Stack]:
+    """MiniLM probed on a new agent and promoted, a key for it and an in-process gateway, on `nats_url`."""
+    connection = await connect(nats_url, "gateway-tests")
     await provision(connection.client)
     store = EventStore(connection)
     node = f"node-{new_id()[:6]}"
-    agent = AgentProcess(module_nats.url, node, minilm_root, scratch)
+    agent = AgentProcess(nats_url, node, minilm_root, scratch)
     await agent.start(connection)
     artifacts = await register_artifacts(store, node, minilm_root, MINILM)
     deployment_id = await promote(store, artifacts, await probe(connection, node, artifacts, minilm_root))
@@ -82,13 +122,13 @@ async def stack(module_nats: NatsServer, minilm_root: Path, scratch: Path) -> As
         f"app-{new_id()[:6]}", ["rag.embedding@1"], requests_per_minute=100_000, max_concurrency=64
     )
     gateway = InProcessGateway()
-    await gateway.start(module_nats.url)
+    await gateway.start(nats_url)
     assert gateway.replica is not None
     live = gateway.replica.edge.ctx.live
     # The node takes placements once the gateway holds fresh telemetry from it: the last sample
     # it found at start may be past the staleness bound when the set-up above ran long (a busy CI).
     assert await live.wait_for(lambda: live.node_live(node), 30)
-    yield Stack(module_nats.url, connection, store, node, minilm_root, deployment_id, key, gateway, agent)
+    yield Stack(nats_url, connection, store, node, minilm_root, deployment_id, key, gateway, agent)
     await gateway.stop()
     agent.stop()
     await connection.close()

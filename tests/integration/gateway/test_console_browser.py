@@ -14,10 +14,12 @@ import pytest
 
 from streams import subjects
 from streams.events.requests import RequestCompleted
-from tests.integration.gateway.conftest import Stack, stack_admin
+from tests.integration.gateway.conftest import SHARES_THE_STACK, Stack, stack_admin
 from tests.integration.projections.helpers import migrated, projecting
 from tests.support.browser import artefacts, chromium, log_in, needs_chromium, shown
 from tests.support.serving import InProcessGateway, events_until
+
+pytestmark = SHARES_THE_STACK
 
 TOKEN = "console-operator-token"
 WIDTH = 1400

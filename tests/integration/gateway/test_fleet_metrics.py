@@ -11,7 +11,9 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from streams import subjects
-from tests.integration.gateway.conftest import Stack
+from tests.integration.gateway.conftest import SHARES_THE_STACK, Stack
+
+pytestmark = SHARES_THE_STACK
 
 EMBEDDING = "rag.embedding@1"
 SERVED = 2

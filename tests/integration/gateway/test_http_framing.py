@@ -14,7 +14,9 @@ import pytest
 from streams import subjects
 from streams.contracts import EMBEDDING
 from streams.events.requests import RequestRejected
-from tests.integration.gateway.conftest import Stack, first_event
+from tests.integration.gateway.conftest import SHARES_THE_STACK, Stack, first_event
+
+pytestmark = SHARES_THE_STACK
 
 LIMIT = EMBEDDING.limits.max_request_bytes
 

@@ -11,8 +11,10 @@ import pytest
 
 from gateway.http import answers as a
 from streams.contracts import EmbeddingOutput
-from tests.integration.gateway.conftest import Stack
+from tests.integration.gateway.conftest import SHARES_THE_STACK, Stack
 from tests.support.answers import conforms
+
+pytestmark = SHARES_THE_STACK
 
 
 async def get(stack: Stack, path: str) -> Any:

@@ -15,7 +15,9 @@ import pytest
 from gateway.clients.service import ClientService
 from streams.envelope import new_id
 from tests.integration.clients.test_clients_cli import clients
-from tests.integration.gateway.conftest import Stack, refused_leaving_no_trace, stack_admin
+from tests.integration.gateway.conftest import SHARES_THE_STACK, Stack, refused_leaving_no_trace, stack_admin
+
+pytestmark = SHARES_THE_STACK
 
 EMBEDDING, RERANKING = "rag.embedding@1", "rag.reranking@1"
 TOKEN = "operator-token-for-project-tests"

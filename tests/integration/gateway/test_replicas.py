@@ -20,12 +20,11 @@ from gateway.clients.service import ClientService
 from gateway.scheduler import ResidencyState
 from gateway.serving.replicas import copies_of
 from gateway.state.live import LiveState
-from modelforge.devstack.nats_server import start_nats
-from modelforge.devstack.processes import stop_pid
 from streams import subjects
 from streams.envelope import new_id
 from streams.events import control as c
 from streams.events import serving as s
+from tests.integration.gateway.conftest import nats_of_its_own
 from tests.support.agents import MINILM, AgentProcess
 from tests.support.serving import InProcessGateway, events_until, probe, promote, register_artifacts
 
@@ -50,12 +49,9 @@ class TwoNodes(msgspec.Struct):
 async def two_nodes(root: Path, scratch: Path) -> AsyncIterator[TwoNodes]:
     """MiniLM probed on the first of two agents and promoted (one copy, on demand), a gateway; on a
     nats-server of its own (another test's nodes and deployment would share the catalogue)."""
-    server = start_nats(scratch / f"nats-{new_id()[:8]}")
-    try:
+    with nats_of_its_own(scratch) as server:
         async with _two_nodes(server.url, root, scratch) as stack:
             yield stack
-    finally:
-        stop_pid(server.pid)
 
 
 @contextlib.asynccontextmanager

@@ -119,8 +119,8 @@ async def test_a_lease_left_behind_by_a_vanished_gateway_expires_and_its_request
 async def test_an_accelerator_past_its_critical_level_has_that_pressure_booked(
     stack: Stack, scratch: Path
 ) -> None:
-    node = f"tight-{new_id()[:6]}"  # a 64 MiB device: the agent process alone fills it
-    agent = AgentProcess(stack.nats_url, node, stack.root, scratch, **{"--cpu-memory-budget": str(64 << 20)})
+    node = f"tight-{new_id()[:6]}"  # a 32 MiB device: the agent process alone (~55-60 MiB) fills it
+    agent = AgentProcess(stack.nats_url, node, stack.root, scratch, **{"--cpu-memory-budget": str(32 << 20)})
     await agent.start(stack.connection)
     try:
         changed = await next_event(

@@ -7,7 +7,9 @@ import pytest
 
 from streams import subjects
 from streams.events.requests import RequestCompleted
-from tests.integration.gateway.conftest import Stack, first_event
+from tests.integration.gateway.conftest import SHARES_THE_STACK, Stack, first_event
+
+pytestmark = SHARES_THE_STACK
 
 ROUTES = [  # (method, path, body, authorised, expected status)
     ("POST", "/v1/embeddings", {"input": "hello", "model": "all-MiniLM-L6-v2"}, True, 200),
@@ -27,7 +29,7 @@ async def test_every_response_carries_a_request_id_and_its_server_time(
     stack: Stack, method: str, path: str, body: object, authorised: bool, status: int
 ) -> None:
     headers = {"authorization": f"Bearer {stack.key.key}"} if authorised else {}
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=60) as http:
         response = await http.request(method, f"{stack.gateway.url}{path}", json=body, headers=headers)
     assert response.status_code == status, response.text
     assert response.headers["x-request-id"]
@@ -98,7 +100,7 @@ async def test_with_nothing_exporting_a_response_still_names_the_callers_trace(s
 
 async def test_with_nothing_exporting_the_requests_events_still_record_its_trace_id(stack: Stack) -> None:
     trace_id = "0af7651916cd43dd8448eb211c80319c"
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=60) as http:
         response = await http.post(
             f"{stack.gateway.url}/v1/embeddings",
             json={"input": "hello"},

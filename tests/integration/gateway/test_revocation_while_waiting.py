@@ -18,12 +18,15 @@ from streams.messages import QueueDepth
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import (
     PRESSURE_PAST_BUDGET,
+    SHARES_THE_STACK,
     Stack,
     books_filled,
     failure_of,
     policy_while,
 )
 from tests.support.agents import aggregate_events
+
+pytestmark = SHARES_THE_STACK
 
 
 @pytest.mark.parametrize(("withdraw", "status"), [("revoke", 401), ("disable", 403)])
