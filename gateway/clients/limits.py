@@ -187,6 +187,7 @@ class RequestLimiter:
         permit = slot if isinstance(slot, Permit) else None
         rate_ok = counted is True
         if rate_ok and permit is not None:
+            permit.reusable = True
             permit._schedule_renewal()
             return permit
         self._crowded(group)
@@ -326,13 +327,11 @@ class RequestLimiter:
                 await self._nats.publish(subjects.slot_freed_subject(permit.group), b"")
 
     def _keeps(self, permit: Permit) -> bool:
-        """A client's slot (no one waits on its release) renewed on time, of a client this replica
-        holds at most half the slots of."""
+        """A client's slot (not a deployment's) renewed on time, of a client this replica holds at
+        most half the slots of."""
         fresh = asyncio.get_running_loop().time() - permit.renewed_at < self.slot_ttl_s / 2
         held = len(self._held.get(permit.group, ()))
-        return (
-            not permit.announce and not permit.lost and fresh and held * 2 <= self._sizes.get(permit.group, 0)
-        )
+        return permit.reusable and not permit.lost and fresh and held * 2 <= self._sizes.get(permit.group, 0)
 
     async def _let_go_kept(self, group: str, kept: Kept) -> None:
         await self._delete_slot(group, kept.slot, kept.sequence)

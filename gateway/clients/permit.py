@@ -31,6 +31,7 @@ class Permit:
         self.renewed_at = loop.time() if renewed_at is None else renewed_at  # its message's last publish
         self.lost = False  # the slot expired before we renewed it (e.g. after a long partition)
         self.announce = False  # tell those waiting for a slot of the group when it is let go (take_slot)
+        self.reusable = False  # a client's slot: may be kept for the replica's next request (acquire)
         self._limiter = limiter
         self._released = False
         self._renewal: asyncio.TimerHandle | None = None

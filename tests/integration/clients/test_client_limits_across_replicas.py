@@ -18,7 +18,9 @@ from streams.subjects import (
     LIMITS_CONCURRENCY_STREAM,
     LIMITS_RATE_STREAM,
     concurrency_slot_subject,
+    deployment_slots,
     rate_window_subject,
+    slot_subject,
 )
 from tests.integration.clients.conftest import Gateways
 
@@ -336,3 +338,14 @@ async def test_a_closing_replica_frees_the_slots_it_kept(gateways: Gateways, uni
     await permit.release()
     await gateways.a.limiter.close()
     assert not await slot_held(gateways, who, permit.slot)
+
+
+async def test_a_deployments_slot_is_freed_at_once_even_far_from_its_cap(gateways: Gateways) -> None:
+    group = deployment_slots("dep-kept", "wait")  # a queue's place: nobody waits on its release
+    permit = await gateways.a.limiter.take_slot(group, 100)
+    assert permit is not None
+    permit.announce = False
+    await permit.release()
+    js = gateways.b.connection.client.jetstream()
+    with pytest.raises(NotFoundError):
+        await js.get_last_msg(LIMITS_CONCURRENCY_STREAM, slot_subject(group, permit.slot))
