@@ -55,6 +55,7 @@ class GatewayReplica:
         await ctx.live.stop()
         await self.edge.directory.close()
         await self.edge.read_models.close()
+        await self.edge.limiter.close()
         await self.connection.close()
 
 

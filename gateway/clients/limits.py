@@ -9,6 +9,9 @@ The shared state lives in JetStream itself (no extra service), in two memory str
   never a conflict or retry, whatever the number of replicas. A refused request (over the rate,
   or admitted by the rate but refused a concurrency slot) gives its unit back with `-1`, so the
   counter is always "admitted + in flight" and refusals never eat into the next admissions.
+  A client far from its rate is counted in blocks (`+16`, `gateway.clients.rate_blocks`, which
+  says why the limit still holds): the block's other units go to this replica's next requests of
+  the window without a message, and the counter also holds the units replicas counted unused.
   Windows are fixed UTC minutes on the gateway's clock (replicas must run NTP; skew δ moves a
   window edge by δ). Old windows age out by the stream's max_age.
 * **concurrency** — `MF_LIMITS_CONC`, per-message TTL, one message per subject. A client has
@@ -42,7 +45,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
 import msgspec
@@ -52,8 +55,10 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from eventstore.errors import WRONG_LAST_SEQUENCE_CODES
 from eventstore.provision import ensure_streams
 from eventstore.replies import inbox_of, resend_while_leaderless
+from gateway.clients.idle_slots import IdleSlots, Kept
 from gateway.clients.model import ClientPrincipal
 from gateway.clients.permit import Permit
+from gateway.clients.rate_blocks import RateBlocks, block_size, counts_in_blocks, usable
 from streams import configs, subjects
 from streams.codes import ServingError
 
@@ -133,6 +138,9 @@ class RequestLimiter:
         self._held: dict[str, set[int]] = {}  # slots this replica holds, per group of slots
         self._rate_seen: dict[str, tuple[int, int]] = {}  # per client: (window, latest total seen)
         self._crowded_until: dict[str, float] = {}  # per group: refused or contended until then
+        self._blocks = RateBlocks()  # units counted ahead for clients far from their rate
+        self._sizes: dict[str, int] = {}  # per group of slots: how many there are, as last asked
+        self._idle = IdleSlots(self._let_go_kept)  # client slots kept a moment for the next request
 
     def has_headroom(self, principal: ClientPrincipal) -> bool:
         """Whether, as far as this replica has seen, the client is under half of each limit.
@@ -150,7 +158,8 @@ class RequestLimiter:
             return False
         if seen[1] * 2 > principal.requests_per_minute:
             return False
-        return len(self._held.get(group, ())) * 2 < principal.max_concurrency
+        in_use = len(self._held.get(group, ())) - self._idle.count(group)  # (not the slots kept idle)
+        return in_use * 2 < principal.max_concurrency
 
     def _crowded(self, group: str) -> None:
         """Check this group's holders first until the current rate window ends."""
@@ -171,22 +180,23 @@ class RequestLimiter:
         rate_subject = subjects.rate_window_subject(principal.client_id, window)
         group = subjects.client_slots(principal.client_id)
         counted, slot = await asyncio.gather(
-            self._count(rate_subject),
+            self._count(principal, window, rate_subject),
             self._take_slot(group, principal.max_concurrency),
             return_exceptions=True,
         )
         permit = slot if isinstance(slot, Permit) else None
-        rate_ok = isinstance(counted, int) and counted <= principal.requests_per_minute
-        if isinstance(counted, int):
-            self._rate_seen[principal.client_id] = (window, counted)
+        rate_ok = counted is True
         if rate_ok and permit is not None:
+            permit.reusable = True
             permit._schedule_renewal()
             return permit
         self._crowded(group)
         # Refused (or a backend failure): give back whatever this attempt took, then say why.
-        undo = []
-        if isinstance(counted, int):
-            undo.append(self._uncount(rate_subject))
+        undo: list[Awaitable[object]] = []
+        if rate_ok and counts_in_blocks(principal.requests_per_minute):
+            self._blocks.keep(principal.client_id, window, 1)  # still counted: the next request's
+        elif isinstance(counted, bool):
+            undo.append(self._increment(rate_subject, -1))
         if permit is not None:
             undo.append(permit.release())
         if undo:
@@ -211,14 +221,31 @@ class RequestLimiter:
 
     # ---- rate -----------------------------------------------------------------------------------
 
-    async def _count(self, subject: str) -> int:
-        ack = await self._publish(subject, {"Nats-Incr": "+1"})
+    async def _count(self, principal: ClientPrincipal, window: int, subject: str) -> bool:
+        """Count the request in its window: whether the rate admits it (a unit this replica holds
+        from a block, or one counted now). Either way the request holds a counted unit to give back
+        if it is refused; the surplus of a block that reached past the rate is given back here."""
+        client_id, rpm = principal.client_id, principal.requests_per_minute
+        if self._blocks.take(client_id, window):
+            return True
+        seen = self._rate_seen.get(client_id)
+        crowded = self._crowded_until.get(subjects.client_slots(client_id), 0.0) > self._clock()
+        size = block_size(rpm, seen[1] if seen is not None and seen[0] == window and not crowded else None)
+        total = await self._increment(subject, size)
+        self._rate_seen[client_id] = (window, total)
+        admitted = usable(rpm, total, size)
+        if admitted > 1:
+            self._blocks.keep(client_id, window, admitted - 1)
+        if size > max(admitted, 1):
+            await self._increment(subject, max(admitted, 1) - size)
+        return admitted > 0
+
+    async def _increment(self, subject: str, units: int) -> int:
+        """Add `units` (negative: give back) to a window's count; its total after."""
+        ack = await self._publish(subject, {"Nats-Incr": f"{units:+d}"})
         if ack.error is not None:
             raise _unavailable(RuntimeError(ack.error.description))
         return int(ack.val)
-
-    async def _uncount(self, subject: str) -> None:
-        await self._publish(subject, {"Nats-Incr": "-1"})
 
     # ---- concurrency ----------------------------------------------------------------------------
 
@@ -233,6 +260,9 @@ class RequestLimiter:
         return permit
 
     async def _take_slot(self, group: str, max_concurrency: int) -> Permit | None:
+        self._sizes[group] = max_concurrency
+        if (kept := self._idle.take(group)) is not None:
+            return Permit(self, group, kept.slot, kept.sequence, kept.renewed_at)
         held = self._held.setdefault(group, set())
         first = _unheld_slot(held, max_concurrency)
         if first is None:
@@ -278,26 +308,49 @@ class RequestLimiter:
         headers = {"Nats-Expected-Last-Subject-Sequence": str(permit.sequence), "Nats-TTL": self._ttl()}
         ack = await self._publish(subjects.slot_subject(permit.group, permit.slot), headers)
         if ack.error is None:
-            permit.sequence = ack.seq
+            permit.sequence, permit.renewed_at = ack.seq, asyncio.get_running_loop().time()
             return True
         permit.lost = True
         log.warning("concurrency slot %s.%s expired while held", permit.group, permit.slot)
         return False
 
     async def release_slot(self, permit: Permit) -> None:
-        """Free a held slot (for its `Permit`: call `Permit.release`, which does it once)."""
-        try:
-            if not permit.lost:
-                request = msgspec.json.encode({"seq": permit.sequence, "no_erase": True})
-                api = f"$JS.API.STREAM.MSG.DELETE.{subjects.LIMITS_CONCURRENCY_STREAM}"
-                await inbox_of(self._nats).request(api, request, self._timeout)
-        except Exception as exc:  # the TTL frees the slot anyway
-            log.warning("releasing concurrency slot %s.%s failed: %r", permit.group, permit.slot, exc)
-        finally:
-            self._held.get(permit.group, set()).discard(permit.slot)
+        """Free a held slot (for its `Permit`: call `Permit.release`, which does it once); a client's
+        slot, while the client is far from its concurrency, is kept a moment for the next request
+        (`gateway.clients.idle_slots`)."""
+        if self._keeps(permit):
+            self._idle.keep(permit.group, Kept(permit.slot, permit.sequence, permit.renewed_at))
+            return
+        await self._delete_slot(permit.group, permit.slot, None if permit.lost else permit.sequence)
         if permit.announce:  # those waiting for a slot of the group, on any replica, try again
             with contextlib.suppress(Exception):
                 await self._nats.publish(subjects.slot_freed_subject(permit.group), b"")
+
+    def _keeps(self, permit: Permit) -> bool:
+        """A client's slot (not a deployment's) renewed on time, of a client this replica holds at
+        most half the slots of."""
+        fresh = asyncio.get_running_loop().time() - permit.renewed_at < self.slot_ttl_s / 2
+        held = len(self._held.get(permit.group, ()))
+        return permit.reusable and not permit.lost and fresh and held * 2 <= self._sizes.get(permit.group, 0)
+
+    async def _let_go_kept(self, group: str, kept: Kept) -> None:
+        await self._delete_slot(group, kept.slot, kept.sequence)
+
+    async def _delete_slot(self, group: str, slot: int, sequence: int | None) -> None:
+        """Delete the slot's message (None: it expired already) and stop holding it."""
+        try:
+            if sequence is not None:
+                request = msgspec.json.encode({"seq": sequence, "no_erase": True})
+                api = f"$JS.API.STREAM.MSG.DELETE.{subjects.LIMITS_CONCURRENCY_STREAM}"
+                await inbox_of(self._nats).request(api, request, self._timeout)
+        except Exception as exc:  # the TTL frees the slot anyway
+            log.warning("releasing concurrency slot %s.%s failed: %r", group, slot, exc)
+        finally:
+            self._held.get(group, set()).discard(slot)
+
+    async def close(self) -> None:
+        """Let go of the slots kept for requests to come (a closing replica serves none)."""
+        await self._idle.close()
 
     async def _occupied(self, group: str) -> dict[str, int]:
         request = msgspec.json.encode({"subjects_filter": subjects.slots_filter(group)})

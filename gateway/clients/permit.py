@@ -21,17 +21,22 @@ log = logging.getLogger("modelforge.gateway.limits")
 class Permit:
     """One held concurrency slot. Release it exactly once (`release` is idempotent)."""
 
-    def __init__(self, limiter: RequestLimiter, group: str, slot: int, sequence: int) -> None:
+    def __init__(
+        self, limiter: RequestLimiter, group: str, slot: int, sequence: int, renewed_at: float | None = None
+    ) -> None:
+        loop = asyncio.get_running_loop()
         self.group = group  # the slots it is one of (`streams.subjects.client_slots`, ...)
         self.slot = slot
         self.sequence = sequence
+        self.renewed_at = loop.time() if renewed_at is None else renewed_at  # its message's last publish
         self.lost = False  # the slot expired before we renewed it (e.g. after a long partition)
         self.announce = False  # tell those waiting for a slot of the group when it is let go (take_slot)
+        self.reusable = False  # a client's slot: may be kept for the replica's next request (acquire)
         self._limiter = limiter
         self._released = False
         self._renewal: asyncio.TimerHandle | None = None
         self._renewing: asyncio.Task[None] | None = None
-        self._renew_until = asyncio.get_running_loop().time() + limiter.max_hold_s
+        self._renew_until = loop.time() + limiter.max_hold_s
 
     @property
     def released(self) -> bool:
@@ -49,8 +54,10 @@ class Permit:
         await self._limiter.release_slot(self)
 
     def _schedule_renewal(self) -> None:
-        delay = self._limiter.slot_ttl_s / 2
-        loop = asyncio.get_running_loop()
+        loop = (
+            asyncio.get_running_loop()
+        )  # at half-life: a slot kept from an earlier request may be due sooner
+        delay = max(0.0, self.renewed_at + self._limiter.slot_ttl_s / 2 - loop.time())
         self._renewal = loop.call_later(delay, self._start_renewal)
 
     def _start_renewal(self) -> None:

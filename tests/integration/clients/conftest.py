@@ -85,5 +85,6 @@ async def gateways(nats_url: str, connection: Connection) -> AsyncIterator[Gatew
         replicas.append(Replica(conn, directory, RequestLimiter(conn.client, clock=minute)))
     yield Gateways(replicas[0], replicas[1], wall, minute)
     for replica in replicas:
+        await replica.limiter.close()
         await replica.directory.close()
         await replica.connection.close()

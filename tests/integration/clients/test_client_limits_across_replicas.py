@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 
 import pytest
+from nats.js.errors import NotFoundError
 
 from gateway.clients.limits import RequestLimiter
 from gateway.clients.model import ClientPrincipal
 from gateway.clients.permit import Permit
+from gateway.clients.rate_blocks import BLOCK_MOST
 from streams.codes import ServingError
-from streams.subjects import LIMITS_CONCURRENCY_STREAM, concurrency_slot_subject
+from streams.subjects import (
+    LIMITS_CONCURRENCY_STREAM,
+    LIMITS_RATE_STREAM,
+    concurrency_slot_subject,
+    deployment_slots,
+    rate_window_subject,
+    slot_subject,
+)
 from tests.integration.clients.conftest import Gateways
 
 
@@ -218,3 +228,124 @@ async def test_a_refusal_has_a_replica_check_the_client_first_until_a_later_wind
     assert not gateways.a.limiter.has_headroom(who)  # last window's total was past half
     await (await gateways.a.limiter.acquire(who)).release()
     assert gateways.a.limiter.has_headroom(who)
+
+
+async def window_total(gateways: Gateways, who: ClientPrincipal) -> int:
+    """The shared counter of the client's current rate window, as the stream holds it."""
+    js = gateways.a.connection.client.jetstream()
+    window = int(gateways.minute.now // 60)
+    stored = await js.get_last_msg(LIMITS_RATE_STREAM, rate_window_subject(who.client_id, window))
+    return int(json.loads(stored.data)["val"])
+
+
+async def test_a_client_far_from_its_rate_is_counted_a_block_at_a_time(
+    gateways: Gateways, unique_name: str
+) -> None:
+    who = principal(unique_name, rpm=1_000_000, concurrency=100)
+    for _ in range(1 + BLOCK_MOST):  # the first counts one unit (no total seen yet), the second a block
+        await (await gateways.a.limiter.acquire(who)).release()
+    assert await window_total(gateways, who) == 1 + BLOCK_MOST
+
+
+async def test_rpm_is_exact_across_two_replicas_counting_in_blocks(
+    gateways: Gateways, unique_name: str
+) -> None:
+    rpm = 64 * BLOCK_MOST
+    who = principal(unique_name, rpm=rpm, concurrency=100)
+    admitted, refusals = 0, set()
+    for attempt in range(rpm + 40):
+        try:
+            permit = await [gateways.a.limiter, gateways.b.limiter][attempt % 2].acquire(who)
+        except ServingError as refused:
+            refusals.add(refused.code)
+            continue
+        admitted += 1
+        await permit.release()
+    assert (admitted, refusals) == (rpm, {"RATE_LIMITED"})
+    assert await window_total(gateways, who) == rpm
+
+
+async def test_a_block_reaching_past_the_rate_admits_only_the_units_within_it(
+    gateways: Gateways, unique_name: str
+) -> None:
+    rpm = 64 * BLOCK_MOST
+    who = principal(unique_name, rpm=rpm, concurrency=100)
+    await (await gateways.a.limiter.acquire(who)).release()  # replica a has seen the client far from it
+    window = int(gateways.minute.now // 60)
+    await gateways.b.connection.client.publish(  # replica b (its increment) left four units since
+        rate_window_subject(who.client_id, window), b"", headers={"Nats-Incr": f"+{rpm - 5}"}
+    )
+    await gateways.b.connection.client.flush()
+    permits, errors = [], []
+    for _ in range(6):
+        try:
+            permits.append(await gateways.a.limiter.acquire(who))
+        except ServingError as refused:
+            errors.append(refused.code)
+    await release_all(permits)
+    assert (len(permits), errors) == (4, ["RATE_LIMITED", "RATE_LIMITED"])
+    assert await window_total(gateways, who) == rpm  # the block's surplus was given back
+
+
+async def test_a_unit_a_request_refused_its_slot_took_goes_to_the_next_request(
+    gateways: Gateways, unique_name: str
+) -> None:
+    who = principal(unique_name, rpm=1_000_000, concurrency=1)
+    await (await gateways.a.limiter.acquire(who)).release()
+    held = await gateways.a.limiter.acquire(who)  # counts a block; uses one unit of it
+    with pytest.raises(ServingError) as caught:
+        await gateways.a.limiter.acquire(who)
+    assert caught.value.code == "QUEUE_FULL"
+    await held.release()
+    for _ in range(BLOCK_MOST - 1):  # the block's rest, the refused request's unit among it
+        await (await gateways.a.limiter.acquire(who)).release()
+    assert await window_total(gateways, who) == 1 + BLOCK_MOST
+
+
+async def slot_held(gateways: Gateways, who: ClientPrincipal, slot: int) -> bool:
+    js = gateways.b.connection.client.jetstream()
+    try:
+        await js.get_last_msg(LIMITS_CONCURRENCY_STREAM, concurrency_slot_subject(who.client_id, slot))
+    except NotFoundError:
+        return False
+    return True
+
+
+async def test_a_slot_let_go_far_from_the_limit_goes_to_the_next_request_without_a_message(
+    gateways: Gateways, unique_name: str
+) -> None:
+    who = principal(unique_name, rpm=1000, concurrency=100)
+    first = await gateways.a.limiter.acquire(who)
+    await first.release()
+    assert await slot_held(gateways, who, first.slot)  # kept: still taken for every other replica
+    second = await gateways.a.limiter.acquire(who)
+    assert (second.slot, second.sequence) == (first.slot, first.sequence)
+    await second.release()
+
+
+async def test_a_slot_let_go_near_the_limit_is_freed_at_once(gateways: Gateways, unique_name: str) -> None:
+    who = principal(unique_name, rpm=1000, concurrency=2)
+    permits = [await gateways.a.limiter.acquire(who) for _ in range(2)]
+    await permits[0].release()
+    assert not await slot_held(gateways, who, permits[0].slot)
+    elsewhere = await gateways.b.limiter.acquire(who)
+    await release_all([permits[1], elsewhere])
+
+
+async def test_a_closing_replica_frees_the_slots_it_kept(gateways: Gateways, unique_name: str) -> None:
+    who = principal(unique_name, rpm=1000, concurrency=100)
+    permit = await gateways.a.limiter.acquire(who)
+    await permit.release()
+    await gateways.a.limiter.close()
+    assert not await slot_held(gateways, who, permit.slot)
+
+
+async def test_a_deployments_slot_is_freed_at_once_even_far_from_its_cap(gateways: Gateways) -> None:
+    group = deployment_slots("dep-kept", "wait")  # a queue's place: nobody waits on its release
+    permit = await gateways.a.limiter.take_slot(group, 100)
+    assert permit is not None
+    permit.announce = False
+    await permit.release()
+    js = gateways.b.connection.client.jetstream()
+    with pytest.raises(NotFoundError):
+        await js.get_last_msg(LIMITS_CONCURRENCY_STREAM, slot_subject(group, permit.slot))
