@@ -54,9 +54,8 @@ class Permit:
         await self._limiter.release_slot(self)
 
     def _schedule_renewal(self) -> None:
-        loop = (
-            asyncio.get_running_loop()
-        )  # at half-life: a slot kept from an earlier request may be due sooner
+        # At half-life: a slot kept from an earlier request may be due sooner than a new one.
+        loop = asyncio.get_running_loop()
         delay = max(0.0, self.renewed_at + self._limiter.slot_ttl_s / 2 - loop.time())
         self._renewal = loop.call_later(delay, self._start_renewal)
 
