@@ -1,6 +1,6 @@
 """Exactly once across SIGKILLs, one active projector per stream at a time, and every worker
-following a swapped-in replay (real subprocesses: `modelforge projector` and its one worker process
-per stream)."""
+following a swapped-in replay, and a supervisor that holds none of the projection's code (real
+subprocesses: `modelforge projector` and its one worker process per stream)."""
 
 from __future__ import annotations
 
@@ -138,6 +138,19 @@ async def test_a_second_projector_waits_and_takes_over_when_the_first_supervisor
     async with await psycopg.AsyncConnection.connect(fresh_database, autocommit=True) as conn:
         live = await digest.digest(conn, "mf")
     assert (await replay(fresh_database, private_nats.url, progress=False)).digest == live
+
+
+async def test_the_supervisor_loads_no_database_driver_while_its_workers_project(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str, tmp_path: Path
+) -> None:
+    target = await publish(private_store, [*control_plane("m1"), *traffic("m1", 10)])
+    process = spawn_projector(fresh_database, private_nats.url, 100, tmp_path / "p.log")
+    try:
+        assert await wait_for_sequence(fresh_database, target["MF_REQUESTS"], "MF_REQUESTS", timeout=60)
+        maps = await asyncio.to_thread(Path(f"/proc/{process.pid}/maps").read_text)
+        assert "psycopg" not in maps
+    finally:
+        crash(process)
 
 
 def workers_left(process: subprocess.Popen[bytes]) -> bool:
