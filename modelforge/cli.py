@@ -16,9 +16,12 @@ from pathlib import Path
 Handler = Callable[[argparse.Namespace], int]
 
 # Packages that add subcommands: each module has `register(subparsers) -> None`, whose parsers
-# set `handler` (a Handler) as their default. Imported only when the CLI runs.
+# set `handler` (a Handler) as their default. Imported only when the CLI runs, in this order up to
+# the one that registers the command run: the long-running processes' (agent, projector) first,
+# so that they do not keep the gateway's modules resident (~18 MiB for each projector worker).
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "nodeagent.cli",
+    "projections.cli",
     "gateway.cli",
     "gateway.admin.clients_cli",
     "gateway.admin.cli",
@@ -26,7 +29,6 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "gateway.admin.nodes_cli",
     "gateway.admin.canary_cli",
     "gateway.admin.operators_cli",
-    "projections.cli",
     "modelforge.backup_cli",
     "modelforge.certs_cli",
 )

@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from eventstore.connection import nats_url
 from projections.migrate import LIVE_SCHEMA, MigrationChanged
@@ -27,16 +27,19 @@ def database_url() -> str:
     return url
 
 
+def _supervise(args: argparse.Namespace) -> NoReturn:
+    """The default: one worker process per stream, under a supervisor that replaces this process."""
+    from projections import supervisor
+
+    database_url()  # fail here, once, rather than in every worker
+    worker_args = ["--schema", args.schema, "--batch-max", str(args.batch_max)]
+    worker_args += ["--commit-interval-ms", str(args.commit_interval_ms)]
+    supervisor.exec_supervisor(worker_args + ["--no-telemetry"] * args.no_telemetry)
+
+
 async def _projector(args: argparse.Namespace) -> int:
     from projections import projector, supervisor
 
-    if not args.stream:  # the default: one worker process per stream
-        database_url()  # fail here, once, rather than in every worker
-        worker_args = ["--schema", args.schema, "--batch-max", str(args.batch_max)]
-        worker_args += ["--commit-interval-ms", str(args.commit_interval_ms)]
-        return await supervisor.supervise(
-            PROJECTED_STREAMS, worker_args + ["--no-telemetry"] * args.no_telemetry
-        )
     streams = tuple(dict.fromkeys(args.stream))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -66,6 +69,8 @@ async def _projector(args: argparse.Namespace) -> int:
 
 
 def _cmd_projector(args: argparse.Namespace) -> int:
+    if not args.stream:
+        _supervise(args)
     return asyncio.run(_projector(args))
 
 

@@ -26,8 +26,14 @@ def test_an_agent_starts_without_importing_the_gateway() -> None:
     assert not {m for m in modules if m.split(".")[0] in {"gateway", "projections"}}
 
 
+def test_a_projector_worker_starts_without_importing_the_gateway() -> None:
+    modules = imported_after_parsing("projector", "--stream", "MF_EVENTS", "--supervised")
+    assert "projections.cli" in modules
+    assert not {m for m in modules if m.split(".")[0] == "gateway"}
+
+
 def test_a_verb_registered_late_is_parsed_with_its_own_options() -> None:
-    assert "projections.cli" in imported_after_parsing("projector", "--schema", "mf", "--no-telemetry")
+    assert "gateway.admin.operators_cli" in imported_after_parsing("operators", "list", "--json")
 
 
 def test_a_parser_made_for_a_word_that_is_no_verb_knows_every_verb() -> None:

@@ -1,6 +1,6 @@
 """Exactly once across SIGKILLs, one active projector per stream at a time, and every worker
-following a swapped-in replay (real subprocesses: `modelforge projector` and its one worker process
-per stream)."""
+following a swapped-in replay, and a supervisor that holds none of the projection's code (real
+subprocesses: `modelforge projector` and its one worker process per stream)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -140,6 +141,31 @@ async def test_a_second_projector_waits_and_takes_over_when_the_first_supervisor
     assert (await replay(fresh_database, private_nats.url, progress=False)).digest == live
 
 
+@contextlib.asynccontextmanager
+async def caught_up_projector(
+    nats: NatsServer, store: EventStore, database_url: str, log: Path, scenario: str
+) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """A `modelforge projector` that has projected a scenario's traffic on both streams."""
+    target = await publish(store, [*control_plane(scenario), *traffic(scenario, 100)])
+    process = spawn_projector(database_url, nats.url, 100, log)
+    try:
+        for stream in ("MF_EVENTS", "MF_REQUESTS"):
+            assert await wait_for_sequence(database_url, target[stream], stream, timeout=60)
+        yield process
+    finally:
+        crash(process)
+
+
+async def test_the_supervisor_loads_no_database_driver_while_its_workers_project(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str, tmp_path: Path
+) -> None:
+    async with caught_up_projector(
+        private_nats, private_store, fresh_database, tmp_path / "p.log", "m1"
+    ) as process:
+        maps = await asyncio.to_thread(Path(f"/proc/{process.pid}/maps").read_text)
+        assert "psycopg" not in maps
+
+
 def workers_left(process: subprocess.Popen[bytes]) -> bool:
     try:
         os.killpg(process.pid, 0)
@@ -151,16 +177,12 @@ def workers_left(process: subprocess.Popen[bytes]) -> bool:
 async def test_sigterm_stops_the_projector_and_its_workers_cleanly(
     private_nats: NatsServer, private_store: EventStore, fresh_database: str, tmp_path: Path
 ) -> None:
-    target = await publish(private_store, [*control_plane("s1"), *traffic("s1", 100)])
-    process = spawn_projector(fresh_database, private_nats.url, 100, tmp_path / "p.log")
-    try:
-        assert await wait_for_sequence(fresh_database, target["MF_EVENTS"], "MF_EVENTS", timeout=60)
-        assert await wait_for_sequence(fresh_database, target["MF_REQUESTS"], "MF_REQUESTS", timeout=60)
+    async with caught_up_projector(
+        private_nats, private_store, fresh_database, tmp_path / "p.log", "s1"
+    ) as process:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0, (tmp_path / "p.log").read_text()
         assert not workers_left(process)
-    finally:
-        crash(process)
 
 
 async def test_a_stream_that_halts_stops_every_worker_and_the_projector_exits_2_naming_the_event(
