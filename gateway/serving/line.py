@@ -93,14 +93,14 @@ def wake_order(line: Iterable[Place]) -> list[Place]:
 
 def next_up(line: Iterable[Place], deployment_id: str | None = None) -> list[Place]:
     """The waiters a change may let in, in wake order: per deployment (or `deployment_id`'s alone),
-    the first not being admitted already. Exactly those that do not wait behind anyone
-    (`waits_behind`): the others could not take what freed up, so waking them only costs."""
-    ahead: set[str] = set()
-    out = []
-    for place in wake_order(line):
-        if place.admitted or place.deployment_id in ahead:
+    the first not being admitted already (highest priority, then earliest). Exactly those that do
+    not wait behind anyone (`waits_behind`): the others could not take what freed up, so waking
+    them only costs. One pass over the line, which holds every waiter, and a sort of the few found."""
+    first: dict[str, tuple[int, Place]] = {}  # deployment -> (arrival, its first waiter)
+    for arrival, place in enumerate(line):
+        if place.admitted or (deployment_id is not None and place.deployment_id != deployment_id):
             continue
-        if deployment_id is None or place.deployment_id == deployment_id:
-            out.append(place)
-        ahead.add(place.deployment_id)
-    return out
+        ahead = first.get(place.deployment_id)
+        if ahead is None or place.priority > ahead[1].priority:
+            first[place.deployment_id] = (arrival, place)
+    return [place for _, place in sorted(first.values(), key=lambda found: (-found[1].priority, found[0]))]
