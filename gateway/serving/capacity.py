@@ -254,6 +254,8 @@ async def _acquire(
                 None if behind else _stage(ctx, decision, deployment, request_id, client_id, stale, left_ms)
             )
             place.admitted = step is not None
+        if place.admitted and place in ctx.waiting:
+            ctx.wake_waiting(place.deployment_id)  # the next in line may take what this one left
         if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)
             note_blocked(place, decision, now)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
@@ -423,15 +425,20 @@ def _decide_again_by(decision: PlacementDecision, envelope: ModelEnvelope, deadl
 
 
 async def _queue(ctx: ServingContext, place: Place, deadline: float, decide_by: float) -> None:
-    """Wait in line (our place is kept across rounds) until woken by a change, `decide_by` (then
-    decide again) or the deadline."""
+    """Wait in line (our place is kept across rounds) until woken (`ServingContext.wake_waiting`)
+    with no one left that it waits behind, `decide_by` (then decide again) or the deadline. A
+    request behind others of its deployment decides again only once the one ahead is admitted or
+    leaves the line (a rejection that one hears, it hears next), or at `decide_by`."""
     if place not in ctx.waiting:
         ctx.waiting.append(place)
         ctx.queue_changed()
-    place.woken.clear()
     try:
         async with asyncio.timeout(max(0.0, decide_by - time.time())):
+            place.woken.clear()
             await place.woken.wait()
+            while waits_behind(ctx.waiting, place):
+                place.woken.clear()
+                await place.woken.wait()
     except TimeoutError:
         if decide_by < deadline:
             return  # decided again: it is refused there if pressure has not begun to fall

@@ -15,7 +15,7 @@ from nats.aio.client import Client
 from eventstore.store import EventStore
 from gateway.serving.caps import DeploymentGate
 from gateway.serving.gauges import LiveGauges
-from gateway.serving.line import Place, wake_order
+from gateway.serving.line import Place, next_up
 from gateway.serving.metrics import ServingMetrics
 from gateway.serving.outcomes import OutcomeLog
 from gateway.serving.queues import QueueBoard
@@ -95,8 +95,9 @@ class ServingContext:
         while self.background:
             await asyncio.gather(*list(self.background), return_exceptions=True)
 
-    def wake_waiting(self) -> None:
-        for place in wake_order(self.waiting):  # each woken task resumes in the order it was set
+    def wake_waiting(self, deployment_id: str | None = None) -> None:
+        """Wake the waiters a change may let in (`next_up`): of every deployment, or of one."""
+        for place in next_up(self.waiting, deployment_id):  # each resumes in the order it was set
             place.woken.set()
 
     @cached_property

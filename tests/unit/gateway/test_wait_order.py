@@ -1,5 +1,6 @@
 """The line of requests waiting for capacity: woken higher client priority first, then in arrival
-order; a newcomer goes behind anyone of at least its priority waiting for the same deployment."""
+order, only the first of each deployment; a newcomer goes behind anyone of at least its priority
+waiting for the same deployment."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.serving.context import ServingContext
-from gateway.serving.line import Place, waits_behind, wake_order, yields
+from gateway.serving.line import Place, next_up, waits_behind, wake_order, yields
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scheduler"))
 
 
 async def test_waiting_requests_are_woken_higher_priority_first_then_in_arrival_order() -> None:
     ctx = ServingContext(store=None, live=None, client=None, gateway_id="g")  # type: ignore[arg-type]
-    places = [Place("emb", priority) for priority in (0, 5, 0, 9)]  # in arrival order
+    places = [Place(model, priority) for model, priority in (("a", 0), ("b", 5), ("c", 0), ("d", 9))]
     ctx.waiting.extend(places)
     woken: list[int] = []
 
@@ -31,6 +32,30 @@ async def test_waiting_requests_are_woken_higher_priority_first_then_in_arrival_
     ctx.wake_waiting()
     await asyncio.gather(*waiters)
     assert woken == [3, 1, 0, 2]
+
+
+def test_a_change_wakes_the_first_waiter_of_each_deployment_not_being_admitted() -> None:
+    ctx = ServingContext(store=None, live=None, client=None, gateway_id="g")  # type: ignore[arg-type]
+    admitted, first, second, other = Place("emb", admitted=True), Place("emb"), Place("emb"), Place("rerank")
+    ctx.waiting.extend([admitted, first, second, other])
+    ctx.wake_waiting()
+    assert [p.woken.is_set() for p in ctx.waiting] == [False, True, False, True]
+    first.admitted = True
+    ctx.wake_waiting("emb")  # once the first is admitted, the next of its deployment
+    assert second.woken.is_set()
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["emb", "rerank", "ocr"]), st.integers(0, 2), st.booleans()), max_size=12
+    )
+)
+def test_the_waiters_woken_are_exactly_those_that_wait_behind_no_one_in_wake_order(
+    waiters: list[tuple[str, int, bool]],
+) -> None:
+    line = [Place(model, priority, admitted=admitted) for model, priority, admitted in waiters]
+    free = [place for place in line if not place.admitted and not waits_behind(line, place)]
+    assert next_up(line) == wake_order(free)
 
 
 def test_a_newcomer_goes_behind_a_request_of_its_priority_waiting_for_the_same_deployment() -> None:
