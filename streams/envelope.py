@@ -5,11 +5,12 @@ Audit consumers filter on headers without decoding payloads; the payload is the 
 
 from __future__ import annotations
 
-import random
 from datetime import UTC, datetime
 from enum import StrEnum
 
 import msgspec
+
+from streams.ids import random_bits
 
 H_MSG_ID = "Nats-Msg-Id"
 H_EVENT_TYPE = "Mf-Event-Type"
@@ -47,12 +48,9 @@ SYSTEM = Actor(ActorKind.SYSTEM, "modelforge")
 
 
 def new_id() -> str:
-    """A unique id for events, requests, leases: 128 random bits as hex (token-safe).
-
-    Ids identify, they do not authorise, so the process's seeded generator serves (it is reseeded
-    after a fork) and spares a system call per id on the hot path; keys use `secrets`.
-    """
-    return f"{random.getrandbits(128):032x}"
+    """A unique id for events, requests, leases: 128 random bits as hex (token-safe); see
+    `streams.ids` for why they are not drawn from the `random` module's generator."""
+    return f"{random_bits(128):032x}"
 
 
 def utcnow() -> datetime:

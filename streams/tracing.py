@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 
@@ -22,6 +21,8 @@ from opentelemetry import context, trace
 from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import Attributes
+
+from streams.ids import random_bits
 
 TRACER = trace.get_tracer("modelforge")  # a proxy: it becomes the SDK's tracer once `install` runs
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -113,7 +114,7 @@ def untraced_span(parent: context.Context) -> Span:
     instead of a real span, so a client always gets a trace id to quote and the agent's logs and
     the request's events still join on it."""
     caller = trace.get_current_span(parent).get_span_context()
-    rng = random.getrandbits
+    rng = random_bits
     span_context = SpanContext(
         trace_id=caller.trace_id if caller.is_valid else rng(128) or 1,
         span_id=rng(64) or 1,
