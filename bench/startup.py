@@ -29,7 +29,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -47,7 +47,7 @@ from gateway.state.snapshot import capture, encode_record, record_of
 from gateway.state.snapshots import EVERY, KEY, SnapshotWriter, read_snapshot
 from modelforge.devstack.nats_server import start_nats
 from modelforge.devstack.processes import stop_pid
-from projections.scenario import control_plane, traffic
+from projections.scenario import Item, control_plane, traffic
 from streams import subjects
 from streams.envelope import H_MSG_ID, SYSTEM
 
@@ -60,8 +60,12 @@ Message = tuple[str, bytes, dict[str, str]]
 
 def hot_path(run: str, first: bool) -> Iterator[Message]:
     """Encoded messages: the control plane (once), then requests without end."""
-    items = traffic(run, 1 << 62)
-    for aggregate, ident, event in itertools.chain(control_plane(run) if first else [], items):
+    return encoded(itertools.chain(control_plane(run) if first else [], traffic(run, 1 << 62)))
+
+
+def encoded(items: Iterable[Item]) -> Iterator[Message]:
+    """Each item as the message an append would publish (subject, data, headers)."""
+    for aggregate, ident, event in items:
         if aggregate is None:
             (msg,) = prepare([event], None, event.request_id, SYSTEM, None, None, ident)  # type: ignore[attr-defined]
         else:
@@ -207,6 +211,12 @@ async def full_fold_start(client: Client, last: int) -> None:
         await view.stop()
 
 
+async def event_id_at(client: Client, sequence: int) -> str:
+    """The id of the MF_EVENTS event at `sequence` (what a snapshot ending there names)."""
+    stored = await client.jetstream().get_msg(subjects.EVENTS_STREAM, seq=sequence, direct=True)
+    return str((stored.headers or {})[H_MSG_ID])
+
+
 async def first_snapshot(client: Client, view: LiveState, last_id: str, verify: bool) -> None:
     """The first snapshot: the state `fill` folded from the events as it sent them. `verify`: as
     a gateway stores it, only if a replay of the log (a full fold) agrees; otherwise stored as it
@@ -254,10 +264,7 @@ async def main(events: int, tail: int, home: Path | None, compare: bool) -> None
             )
             if compare:
                 await full_fold_start(client, last)
-            last_id = (
-                await client.jetstream().get_msg(subjects.EVENTS_STREAM, seq=last, direct=True)
-            ).headers
-            await first_snapshot(client, view, (last_id or {})[H_MSG_ID], verify=compare)
+            await first_snapshot(client, view, await event_id_at(client, last), verify=compare)
         await timed_start(client, nats.url, last)
         if tail:
             last = await fill(client, messages, tail)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from eventstore.errors import ConcurrencyConflict
+from eventstore.reading import latest_of_each
 from eventstore.store import EventStore, ExpectedVersion
 from nodeagent.agent.hardware import Hardware
 from streams.codec import UnknownEvent
@@ -97,7 +98,8 @@ async def start_generation(
     """Append the node's start-up facts; returns this worker's generation."""
     facts = facts_of(hardware, runtimes)
     for _ in range(5):
-        records, version = await store.load(Aggregate.NODE, hardware.node_id)
+        # (the fold keeps the latest registration and generation: what `latest_of_each` reads)
+        records, version = await latest_of_each(store.client, Aggregate.NODE, hardware.node_id)
         events = decide_start(fold([r.event for r in records]), facts)
         expected = version if version else ExpectedVersion.NO_STREAM
         try:

@@ -22,7 +22,7 @@ from streams import subjects
 from streams.codec import UnknownEvent
 from streams.envelope import new_id
 from streams.events import AGGREGATE_OF, CATALOGUE
-from streams.events.control import ClientCreated, NodeEnabled
+from streams.events.control import ClientCreated, NodeEnabled, WorkerStarted
 from streams.subjects import Aggregate
 from tests.catalogue_samples import sample
 
@@ -239,3 +239,19 @@ async def test_what_a_replica_lacked_up_to_our_last_write_is_read_from_the_leade
     ]
     assert [r.sequence for r in await missed(second)] == [second]  # what came later is a later read's
     assert await missed(first) == []  # nothing was missed
+
+
+async def test_latest_of_each_reads_the_last_event_of_each_type_and_the_aggregates_version(
+    store: EventStore, connection: Connection
+) -> None:
+    node = new_id()
+    enabled = NodeEnabled(node_id=node)
+    registered = sample(CATALOGUE["NodeRegistered"])
+    await store.append(Aggregate.NODE, node, [registered], ExpectedVersion.NO_STREAM)
+    await store.append(Aggregate.NODE, node, [enabled], ExpectedVersion.ANY)
+    for generation in (1, 2):
+        started = WorkerStarted(node_id=node, generation=generation, residencies=())
+        last = await store.append(Aggregate.NODE, node, [started], ExpectedVersion.ANY)
+    records, version = await reading.latest_of_each(connection.client, Aggregate.NODE, node)
+    assert [r.event for r in records] == [registered, enabled, started]
+    assert version == last
