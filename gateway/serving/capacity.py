@@ -255,7 +255,7 @@ async def _acquire(
             )
             place.admitted = step is not None
         if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)
-            note_blocked(place, decision, now)
+            note_blocked(place, decision, now, accelerators)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             waited = time.perf_counter()
             with span("queue", attributes={"modelforge.verdict": decision.verdict.value}):
