@@ -123,10 +123,15 @@ def prepare_request(capability: str, request_id: str, event: Event, actor: Actor
     return outgoing
 
 
+PUBLISH_TIMEOUT_S = 5.0  # one append attempt's wait for its acknowledgement, by default
+
+
 class EventStore:
     """Append side of the event log. One per process; safe for concurrent use."""
 
-    def __init__(self, connection: Connection, publish_timeout: float = 5.0, retry_s: float = 30.0) -> None:
+    def __init__(
+        self, connection: Connection, publish_timeout: float = PUBLISH_TIMEOUT_S, retry_s: float = 30.0
+    ) -> None:
         self.connection = connection
         self.client = connection.client
         self.publish_timeout = publish_timeout  # one attempt's wait for its acknowledgement

@@ -257,7 +257,7 @@ async def _acquire(
         if place.admitted and place in ctx.waiting:
             ctx.wake_waiting(place.deployment_id)  # the next in line may take what this one left
         if step is None:  # QUEUE: wait for the view to change (a lease released, a load finished)
-            note_blocked(place, decision, now)
+            note_blocked(place, decision, now, accelerators)
             spent["scheduling"] += (time.perf_counter() - started) * 1000
             waited = time.perf_counter()
             with span("queue", attributes={"modelforge.verdict": decision.verdict.value}):

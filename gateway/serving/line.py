@@ -23,7 +23,7 @@ import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gateway.scheduler import PlacementDecision, ReasonCode
+from gateway.scheduler import AcceleratorState, PlacementDecision, ReasonCode, ResidencyState
 
 
 @dataclass(eq=False)
@@ -75,15 +75,32 @@ def yields(line: Iterable[Place], place: Place, accelerator_id: str, now: float,
     return False
 
 
-def note_blocked(place: Place, decision: PlacementDecision, now: float) -> None:
+def note_blocked(
+    place: Place, decision: PlacementDecision, now: float, accelerators: Iterable[AcceleratorState]
+) -> None:
     """Keep, on a queued request's place, the accelerator it waits on for leases to end (and since
     when): what later requests yield to once it has waited a fairness window. A wait for anything
-    else (a load under way, an eviction cooldown) is no one's turn to give: yielding frees nothing."""
+    else (a load under way, an eviction cooldown) is no one's turn to give: yielding frees nothing.
+    So is a wait for leases on an accelerator with a load under way (the load's lease among them):
+    counted, a wait through a cold load longer than the window left the model just loaded no turn."""
     waiting_on = decision.budget.accelerator_id if decision.budget is not None else None
-    if ReasonCode.WAITING_FOR_LEASES not in decision.reason_codes or waiting_on is None:
+    if (
+        ReasonCode.WAITING_FOR_LEASES not in decision.reason_codes
+        or waiting_on is None
+        or _loading(accelerators, waiting_on)
+    ):
         place.blocked_on = None
     elif place.blocked_on != waiting_on:
         place.blocked_on, place.since = waiting_on, now
+
+
+def _loading(accelerators: Iterable[AcceleratorState], accelerator_id: str) -> bool:
+    return any(
+        r.state is ResidencyState.LOADING
+        for a in accelerators
+        if a.accelerator_id == accelerator_id
+        for r in a.residents
+    )
 
 
 def wake_order(line: Iterable[Place]) -> list[Place]:

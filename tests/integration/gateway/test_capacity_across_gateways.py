@@ -270,7 +270,9 @@ async def test_an_eviction_whose_unload_job_cannot_be_sent_keeps_its_victim_and_
 # The storm: seeded requests for both models from both gateways, each with the longest deadline the
 # embedding contract grants (30 s: a client's x-request-timeout-ms may shorten it, never lengthen it).
 # That leaves room for a few swaps on a quiet machine (3-5 s each: a fairness window, an unload and
-# a cold load); a loaded one swaps in ~10 s, and then a request behind a whole turn can run out.
+# a cold load); a loaded one swaps in ~10 s. A request sent in its model's turn is served in it (the
+# window runs from the end of the load: gateway.serving.line); one sent after waits for the other
+# model's turn and its own model's next load: where two cold loads take most of 30 s, it runs out.
 STORM_REQUESTS, IN_FLIGHT, SEED = 200, 24, 24
 DEADLINE_MS = EMBEDDING.limits.default_timeout_ms
 # A model keeps the device at least a fairness window: the eviction cooldown is set to it.
@@ -278,11 +280,13 @@ FAIRNESS_S = 2.0
 
 
 class Outcome(msgspec.Struct):
+    model: str
     status: int
+    sent_at: float  # POSIX seconds, as the events' own stamps
+    ended_at: float
     code: str = ""
     message: str = ""
     reasons: list[str] = []
-    after_s: float = 0.0  # since the request was sent
 
 
 async def _storm(two_models: TwoModels) -> list[Outcome]:
@@ -295,18 +299,18 @@ async def _storm(two_models: TwoModels) -> list[Outcome]:
         model, gateway = plan[i]
         headers = {"authorization": f"Bearer {two_models.key}", "x-request-timeout-ms": str(DEADLINE_MS)}
         async with slots:
-            sent = time.monotonic()
+            sent = time.time()
             response = await http.post(
                 f"{two_models.gateways[gateway]}/v1/embeddings",
                 json={"input": f"storm {i}", "model": model},
                 headers=headers,
             )
+        ended = time.time()
         if response.status_code == 200:
-            return Outcome(200)
+            return Outcome(model, 200, sent, ended)
         error = response.json()["error"]
         reasons = error.get("details", {}).get("reason_codes", [])
-        after_s = round(time.monotonic() - sent, 1)
-        return Outcome(response.status_code, error["code"], error["message"], reasons, after_s)
+        return Outcome(model, response.status_code, sent, ended, error["code"], error["message"], reasons)
 
     async with httpx.AsyncClient(timeout=60, limits=limits) as http:
         return await asyncio.gather(*(one(i, http) for i in range(STORM_REQUESTS)))
@@ -357,19 +361,29 @@ async def test_a_storm_on_two_models_that_cannot_share_the_device_is_served_in_t
     }
     await set_policy(two_models.gateways, TOKEN, turns)
     _, before = await two_models.store.load(Aggregate.ACCELERATOR, two_models.accelerator_id)
-    started = time.monotonic()
+    started = time.time()
     try:
         outcomes = await _storm(two_models)
     finally:
-        lasted_s = time.monotonic() - started
+        lasted_s = time.time() - started
         await set_policy(
             two_models.gateways, TOKEN, {name: getattr(two_models.policy, name) for name in turns}
         )
     records, _ = await two_models.store.load(Aggregate.ACCELERATOR, two_models.accelerator_id)
     swaps = sum(1 for r in records if r.sequence > before and isinstance(r.event, s.ResidencyLoadRequested))
+    routes = {d.deployment_id: d.route for d in _catalog(two_models).deployments.values()}
+    loads = [  # (model, when its load ended)
+        (routes[r.event.deployment_id], r.envelope.occurred_at.timestamp())
+        for r in records
+        if r.sequence > before and r.envelope is not None and isinstance(r.event, s.ResidencyLoaded)
+    ]
     served = sum(1 for o in outcomes if o.status == 200)
     refused = [o for o in outcomes if o.status != 200]
-    print(f"storm: {served}/{len(outcomes)} served in {lasted_s:.1f} s, {swaps} loads, refusals {refused}")
+    print(f"storm: {served}/{len(outcomes)} served in {lasted_s:.1f} s, {swaps} loads")
+    print("loads ended (s into the storm):", [(m, round(at - started, 1)) for m, at in loads])
+    for o in refused:
+        sent_s, waited_s = round(o.sent_at - started, 1), round(o.ended_at - o.sent_at, 1)
+        print(f"refused: {o.model} sent at {sent_s} s, after {waited_s} s: {o.status} {o.code} {o.message}")
 
     assert await _over_commits(two_models) == []
     assert served >= 0.9 * len(outcomes), refused[:5]

@@ -111,24 +111,26 @@ def _decide(state: AcceleratorState, name: str, serial: int) -> tuple[Accelerato
         return state, False
     if decision.evictions:
         return _unloaded(state, decision.evictions, "eviction"), False
+    # As serving books it (gateway.serving.capacity): a cold decision's load holds `load_bytes`, its
+    # lease the rest (the request's floor); a warm one's lease all of it (`load_bytes` is 0).
     granted = s.LeaseGranted(
         lease_id=f"lease-{serial:04}",
         accelerator_id=state.accelerator_id,
         deployment_id=name,
         request_id=f"r{serial}",
         client_id="c",
-        reserved_bytes=ENVELOPES[name].request_floor_bytes,
+        reserved_bytes=decision.required_bytes - decision.load_bytes,
         expires_at=AT,
         decision_fingerprint=decision.fingerprint,
     )
     if not decision.cold_load:
-        return _apply(state, [msgspec.structs.replace(granted, reserved_bytes=decision.required_bytes)]), True
+        return _apply(state, [granted]), True
     load = s.ResidencyLoadRequested(
         load_id=f"load-{serial:04}",
         accelerator_id=state.accelerator_id,
         node_id=state.node_id,
         deployment_id=name,
-        required_bytes=decision.required_bytes,
+        required_bytes=decision.load_bytes,
         reason="request",
     )
     return _apply(state, [load, granted]), True
