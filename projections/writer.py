@@ -10,11 +10,13 @@ the projection at its event; a lost session is raised as it is, for the caller t
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from projections import gaps, halts
 from projections.audit import AUDIT_COLUMNS
@@ -91,37 +93,53 @@ class Writer:
         conn = self.conn
         # Rare: only the first commit past an event a projector halted at.
         resumed = [stream for stream, seq in self.halted.items() if new.get(stream, 0) >= seq]
-        async with conn.transaction():
-            # Every statement but the audit COPY (which libpq cannot pipeline) goes in one round trip;
-            # the checkpoints are checked once it returns, and a moved one rolls it all back. A
-            # trickle's transactions were mostly round trips, each a wait in Python (bench/trickle.py).
-            async with conn.pipeline():
-                # Only this writer's streams: a worker projecting another stream commits concurrently.
-                cur = await conn.execute(statements.lock_checkpoints, (list(new),))
-                for statement, arrays in batch.upserts:
-                    await conn.execute(statement, arrays)
-                await gaps.record(conn, self.schema, batch.gaps)
-                for stream, seq in new.items():
-                    if seq != expected.get(stream, 0):
-                        await conn.execute(
-                            statements.save_checkpoint,
-                            (stream, seq, NOTIFY_CHANNEL, f"{self.schema}:{stream}:{seq}", self.notify),
-                        )
-                if resumed:
-                    await halts.clear(conn, self.schema, resumed)
+        # BEGIN, the checkpoint lock, the rows and the checkpoints go as one query string, bound
+        # here (a client cursor): one send and one wait. A pipeline needs an event-loop turn per
+        # statement and `conn.transaction()` a round trip for BEGIN (the session is in autocommit);
+        # a trickle's transactions are mostly those waits (bench/trickle.py). The audit COPY
+        # (which cannot share a query) and COMMIT follow once the checkpoints are checked; a moved
+        # one rolls it all back.
+        query = [b"BEGIN", statements.lock_checkpoints]
+        params: list[Any] = [list(new)]
+        for statement, arrays in batch.upserts:
+            query.append(statement)
+            params.extend(arrays)
+        for stream, seq in new.items():
+            if seq != expected.get(stream, 0):
+                query.append(statements.save_checkpoint)
+                params.extend((stream, seq, NOTIFY_CHANNEL, f"{self.schema}:{stream}:{seq}", self.notify))
+        try:
+            cur = await psycopg.AsyncClientCursor(conn).execute(b"; ".join(query), params)
+            cur.nextset()  # past BEGIN's result, to the lock's
             stored = {stream: seq for stream, seq in await cur.fetchall()}
             for stream in new:
                 if stored.get(stream, 0) != expected.get(stream, 0):
                     raise CheckpointMoved(
                         f"{stream}: stored {stored.get(stream, 0)}, expected {expected.get(stream, 0)}"
                     )
+            # Rare (an aged stretch skipped, the first commit past a halt): a round trip each is fine.
+            await gaps.record(conn, self.schema, batch.gaps)
+            if resumed:
+                await halts.clear(conn, self.schema, resumed)
             if batch.copy_text:
                 async with conn.cursor().copy(statements.copy_audit) as copy:
                     await copy.write(batch.copy_text)
+            await conn.execute(b"COMMIT")
+        except BaseException:
+            await _roll_back(conn)
+            raise
         for stream in resumed:
             del self.halted[stream]
         gaps.warn(self.schema, batch.gaps)
         return new
+
+
+async def _roll_back(conn: Conn) -> None:
+    """End a failed transaction, if one is open; a lost session (the cause, then) is left as it is,
+    for the caller to see the first error rather than this one."""
+    if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        with contextlib.suppress(psycopg.Error):
+            await conn.execute(b"ROLLBACK")
 
 
 class _Statements(NamedTuple):

@@ -46,3 +46,23 @@ async def test_a_batch_whose_checkpoint_moved_writes_no_row_audit_line_or_checkp
             " (SELECT last_seq FROM mf.checkpoints WHERE stream = 'MF_REQUESTS')"
         )
         assert await counts.fetchone() == (1, 1, 1)
+
+
+async def test_after_a_moved_checkpoint_the_same_session_writes_the_next_batch(fresh_database: str) -> None:
+    # The writer opens its transaction itself (BEGIN in the batch's query string), so it must also
+    # end a refused one: left open, the next batch would run inside it and never commit.
+    async with await psycopg.AsyncConnection.connect(fresh_database, autocommit=True) as conn:
+        await migrate(conn, "mf")
+        writer = Writer(conn, "mf", await Catalog.load(conn, "mf"), notify=False)
+        await writer.write([accepted(1)], {})
+        with pytest.raises(CheckpointMoved):
+            await writer.write([accepted(2)], {})
+
+        assert await writer.write([accepted(2)], {"MF_REQUESTS": 1}) == {"MF_REQUESTS": 2}
+
+    async with await psycopg.AsyncConnection.connect(fresh_database, autocommit=True) as other:
+        counts = await other.execute(
+            "SELECT (SELECT count(*) FROM mf.requests), (SELECT count(*) FROM mf.audit_log),"
+            " (SELECT last_seq FROM mf.checkpoints WHERE stream = 'MF_REQUESTS')"
+        )
+        assert await counts.fetchone() == (2, 2, 2)
