@@ -176,15 +176,26 @@ async def load(
 
 
 async def latest_of_each(
-    client: Client, aggregate: subjects.Aggregate, aggregate_id: str, timeout: float = 5.0
+    client: Client,
+    aggregate: subjects.Aggregate,
+    aggregate_id: str,
+    min_last_seq: int = 0,
+    timeout: float = 5.0,
 ) -> tuple[list[RecordedEvent], int]:
     """(the last event of each type the aggregate holds, in stream order; its version), for a fold
-    that keeps only the latest of each type. One direct get (`multi_last`) answered from the
-    stream's per-subject index, however long the log: `load` has nats-server walk every message
-    block between the aggregate's events, which for a node (registered at the start of the log,
-    a generation at each restart) took 3.1-4.9 s at 10 M events (docs/performance.md)."""
+    that keeps only the latest of each type; complete up to `min_last_seq` (read-your-writes) as
+    `load` is. One direct get (`multi_last`) answered from the stream's per-subject index, however
+    long the log: `load` has nats-server walk every message block between the aggregate's events,
+    which for a node (registered at the start of the log, a generation at each restart) took
+    3.1-4.9 s at 10 M events (docs/performance.md)."""
     scope = subjects.aggregate_filter(aggregate, aggregate_id)
     request = _DirectGetLast([scope], BATCH)
     records, _, _ = await _one_batch(client, subjects.EVENTS_STREAM, request, 1, timeout)
+    if min_last_seq:
+        read_up_to = max((record.sequence for record in records), default=0)
+        missed = await _missed_by_replica(
+            client, subjects.EVENTS_STREAM, scope, read_up_to, min_last_seq, timeout
+        )
+        records = list({record.subject: record for record in [*records, *missed]}.values())
     records.sort(key=lambda record: record.sequence)
     return records, records[-1].sequence if records else 0

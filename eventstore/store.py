@@ -226,6 +226,13 @@ class EventStore:
         agg = aggregate if isinstance(aggregate, subjects.Aggregate) else subjects.aggregate_type(aggregate)
         return await reading.load(self.client, agg, aggregate_id, after_sequence, self.last_sequence)
 
+    async def load_latest_of_each(
+        self, aggregate: subjects.Aggregate, aggregate_id: str
+    ) -> tuple[list[RecordedEvent], int]:
+        """(the last event of each type, version) of one aggregate, including this process's own
+        latest appends: for a fold that keeps only the latest of each type (`reading.latest_of_each`)."""
+        return await reading.latest_of_each(self.client, aggregate, aggregate_id, self.last_sequence)
+
     async def record_request(
         self,
         capability: str,

@@ -53,7 +53,11 @@ class Aggregates:
         self.last_sequence = 0  # highest sequence this service appended: read-your-writes
 
     async def load(self, aggregate: Aggregate, aggregate_id: str) -> tuple[Any, int]:
-        records, version = await self.store.load(aggregate, checked_id(aggregate_id, f"{aggregate.value} id"))
+        checked = checked_id(aggregate_id, f"{aggregate.value} id")
+        if aggregate is Aggregate.NODE:  # its events span the log: read the latest of each type
+            latest, version = await self.store.load_latest_of_each(aggregate, checked)
+            return ev.fold_node_from_latest(latest), version
+        records, version = await self.store.load(aggregate, checked)
         return ev.fold(EVOLVE[aggregate], records), version
 
     async def get(self, aggregate: Aggregate, aggregate_id: str) -> Any:

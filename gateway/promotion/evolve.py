@@ -88,6 +88,16 @@ def evolve_node(state: NodeState | None, event: Event, seq: int) -> NodeState | 
     return state
 
 
+def fold_node_from_latest(records: Iterable[RecordedEvent]) -> NodeState | None:
+    """The state `fold(evolve_node, ...)` of the node's whole log gives, from only the last event of
+    each type (`EventStore.load_latest_of_each`: no walk through a long log to a node registered at
+    its start). Every node event but a registration sets its field outright, and a registration
+    carries those fields forward, so the latest registration first and then the others in stream
+    order come to the same state (`tests/unit/gateway/test_node_fold_from_latest.py`)."""
+    ordered = sorted(records, key=lambda r: (not isinstance(r.event, c.NodeRegistered), r.sequence))
+    return fold(evolve_node, ordered)
+
+
 def evolve_candidate(state: CandidateState | None, event: Event, seq: int) -> CandidateState | None:
     match event:
         case c.CandidateRegistered():

@@ -255,3 +255,17 @@ async def test_latest_of_each_reads_the_last_event_of_each_type_and_the_aggregat
     records, version = await reading.latest_of_each(connection.client, Aggregate.NODE, node)
     assert [r.event for r in records] == [registered, enabled, started]
     assert version == last
+
+
+async def test_latest_of_each_up_to_our_own_last_append_holds_each_type_once(
+    store: EventStore, connection: Connection
+) -> None:
+    node = new_id()
+    registered = sample(CATALOGUE["NodeRegistered"])
+    await store.append(Aggregate.NODE, node, [registered], ExpectedVersion.NO_STREAM)
+    for generation in (1, 2):
+        started = WorkerStarted(node_id=node, generation=generation, residencies=())
+        await store.append(Aggregate.NODE, node, [started], ExpectedVersion.ANY)
+    records, version = await store.load_latest_of_each(Aggregate.NODE, node)
+    assert [r.event for r in records] == [registered, started]
+    assert version == store.last_sequence
