@@ -147,14 +147,26 @@ def cannot_beat(ask: Ask, screened: Assessment, best_key: tuple[tuple[int, float
 def _fits_after_waiting(
     ask: Ask, state: AcceleratorState, budget: Budget, forced: tuple[Resident, ...]
 ) -> bool:
-    """Would it fit once in-flight leases end, unloads finish and busy residents turn idle?"""
+    """Would it fit once in-flight leases end, unloads finish and busy residents turn idle, and a
+    telemetry sample older than the last load or eviction here is replaced?"""
     freeable = sum([item.reserved_bytes for item in state.leases])
+    if _sampled_before_last_change(state):
+        # What that sample saw outside the books may be the change's own (a load's peak, a worker
+        # not yet gone): the next sample says whether it lasts. Refusing on it refused requests a
+        # moment after a model swap on a device they fit (the two-model storm, docs/engineering.md).
+        freeable += budget.external_bytes
     for item in state.residents:
         if item.deployment_id == ask.envelope.deployment_id:
             continue
         if item.state is _UNLOADING or item in forced or evictable_when_idle(item, ask.request.channel):
             freeable += item.measured_bytes
     return ask.required <= budget.schedulable_bytes + freeable
+
+
+def _sampled_before_last_change(state: AcceleratorState) -> bool:
+    observed_at = state.observed_at
+    changed_at = max(state.last_load_at or 0.0, state.last_eviction_at or 0.0)
+    return observed_at is not None and observed_at < changed_at
 
 
 def bytes_of(residents: Sequence[Resident]) -> int:

@@ -374,3 +374,34 @@ def test_a_failed_load_elsewhere_does_not_keep_a_loaded_copy_from_serving() -> N
     state = gpu("gpu-0", residents=(resident("new-model", 12),))
     decision = plan_placement([state], model(), ask(load_failed_on=("gpu-0",)), POLICY, NOW)
     assert decision.verdict is Verdict.ADMIT
+
+
+def test_memory_outside_the_books_in_a_sample_older_than_the_last_load_is_waited_out_not_refused() -> None:
+    # Sampled at NOW - 1 s, during the load that ended at NOW - 0.5 s: its 12 GiB may be the load's.
+    fleet = (
+        gpu(
+            total_gib=24,
+            residents=(resident("warm", 8, always_warm=True),),
+            external_gib=12,
+            last_load_at=NOW - 0.5,
+        ),
+    )
+    decision = plan_placement(fleet, model(), ask(deadline_ms=30_000.0), POLICY, NOW)
+
+    assert decision.verdict is Verdict.QUEUE
+    assert decision.reason_codes == (R.INSUFFICIENT_VRAM_AFTER_EVICTION, R.WAITING_FOR_LEASES)
+
+
+def test_memory_outside_the_books_in_a_sample_taken_after_the_last_load_is_refused_on() -> None:
+    fleet = (
+        gpu(
+            total_gib=24,
+            residents=(resident("warm", 8, always_warm=True),),
+            external_gib=12,
+            last_load_at=NOW - 2.0,
+        ),
+    )
+    decision = plan_placement(fleet, model(), ask(deadline_ms=30_000.0), POLICY, NOW)
+
+    assert decision.verdict is Verdict.REJECT_INSUFFICIENT_CAPACITY
+    assert decision.reason_codes == (R.INSUFFICIENT_SCHEDULABLE_VRAM, R.INSUFFICIENT_VRAM_AFTER_EVICTION)
