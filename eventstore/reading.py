@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, Sequence
 import msgspec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
 from nats.js.errors import NotFoundError
 
 from eventstore.records import RecordedEvent, record_from
@@ -148,6 +149,11 @@ async def _one_batch(
                     pending = int(headers.get("Nats-Num-Pending", "0"))
                     last = records[-1].sequence if records else start - 1
                     return records, pending, last
+                if status == "503" and not msg.data:
+                    # No server took the request: in a cluster, the replicas that answer direct gets
+                    # leave for a moment as a stream elects a new leader. The error a publish gets
+                    # then, so a read in `resend_while_leaderless` is sent again as an append is.
+                    raise NoRespondersError
                 raise RuntimeError(
                     f"direct get on {stream} failed: {status} {headers.get('Description', '')}"
                 )
