@@ -18,7 +18,7 @@ from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import StreamConfig
 from nats.js.client import JetStreamContext
-from nats.js.errors import NotFoundError, ServiceUnavailableError
+from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
 from eventstore.errors import JetStreamUnavailable, ServerTooOld, StreamsNotProvisioned
 from eventstore.replies import resend_while_leaderless
@@ -121,6 +121,9 @@ def _refused(client: Client, name: str) -> bool:
     )
 
 
+_NO_PEERS_FOR_PLACEMENT = 10005  # JetStream's JSClusterNoPeersErrF
+
+
 async def _ensure_stream(
     client: Client, config: StreamConfig, keep_replicas: bool, within_s: float = JETSTREAM_READY_S
 ) -> None:
@@ -140,13 +143,23 @@ async def _ensure_stream(
 
     async def create_or_update() -> None:
         try:
-            found = (await js.stream_info(name)).config
-        except NotFoundError:
-            await js.add_stream(config)
-        else:
-            kept = _as_kept(config, found, keep_replicas)
-            if drift(kept, found):
-                await js.update_stream(kept)
+            try:
+                found = (await js.stream_info(name)).config
+            except NotFoundError:
+                await js.add_stream(config)
+            else:
+                kept = _as_kept(config, found, keep_replicas)
+                if drift(kept, found):
+                    await js.update_stream(kept)
+        except BadRequestError as exc:
+            if exc.err_code != _NO_PEERS_FOR_PLACEMENT:
+                raise
+            # A new cluster's meta leader can answer before it has heard from every server: "no
+            # suitable peers for placement, peer offline" for a stream on all three. Asked again
+            # as while it elects (it failed a provisioning test in a repeat run once).
+            raise ServiceUnavailableError(
+                code=503, err_code=exc.err_code, description=exc.description
+            ) from exc
 
     while True:
         try:
