@@ -36,7 +36,7 @@ from eventstore.store import EventStore
 from gateway.clients.service import ClientService
 from gateway.scheduler import required_bytes
 from gateway.scheduler.policy import SchedulerPolicy
-from gateway.serving.capacity import envelope_of
+from gateway.serving.envelopes import envelope_of
 from gateway.state.catalog import Catalog, evolve_catalog
 from modelforge.devstack.nats_server import start_nats
 from modelforge.devstack.processes import stop_pid

@@ -19,7 +19,7 @@ from gateway.scheduler import (
     plan_placement,
     required_bytes,
 )
-from gateway.serving.capacity import envelope_of, live_envelope
+from gateway.serving.envelopes import envelope_of, live_envelope
 from gateway.state.live import LiveState
 
 

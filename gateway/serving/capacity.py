@@ -19,7 +19,6 @@ from eventstore.errors import ConcurrencyConflict, EventStoreError
 from gateway.clients.permit import Permit
 from gateway.deployments.model import DeploymentState
 from gateway.scheduler import (
-    Channel,
     ModelEnvelope,
     PlacementDecision,
     PlacementRequest,
@@ -27,17 +26,16 @@ from gateway.scheduler import (
     Verdict,
 )
 from gateway.scheduler.placement import plan_placement
-from gateway.scheduler.state import HardwareClass
 from gateway.serving.appends import catch_up_after, stage
 from gateway.serving.background import NATS_FAILURES, append_until_recorded
 from gateway.serving.context import ServingContext
+from gateway.serving.envelopes import live_envelope
 from gateway.serving.errors import rejection
 from gateway.serving.jobs import publish_unload
 from gateway.serving.line import Place, note_blocked, waits_behind, yields
 from gateway.serving.loading import await_evicted, await_loaded, record_failure, send_load
 from gateway.serving.refusal_log import note_refusal
 from gateway.serving.upkeep import with_tracked_pressure
-from gateway.state.live import LiveState
 from gateway.state.loads import failed_recently
 from streams.codes import ServingError
 from streams.envelope import new_id
@@ -59,46 +57,6 @@ class Grant(msgspec.Struct, kw_only=True):
     load_ms: float = 0.0
     queue_ms: float = 0.0
     run_slot: Permit | None = None  # the deployment's cap (gateway.serving.caps), let go after the lease
-
-
-def envelope_of(
-    deployment: DeploymentState,
-    stale: bool = False,
-    outgrown: bool = False,
-    measured_on: HardwareClass | None = None,
-    artifact_bytes: int = 0,
-) -> ModelEnvelope:
-    """`stale`: what the probe measured no longer holds (`Catalog.stale_envelope`); `outgrown`: a
-    load measured more than it reserved (`LiveState.outgrown_envelope`); `measured_on`: the
-    hardware class the probe ran on (`Catalog.measured_class`); `artifact_bytes`: the
-    deployment's artifact set's, which a node without it fetches before a cold load."""
-    env = deployment.envelope
-    return ModelEnvelope(
-        deployment_id=deployment.deployment_id,
-        required_bytes=env.required_bytes,
-        peak_bytes=env.peak_bytes,
-        request_floor_bytes=env.per_request_bytes,
-        channel=Channel.PRODUCTION if deployment.channel == "stable" else Channel.LAB,
-        cold_load_ms=env.cold_load_ms,
-        stale=stale,
-        outgrown=outgrown,
-        hardware_class=measured_on,
-        spread=deployment.placement == "spread",
-        artifact_set_id=deployment.artifact_set_id,
-        artifact_bytes=artifact_bytes,
-    )
-
-
-def live_envelope(live: LiveState, deployment: DeploymentState) -> tuple[ModelEnvelope, str | None]:
-    """The envelope placement goes by, as the live view knows it, and why it no longer holds (the
-    reason a SCHEDULER_STATE_STALE refusal names), if it does not."""
-    stale = live.catalog.stale_envelope(deployment)
-    outgrown = live.outgrown_envelope(deployment)
-    measured_on = live.catalog.measured_class(deployment)
-    artifacts = live.catalog.artifact_sets.get(deployment.artifact_set_id)
-    set_bytes = sum(f.size for f in artifacts.files) if artifacts else 0
-    envelope = envelope_of(deployment, stale is not None, outgrown is not None, measured_on, set_bytes)
-    return envelope, stale or outgrown
 
 
 def _lease(

@@ -24,7 +24,7 @@ from gateway.operations.service import POLICY_ID
 from gateway.scheduler import account, required_bytes
 from gateway.scheduler.policy import DEFAULT_POLICY, SchedulerPolicy
 from gateway.scheduler.state import AcceleratorState
-from gateway.serving.capacity import envelope_of
+from gateway.serving.envelopes import envelope_of
 from gateway.state.accelerators import evolve_accelerator, new_accelerator
 from gateway.state.catalog import Catalog, evolve_catalog
 from gateway.state.live import policy_from

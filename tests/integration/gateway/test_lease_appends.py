@@ -18,6 +18,7 @@ from eventstore.store import ExpectedVersion
 from gateway.admin.scheduler import dry_run
 from gateway.serving import capacity
 from gateway.serving.appends import append_to_accelerator
+from gateway.serving.envelopes import envelope_of
 from modelforge.devstack.nats_server import NatsServer
 from streams.codes import ServingError
 from streams.envelope import new_id
@@ -53,9 +54,7 @@ async def test_a_grant_that_lands_after_its_request_timed_out_is_given_back_and_
     live = stack.gateway.replica.edge.ctx.live
     late = live.catalog.deployments[deployment]
     # Its cold load fits now (fresh telemetry, nothing pending): the search goes straight to the append.
-    assert await live.wait_for(
-        lambda: dry_run(live, late, capacity.envelope_of(late).channel).verdict == "ADMIT", 30
-    )
+    assert await live.wait_for(lambda: dry_run(live, late, envelope_of(late).channel).verdict == "ADMIT", 30)
 
     async def nats_stopped_once_admitted() -> None:
         # The search has begun but decided nothing yet: its lease and load are appended to a

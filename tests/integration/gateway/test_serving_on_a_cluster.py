@@ -12,7 +12,7 @@ import pytest
 from nats.js.api import ConsumerInfo, DeliverPolicy
 
 from eventstore.provision import REPLICAS_ENV
-from gateway.serving.capacity import envelope_of
+from gateway.serving.envelopes import envelope_of
 from streams import subjects
 from tests.integration.gateway.conftest import Stack, another_deployment
 from tests.support.cluster import Cluster, elected, lead_from, running_cluster

@@ -9,7 +9,7 @@ import msgspec
 from gateway.scheduler import DEFAULT_POLICY, AcceleratorState, PlacementRequest
 from gateway.scheduler.placement import plan_placement
 from gateway.scheduler.state import HardwareClass
-from gateway.serving.capacity import envelope_of
+from gateway.serving.envelopes import envelope_of
 from gateway.serving.errors import rejection
 from streams.events import control as c
 from tests.support.events import catalog_of

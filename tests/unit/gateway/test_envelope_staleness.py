@@ -7,7 +7,7 @@ import msgspec
 
 from gateway.scheduler import DEFAULT_POLICY, PlacementRequest
 from gateway.scheduler.placement import plan_placement
-from gateway.serving.capacity import envelope_of
+from gateway.serving.envelopes import envelope_of
 from gateway.serving.errors import rejection
 from streams.events import control as c
 from streams.events import serving as s
