@@ -103,11 +103,6 @@ def _loading(accelerators: Iterable[AcceleratorState], accelerator_id: str) -> b
     )
 
 
-def wake_order(line: Iterable[Place]) -> list[Place]:
-    """Higher priority first, arrival order among equals (the sort is stable)."""
-    return sorted(line, key=lambda p: -p.priority)
-
-
 def next_up(line: Iterable[Place], deployment_id: str | None = None) -> list[Place]:
     """The waiters a change may let in, in wake order: per deployment (or `deployment_id`'s alone),
     the first not being admitted already (highest priority, then earliest). Exactly those that do

