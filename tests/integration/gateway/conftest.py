@@ -21,6 +21,8 @@ from eventstore.store import EventStore
 from gateway.clients.service import ClientService, IssuedKey
 from gateway.scheduler import safety_reserve
 from gateway.scheduler.overcommit import booked_bytes
+from gateway.serving.background import append_until_recorded
+from gateway.serving.capacity import Grant
 from gateway.serving.pipeline import RequestShape, Served, ServeRequest, serve
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.processes import stop_pid
@@ -275,6 +277,25 @@ def books_filled(stack: Stack, accelerator: str) -> tuple[list[s.LeaseGranted], 
         s.LeaseReleased(lease_id=g.lease_id, accelerator_id=accelerator, outcome="completed") for g in grants
     ]
     return grants, releases
+
+
+async def lease_held(stack: Stack, ttl_s: float) -> Grant:
+    """A small lease on the stack's accelerator, appended by its gateway until recorded, as its
+    background writers append: another writer's event landing first (an agent's, a release
+    still going out from the test before) is a conflict caught up on and appended again."""
+    assert stack.gateway.replica is not None
+    accelerator = f"{stack.node}-cpu0"
+    expires = datetime.fromtimestamp(time.time() + ttl_s, UTC)
+    lease = lease_granted(f"held-{new_id()[:6]}", accelerator, expires, deployment_id=stack.deployment_id)
+    assert await append_until_recorded(stack.gateway.replica.edge.ctx, accelerator, [lease])
+    return Grant(
+        lease_id=lease.lease_id,
+        accelerator_id=accelerator,
+        node_id=stack.node,
+        deployment_id=stack.deployment_id,
+        cold=False,
+        fingerprint=lease.decision_fingerprint,
+    )
 
 
 @contextlib.asynccontextmanager

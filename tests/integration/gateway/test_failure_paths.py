@@ -8,17 +8,15 @@ import contextlib
 import logging
 import os
 import signal
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
 
 import httpx
 import msgspec
 import pytest
 
 from eventstore.store import ExpectedVersion
-from gateway.serving.appends import append_to_accelerator, stage
-from gateway.serving.capacity import Grant, release
+from gateway.serving.appends import stage
+from gateway.serving.capacity import release
 from gateway.serving.pipeline import Served
 from streams import subjects
 from streams.codes import ServingError
@@ -36,12 +34,12 @@ from tests.integration.gateway.conftest import (
     failure_of,
     first_event,
     key_issued,
+    lease_held,
     policy_while,
     release_of,
     serve_directly,
 )
 from tests.support.agents import aggregate_events, next_event, stopped
-from tests.support.events import lease_granted
 from tests.support.serving import stream_refusing_messages
 
 
@@ -101,20 +99,9 @@ async def test_a_lease_release_the_event_log_refuses_for_a_while_is_recorded_onc
 ) -> None:
     # A release that fails (no stream leader, a lost connection, a stream refusing) is tried again
     # until recorded: given up at once, the lease stayed on the books until its TTL.
+    grant = await lease_held(stack, ttl_s=600)
     assert stack.gateway.replica is not None
     ctx = stack.gateway.replica.edge.ctx
-    accelerator = f"{stack.node}-cpu0"
-    expires = datetime.fromtimestamp(time.time() + 600, UTC)
-    lease = lease_granted(new_id(), accelerator, expires, deployment_id=stack.deployment_id)
-    await append_to_accelerator(ctx, accelerator, [lease])
-    grant = Grant(
-        lease_id=lease.lease_id,
-        accelerator_id=accelerator,
-        node_id=stack.node,
-        deployment_id=stack.deployment_id,
-        cold=False,
-        fingerprint="",
-    )
     heard = _Heard("LeaseReleased on")
     logging.getLogger("modelforge.gateway.background").addHandler(heard)
     try:
@@ -129,11 +116,11 @@ async def test_a_lease_release_the_event_log_refuses_for_a_while_is_recorded_onc
             await releasing
     finally:
         logging.getLogger("modelforge.gateway.background").removeHandler(heard)
-    assert not ctx.live.holds_lease(accelerator, lease.lease_id)
+    assert not ctx.live.holds_lease(grant.accelerator_id, grant.lease_id)
     released = await first_event(
         stack,
         subjects.EVENTS_STREAM,
-        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == lease.lease_id,
+        lambda e: isinstance(e, s.LeaseReleased) and e.lease_id == grant.lease_id,
     )
     assert isinstance(released, s.LeaseReleased)
     assert released.outcome == "completed"

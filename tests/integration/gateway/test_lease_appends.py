@@ -8,16 +8,13 @@ import asyncio
 import contextlib
 import os
 import signal
-import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import pytest
 
 from eventstore.store import ExpectedVersion
 from gateway.admin.scheduler import dry_run
 from gateway.serving import capacity
-from gateway.serving.appends import append_to_accelerator
 from gateway.serving.envelopes import envelope_of
 from modelforge.devstack.nats_server import NatsServer
 from streams.codes import ServingError
@@ -28,11 +25,11 @@ from tests.integration.gateway.conftest import (
     Stack,
     another_deployment,
     failure_of,
+    lease_held,
     release_of,
     serve_directly,
 )
 from tests.support.agents import aggregate_events, next_event
-from tests.support.events import lease_granted
 
 
 @contextlib.contextmanager
@@ -83,23 +80,6 @@ async def test_a_grant_that_lands_after_its_request_timed_out_is_given_back_and_
     assert loaded.measured_bytes > 0
 
 
-async def _granted(stack: Stack, ttl_s: float) -> capacity.Grant:
-    """A small lease on the stack's accelerator, appended by its gateway as a decision's is."""
-    assert stack.gateway.replica is not None
-    accelerator = f"{stack.node}-cpu0"
-    expires = datetime.fromtimestamp(time.time() + ttl_s, UTC)
-    lease = lease_granted(f"held-{new_id()[:6]}", accelerator, expires, deployment_id=stack.deployment_id)
-    await append_to_accelerator(stack.gateway.replica.edge.ctx, accelerator, [lease])
-    return capacity.Grant(
-        lease_id=lease.lease_id,
-        accelerator_id=accelerator,
-        node_id=stack.node,
-        deployment_id=stack.deployment_id,
-        cold=False,
-        fingerprint=lease.decision_fingerprint,
-    )
-
-
 async def _released_behind_another_writer(stack: Stack, grant: capacity.Grant) -> int:
     """Release `grant` just after another writer appended to its accelerator; that append's version.
     Both go out on the gateway's own connection, the other writer's first, so the server stores it
@@ -122,7 +102,7 @@ async def _released_behind_another_writer(stack: Stack, grant: capacity.Grant) -
 async def test_a_release_that_conflicts_with_another_writer_is_appended_again_on_the_newer_version(
     stack: Stack,
 ) -> None:
-    grant = await _granted(stack, ttl_s=300)
+    grant = await lease_held(stack, ttl_s=300)
     other = await _released_behind_another_writer(stack, grant)
     records, _ = await stack.store.load(Aggregate.ACCELERATOR, grant.accelerator_id, other)
     released = [
@@ -134,7 +114,7 @@ async def test_a_release_that_conflicts_with_another_writer_is_appended_again_on
 async def test_a_release_of_a_lease_already_off_the_books_appends_nothing(stack: Stack) -> None:
     # Releases are retried until recorded or no longer needed: a lease that expired meanwhile (or
     # that its node's loss released) needs no release.
-    grant = await _granted(stack, ttl_s=1)
+    grant = await lease_held(stack, ttl_s=1)
     await next_event(  # the gateway's upkeep ends it at its TTL
         stack.connection,
         Aggregate.ACCELERATOR,
