@@ -16,7 +16,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from eventstore.connection import connect
-from gateway.clients.limits import RequestLimiter, provision_limits
+from gateway.clients.limit_streams import provision_limits
+from gateway.clients.limits import RequestLimiter
 from gateway.clients.model import ClientPrincipal
 from gateway.deployments.model import DeploymentState
 from gateway.serving.caps import DeploymentGate

@@ -13,7 +13,8 @@ from eventstore.provision import provision
 from eventstore.store import EventStore
 from gateway.app import create_app
 from gateway.clients.directory import ClientDirectory
-from gateway.clients.limits import RequestLimiter, provision_limits
+from gateway.clients.limit_streams import provision_limits
+from gateway.clients.limits import RequestLimiter
 from gateway.contracts import ContractChanged, register_contracts
 from gateway.http.edge import Edge
 from gateway.operations.canary_guard import guard_canaries

@@ -83,7 +83,7 @@ async def _provision(url: str | None = None) -> None:
     from eventstore.connection import CLI_CONNECT_S, connect
     from eventstore.provision import provision
     from eventstore.store import EventStore
-    from gateway.clients.limits import provision_limits
+    from gateway.clients.limit_streams import provision_limits
     from gateway.contracts import register_contracts
 
     connection = await connect(url, "modelforge-provision", first_connect_s=CLI_CONNECT_S)

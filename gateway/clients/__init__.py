@@ -5,7 +5,8 @@ concurrency across replicas) and, for admin verbs, `ClientService`.
 """
 
 from gateway.clients.directory import ClientDirectory
-from gateway.clients.limits import RequestLimiter, provision_limits
+from gateway.clients.limit_streams import provision_limits
+from gateway.clients.limits import RequestLimiter
 from gateway.clients.model import ClientPrincipal, ClientState, Credential
 from gateway.clients.permit import Permit
 from gateway.clients.service import ClientService, IssuedKey, client_id_for

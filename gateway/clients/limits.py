@@ -1,7 +1,7 @@
 """`RequestLimiter`: a client's requests-per-minute and concurrency, exact across gateway replicas.
 
 The shared state lives in JetStream itself (no extra service), in two memory streams that
-`provision_limits` creates (configs in `streams.configs`):
+`gateway.clients.limit_streams.provision_limits` creates (configs in `streams.configs`):
 
 * **rate** — `MF_LIMITS_RATE`, a distributed-counter stream (nats-server ≥ 2.12). Each request
   publishes `Nats-Incr: +1` to `mf.limit.rate.<client>.<epoch minute>`; the server adds atomically
@@ -31,10 +31,7 @@ holds, any recent refusal or slot conflict) whether a client is far from both li
 path then runs the check alongside the capacity search instead of before it
 (`gateway.clients.admission`).
 
-On a cluster, a limit stream whose leader's server left answers nothing until the others elect a
-new one (seconds): its publishes are sent again, backing off, for up to `LEADERLESS_WAIT_S`
-(`eventstore.replies.resend_while_leaderless`, as the event store does; see `_publish` for why a
-resend never admits more than the limits).
+The streams' wire (resends while a stream elects a leader) is `gateway.clients.limit_streams`.
 """
 
 from __future__ import annotations
@@ -48,61 +45,21 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
-import msgspec
 from nats.aio.client import Client
-from nats.errors import TimeoutError as NatsTimeoutError
 
 from eventstore.errors import WRONG_LAST_SEQUENCE_CODES
-from eventstore.provision import ensure_streams
-from eventstore.replies import inbox_of, resend_while_leaderless
 from gateway.clients.idle_slots import IdleSlots, Kept
+from gateway.clients.limit_streams import LimitStreams, unavailable
 from gateway.clients.model import ClientPrincipal
 from gateway.clients.permit import Permit
 from gateway.clients.rate_blocks import RateBlocks, block_size, counts_in_blocks, usable
-from streams import configs, subjects
+from streams import subjects
 from streams.codes import ServingError
 
 log = logging.getLogger("modelforge.gateway.limits")
 
 WINDOW_S: Final = 60
 SLOT_ROUNDS: Final = 3  # stream-info rounds before a contended client is told QUEUE_FULL
-# A limit stream without a leader (an election on a cluster, seconds) holds a request this long
-# before it is refused AUTH_BACKEND_UNAVAILABLE.
-LEADERLESS_WAIT_S: Final = 10.0
-
-
-class _ApiError(msgspec.Struct):
-    code: int = 0
-    err_code: int = 0
-    description: str = ""
-
-
-class _Ack(msgspec.Struct):
-    seq: int = 0
-    val: str = ""
-    error: _ApiError | None = None
-
-
-class _State(msgspec.Struct):
-    subjects: dict[str, int] = {}
-
-
-class _Info(msgspec.Struct):
-    state: _State | None = None
-    error: _ApiError | None = None
-
-
-_ack = msgspec.json.Decoder(_Ack)
-_info = msgspec.json.Decoder(_Info)
-
-
-async def provision_limits(client: Client, replicas: int | None = None) -> list[str]:
-    """Create or update the limit streams; idempotent, safe from every replica."""
-    return await ensure_streams(client, configs.limit_streams, replicas)
-
-
-def _unavailable(exc: BaseException) -> ServingError:
-    return ServingError("AUTH_BACKEND_UNAVAILABLE", f"client limits could not be checked: {exc!r}")
 
 
 def _unheld_slot(held: set[int], max_concurrency: int) -> int | None:
@@ -130,10 +87,9 @@ class RequestLimiter:
     ) -> None:
         if slot_ttl_s < 2:
             raise ValueError("slot TTL must be at least 2 s (it is renewed at half-life)")
-        self._nats = client
+        self._streams = LimitStreams(client, timeout_s)
         self.slot_ttl_s = slot_ttl_s
         self.max_hold_s = max_hold_s  # renewals stop after this: longer than any request may run
-        self._timeout = timeout_s
         self._clock = clock
         self._held: dict[str, set[int]] = {}  # slots this replica holds, per group of slots
         self._rate_seen: dict[str, tuple[int, int]] = {}  # per client: (window, latest total seen)
@@ -196,7 +152,7 @@ class RequestLimiter:
         if rate_ok and counts_in_blocks(principal.requests_per_minute):
             self._blocks.keep(principal.client_id, window, 1)  # still counted: the next request's
         elif isinstance(counted, bool):
-            undo.append(self._increment(rate_subject, -1))
+            undo.append(self._streams.increment(rate_subject, -1))
         if permit is not None:
             undo.append(permit.release())
         if undo:
@@ -205,7 +161,7 @@ class RequestLimiter:
             if isinstance(outcome, ServingError):
                 raise outcome
             if isinstance(outcome, BaseException):
-                raise _unavailable(outcome) from outcome
+                raise unavailable(outcome) from outcome
         if not rate_ok:
             retry_after = max(1, math.ceil(WINDOW_S - now % WINDOW_S))
             raise ServingError(
@@ -231,21 +187,14 @@ class RequestLimiter:
         seen = self._rate_seen.get(client_id)
         crowded = self._crowded_until.get(subjects.client_slots(client_id), 0.0) > self._clock()
         size = block_size(rpm, seen[1] if seen is not None and seen[0] == window and not crowded else None)
-        total = await self._increment(subject, size)
+        total = await self._streams.increment(subject, size)
         self._rate_seen[client_id] = (window, total)
         admitted = usable(rpm, total, size)
         if admitted > 1:
             self._blocks.keep(client_id, window, admitted - 1)
         if size > max(admitted, 1):
-            await self._increment(subject, max(admitted, 1) - size)
+            await self._streams.increment(subject, max(admitted, 1) - size)
         return admitted > 0
-
-    async def _increment(self, subject: str, units: int) -> int:
-        """Add `units` (negative: give back) to a window's count; its total after."""
-        ack = await self._publish(subject, {"Nats-Incr": f"{units:+d}"})
-        if ack.error is not None:
-            raise _unavailable(RuntimeError(ack.error.description))
-        return int(ack.val)
 
     # ---- concurrency ----------------------------------------------------------------------------
 
@@ -274,7 +223,7 @@ class RequestLimiter:
                 if permit is not None:
                     return permit
             self._crowded(group)  # another replica holds the slot we tried
-            occupied = await self._occupied(group)
+            occupied = await self._streams.occupied(group)
             candidates = [
                 s
                 for s in range(max_concurrency)
@@ -292,7 +241,7 @@ class RequestLimiter:
             return None
         held.add(slot)  # reserve locally first, so this replica never races itself for the slot
         try:
-            ack = await self._publish(subjects.slot_subject(group, slot), headers)
+            ack = await self._streams.publish(subjects.slot_subject(group, slot), headers)
         except BaseException:
             held.discard(slot)
             raise
@@ -301,12 +250,12 @@ class RequestLimiter:
         held.discard(slot)
         if ack.error.err_code in WRONG_LAST_SEQUENCE_CODES:  # another replica took the slot
             return None
-        raise _unavailable(RuntimeError(ack.error.description))
+        raise unavailable(RuntimeError(ack.error.description))
 
     async def renew_slot(self, permit: Permit) -> bool:
         """Extend a held slot's TTL (for its `Permit`); False when it had already expired."""
         headers = {"Nats-Expected-Last-Subject-Sequence": str(permit.sequence), "Nats-TTL": self._ttl()}
-        ack = await self._publish(subjects.slot_subject(permit.group, permit.slot), headers)
+        ack = await self._streams.publish(subjects.slot_subject(permit.group, permit.slot), headers)
         if ack.error is None:
             permit.sequence, permit.renewed_at = ack.seq, asyncio.get_running_loop().time()
             return True
@@ -322,9 +271,8 @@ class RequestLimiter:
             self._idle.keep(permit.group, Kept(permit.slot, permit.sequence, permit.renewed_at))
             return
         await self._delete_slot(permit.group, permit.slot, None if permit.lost else permit.sequence)
-        if permit.announce:  # those waiting for a slot of the group, on any replica, try again
-            with contextlib.suppress(Exception):
-                await self._nats.publish(subjects.slot_freed_subject(permit.group), b"")
+        if permit.announce:
+            await self._streams.announce_freed(permit.group)
 
     def _keeps(self, permit: Permit) -> bool:
         """A client's slot (not a deployment's) renewed on time, of a client this replica holds at
@@ -340,9 +288,7 @@ class RequestLimiter:
         """Delete the slot's message (None: it expired already) and stop holding it."""
         try:
             if sequence is not None:
-                request = msgspec.json.encode({"seq": sequence, "no_erase": True})
-                api = f"$JS.API.STREAM.MSG.DELETE.{subjects.LIMITS_CONCURRENCY_STREAM}"
-                await inbox_of(self._nats).request(api, request, self._timeout)
+                await self._streams.delete(sequence)
         except Exception as exc:  # the TTL frees the slot anyway
             log.warning("releasing concurrency slot %s.%s failed: %r", group, slot, exc)
         finally:
@@ -351,34 +297,6 @@ class RequestLimiter:
     async def close(self) -> None:
         """Let go of the slots kept for requests to come (a closing replica serves none)."""
         await self._idle.close()
-
-    async def _occupied(self, group: str) -> dict[str, int]:
-        request = msgspec.json.encode({"subjects_filter": subjects.slots_filter(group)})
-        api = f"$JS.API.STREAM.INFO.{subjects.LIMITS_CONCURRENCY_STREAM}"
-        reply = _info.decode((await inbox_of(self._nats).request(api, request, self._timeout)).data)
-        if reply.error is not None:
-            raise _unavailable(RuntimeError(reply.error.description))
-        return reply.state.subjects if reply.state is not None else {}
-
-    # ---- plumbing -------------------------------------------------------------------------------
-
-    async def _publish(self, subject: str, headers: dict[str, str]) -> _Ack:
-        """One limit message, sent again for up to LEADERLESS_WAIT_S while its stream has no leader
-        or leaves it unanswered (a leader lost mid-way). A resent count or slot whose first copy
-        did land errs on the safe side: the count is one too high for this window, or the slot
-        stays taken until its TTL; neither admits more than the limits."""
-        inbox, loop = inbox_of(self._nats), asyncio.get_running_loop()
-        give_up = loop.time() + LEADERLESS_WAIT_S
-        while True:
-            try:
-                reply = await resend_while_leaderless(
-                    lambda: inbox.request(subject, b"", self._timeout, headers), give_up - loop.time()
-                )
-            except NatsTimeoutError:
-                if loop.time() >= give_up:
-                    raise
-                continue
-            return _ack.decode(reply.data)
 
     def _ttl(self) -> str:
         return f"{math.ceil(self.slot_ttl_s)}s"

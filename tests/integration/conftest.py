@@ -9,7 +9,7 @@ import pytest
 
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
-from gateway.clients.limits import provision_limits
+from gateway.clients.limit_streams import provision_limits
 from modelforge.devstack.nats_server import NatsServer
 from tests.integration.deployment_nats import deployment_server, url
 

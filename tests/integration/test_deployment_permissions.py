@@ -31,7 +31,8 @@ from eventstore.records import RecordedEvent
 from eventstore.store import EventStore, ExpectedVersion
 from eventstore.subscription import subscribe
 from gateway.admin.reads import requests_from_log
-from gateway.clients.limits import RequestLimiter, provision_limits
+from gateway.clients.limit_streams import provision_limits
+from gateway.clients.limits import RequestLimiter
 from gateway.clients.model import ClientPrincipal
 from gateway.contracts import register_contracts
 from gateway.state.live import LiveState

@@ -19,7 +19,8 @@ from eventstore.provision import REPLICAS_ENV, provision
 from eventstore.records import RecordedEvent
 from eventstore.store import EventStore, ExpectedVersion
 from eventstore.tls import nats_tls
-from gateway.clients.limits import RequestLimiter, provision_limits
+from gateway.clients.limit_streams import provision_limits
+from gateway.clients.limits import RequestLimiter
 from gateway.clients.model import ClientPrincipal
 from gateway.clients.permit import Permit
 from modelforge.certs_cli import client_settings

@@ -13,7 +13,8 @@ import pytest
 from eventstore.connection import Connection, connect
 from eventstore.store import EventStore
 from gateway.clients.directory import ClientDirectory
-from gateway.clients.limits import RequestLimiter, provision_limits
+from gateway.clients.limit_streams import provision_limits
+from gateway.clients.limits import RequestLimiter
 from gateway.clients.service import ClientService
 from streams.envelope import utcnow
 
