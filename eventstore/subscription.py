@@ -3,10 +3,16 @@
 Built on JetStream's ordered consumer (it recreates itself from the last delivered sequence after
 a gap, a missed heartbeat or a reconnect). We also drop anything at or below the last sequence
 handed out, so a redelivery after a reset can never surface twice.
+
+Deliveries come through a callback into a queue of our own, not nats-py's `sub.messages`: its
+iterator makes a task and an `asyncio.wait` for every message, which was most of the cost of a
+delivery (a gateway hears every event of the log, and folds the log's tail when it starts).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from collections.abc import AsyncGenerator, Callable, Sequence
 from datetime import datetime
 
@@ -49,10 +55,18 @@ async def subscribe(
         )
     if len(filters) > 1:
         config.filter_subjects = filters
+    delivered: deque[Msg] = deque()
+    arrived = asyncio.Event()
+
+    async def take(msg: Msg) -> None:  # nats-py's delivery task calls it, a message at a time
+        delivered.append(msg)
+        arrived.set()
+
     js = client.jetstream()
     sub = await js.subscribe(
         subject,
         stream=stream,
+        cb=take,
         ordered_consumer=True,
         idle_heartbeat=HEARTBEAT_S,
         config=config,
@@ -61,14 +75,18 @@ async def subscribe(
     )
     last = max(0, from_sequence - 1)
     try:
-        async for msg in sub.messages:
-            sequence = stream_sequence(msg)
-            if sequence <= last:
-                continue
-            last = sequence
-            if folded is not None and folded(sequence, msg.subject):
-                continue
-            yield record_from(sequence, msg.subject, msg.headers, msg.data)
+        while True:
+            await arrived.wait()
+            arrived.clear()
+            while delivered:
+                msg = delivered.popleft()
+                sequence = stream_sequence(msg)
+                if sequence <= last:
+                    continue
+                last = sequence
+                if folded is not None and folded(sequence, msg.subject):
+                    continue
+                yield record_from(sequence, msg.subject, msg.headers, msg.data)
     finally:
         await sub.unsubscribe()
 
