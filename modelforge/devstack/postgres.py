@@ -36,11 +36,16 @@ class PostgresServer(msgspec.Struct):
 
     @property
     def url(self) -> str:
-        return f"postgresql://modelforge@127.0.0.1:{self.port}/{DATABASE}"
+        return postgres_url(self.port)
 
     @property
     def admin_url(self) -> str:
-        return f"postgresql://modelforge@127.0.0.1:{self.port}/postgres"
+        return postgres_url(self.port, "postgres")
+
+
+def postgres_url(port: int, database: str = DATABASE) -> str:
+    """The URL of a database of the embedded cluster listening on `port`."""
+    return f"postgresql://modelforge@127.0.0.1:{port}/{database}"
 
 
 def find_bin_dir() -> Path:
@@ -61,7 +66,7 @@ def find_bin_dir() -> Path:
     return Path(POSTGRES_BIN_PATH)
 
 
-def _run_as() -> pwd.struct_passwd | None:
+def postgres_user() -> pwd.struct_passwd | None:
     if os.geteuid() != 0:
         return None
     for name in ("postgres", "nobody"):
@@ -114,7 +119,7 @@ def cluster_base(state_dir: Path, user: pwd.struct_passwd | None) -> Path:
 def start_postgres(state_dir: Path, port: int | None = None, *, durable: bool = True) -> PostgresServer:
     """Init (first run) and start a cluster under state_dir/postgres; reuses existing data."""
     bin_dir = find_bin_dir()
-    user = _run_as()
+    user = postgres_user()
     base = cluster_base(state_dir, user)
     data, sockets, log = base / "data", base / "run", base / "postgres.log"
     sockets.mkdir(parents=True, exist_ok=True)
@@ -157,7 +162,7 @@ def start_postgres(state_dir: Path, port: int | None = None, *, durable: bool = 
 
 
 def stop_postgres(server: PostgresServer) -> None:
-    user = _run_as()
+    user = postgres_user()
     log = Path(server.log)
     _run([str(Path(server.bin_dir) / "pg_ctl"), "-D", server.data_dir, "-m", "fast", "-w", "stop"], user, log)
 

@@ -19,7 +19,7 @@ import msgspec
 from gateway.operators import OPERATORS_FILE_ENV
 from modelforge.devstack import nats_cluster
 from modelforge.devstack.nats_server import NatsServer, start_nats
-from modelforge.devstack.postgres import PostgresServer, start_postgres, stop_postgres
+from modelforge.devstack.postgres import PostgresServer, postgres_url, start_postgres, stop_postgres
 from modelforge.devstack.processes import free_port, pid_alive, port_is_free, stop_pid
 from nodeagent.settings import ARTIFACT_ROOT_ENV, NODE_ID_ENV
 
@@ -194,15 +194,17 @@ def ensure_nats(home: Path, state: StackState) -> str:
     return state.nats.url
 
 
-def ensure_postgres(home: Path, state: StackState) -> str:
+def planned_postgres(state: StackState) -> tuple[str, int | None]:
+    """The database URL the services get, and the port PostgreSQL must be started on (None: it runs
+    already, or DATABASE_URL names another). Known before it starts, so that the services which
+    need no database to start are not held up by it."""
     if os.environ.get("DATABASE_URL"):
-        return os.environ["DATABASE_URL"]
+        return os.environ["DATABASE_URL"], None
     current = state.postgres
     if current and pid_alive(current.pid):
-        return current.url
-    port = current.port if current and port_is_free(current.port) else None
-    state.postgres = start_postgres(home, port)
-    return state.postgres.url
+        return current.url, None
+    port = current.port if current and port_is_free(current.port) else free_port()
+    return postgres_url(port), port
 
 
 def start_component(home: Path, name: str, argv: list[str], env: dict[str, str]) -> Component:
@@ -246,8 +248,7 @@ def up(
         state.extra["nodes"] = str(nodes)
     nats_url = ensure_nats(home, state)
     echo(f"nats        {nats_url}")
-    database_url = ensure_postgres(home, state)
-    echo(f"postgres    {database_url}")
+    database_url, start_postgres_on = planned_postgres(state)
     save_state(home, state)
     provision(nats_url)
     env = {
@@ -259,11 +260,32 @@ def up(
         **node_settings(home),  # the gateway imports artifact sets into the embedded node's folder
     }
     running = {c.name: c for c in state.components if pid_alive(c.pid)}
-    state.components = []
-    for name, argv, own in components(home, state):
-        component = running.pop(name, None) or start_component(home, name, argv, {**env, **own})
+    state.components, started = [], []
+
+    def start(name: str, argv: list[str], own: dict[str, str]) -> None:
+        component = running.pop(name, None)
+        if component is None:
+            component = start_component(home, name, argv, {**env, **own})
+            started.append(component)
         state.components.append(component)
         echo(f"{name:<11} pid {component.pid}, log {component.log}")
+
+    # The agents and the gateway need no database to start (the gateway reads it per call), so they
+    # start while PostgreSQL does (a few hundred ms; initdb's seconds on a first run): the gateway's
+    # start is on the way to the first answer. The projector starts once the database is up.
+    services = components(home, state)
+    try:
+        for name, argv, own in services:
+            if name != "projector":
+                start(name, argv, own)
+        if start_postgres_on is not None:
+            state.postgres = start_postgres(home, start_postgres_on)
+        echo(f"postgres    {database_url}")
+    except BaseException:
+        for component in started:  # nothing half-started is left behind
+            stop_pid(component.pid)
+        raise
+    start(*next(service for service in services if service[0] == "projector"))
     for extra in running.values():  # agents beyond what --nodes now asks for
         stop_pid(extra.pid)
         echo(f"stopped {extra.name} (pid {extra.pid})")
