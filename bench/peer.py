@@ -61,9 +61,11 @@ def sentences(count: int = 4096, seed: int = 1234) -> list[str]:
 
 
 async def http_child(
-    url: str, key: str, model: str, clients: int, per_request: int, seconds: float
+    url: str, key: str, model: str, clients: int, per_request: int, seconds: float, encoding: str = ""
 ) -> dict[str, Any]:
-    """Closed-loop clients; what they saw over `seconds` (after one checked call each)."""
+    """Closed-loop clients; what they saw over `seconds` (after one checked call each). `encoding`:
+    the calls' `encoding_format` ("": left out, float)."""
+    extra = {"encoding_format": encoding} if encoding else {}
     pool, headers = sentences(), {"content-type": "application/json"}
     if key:
         headers["authorization"] = f"Bearer {key}"
@@ -72,7 +74,8 @@ async def http_child(
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients)) as session:
 
         async def call(batch: list[str]) -> tuple[int, bytes]:
-            async with session.post(url, json={"model": model, "input": batch}, headers=headers) as response:
+            body = {"model": model, "input": batch, **extra}
+            async with session.post(url, json=body, headers=headers) as response:
                 return response.status, await response.read()
 
         status, body = await call(pool[:per_request])
@@ -242,6 +245,7 @@ async def measure(args: argparse.Namespace) -> None:
                         clients,
                         per_request,
                         args.seconds,
+                        args.encoding_format or "",
                     )
                     result = await run_child("http", *spec)
                 after = group_cpu(groups)
@@ -300,6 +304,11 @@ if __name__ == "__main__":
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--no-direct", action="store_true", help="leave onnxruntime direct out")
+    parser.add_argument(
+        "--encoding-format",
+        choices=["float", "base64"],
+        help="the calls' encoding_format (default: left out)",
+    )
     parser.add_argument("--model-dir", help="MiniLM for direct (default: pulled as the stack does)")
     parser.add_argument(
         "--threads", type=int, default=0, help="direct's ONNX Runtime threads (0: every usable core)"

@@ -18,19 +18,20 @@ from gateway.http.checks import check_texts, checked_dimensions
 from gateway.http.edge import Edge
 from gateway.http.flow import ContractChoice, Parse, Prepared, Render, Route, run_capability
 from gateway.http.image_inputs import InputObject, image_payload, is_image_request, object_text
+from gateway.serving.outputs import Counted, Reply, StructOutput
 from gateway.serving.pipeline import Served
 from streams.codes import ServingError
 from streams.contracts import EMBEDDING, VISION_EMBEDDING, CapabilityContract, EmbeddingInput
 
 
-class _Vectors(msgspec.Struct):
+class _Vectors(Counted, kw_only=True):
     """The agent's `EmbeddingOutput` with each vector left as JSON: float responses pass it through."""
 
     embeddings: list[msgspec.Raw]
-    input_tokens: int = 0
 
 
-_output = msgspec.json.Decoder(_Vectors)
+# (read along with the reply: its usage and its render take this one reading)
+_VECTORS = StructOutput(msgspec.json.Decoder(Reply[_Vectors]))
 _floats = msgspec.json.Decoder(list[float])
 
 
@@ -81,7 +82,7 @@ def parse_embeddings(edge: Edge) -> Parse[JsonValue]:
         model = call.model or ""
         if contract is VISION_EMBEDDING:
             payload, shape = image_payload(edge, items, route(model), call.dimensions)
-            return Prepared(payload, shape, _render(call), model)
+            return Prepared(payload, shape, _render(call), model, output=_VECTORS)
         input_type = _input_type(call)
         if all(isinstance(t, str) for t in items):
             strings: list[str] = [t for t in items if isinstance(t, str)]
@@ -97,7 +98,7 @@ def parse_embeddings(edge: Edge) -> Parse[JsonValue]:
         shape = check_texts(strings, contract, "input")
         dimensions = checked_dimensions(edge, contract.capability, route(model), call.dimensions)
         payload = msgspec.json.encode(EmbeddingInput(texts=strings, dimensions=dimensions))
-        return Prepared(payload, shape, _render(call), model, input_type=input_type)
+        return Prepared(payload, shape, _render(call), model, input_type=input_type, output=_VECTORS)
 
     return parse
 
@@ -130,8 +131,7 @@ def _texts_of(items: Sequence[str | int | list[int] | InputObject]) -> list[str]
 
 
 def _render(call: OpenAIEmbeddingRequest) -> Render:
-    def render(result: bytes, served: Served, request_id: str) -> dict[str, object]:
-        output = _output.decode(result)
+    def render(output: _Vectors, served: Served[_Vectors], request_id: str) -> dict[str, object]:
         data: list[dict[str, object]] = []
         for index, vector in enumerate(output.embeddings):
             embedding: object = vector

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import msgspec
 from starlette.requests import Request
@@ -28,6 +28,7 @@ from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
 from gateway.http.stamps import request_id_of
 from gateway.serving.background import record_request
+from gateway.serving.outputs import JSON_OUTPUT, OutputReader
 from gateway.serving.pipeline import (
     RequestShape,
     Served,
@@ -41,9 +42,10 @@ from streams.contracts import CapabilityContract
 from streams.events.requests import ClientKeyUsed
 from streams.tracing import span
 
-# The worker's output, as served, and the request id → the answer in the dialect: a dict (sent as
-# JSON, with the request id and latency added), any other JSON value, or a whole `Response`.
-Render = Callable[[bytes, Served, str], object]
+# The worker's output, as served (as the call's `Prepared.output` reads it: JSON bytes unless the
+# dialect names a type), and the request id → the answer in the dialect: a dict (sent as JSON, with
+# the request id and latency added), any other JSON value, or a whole `Response`.
+Render = Callable[[Any, Served[Any], str], object]
 
 
 class Prepared(msgspec.Struct, frozen=True):
@@ -57,6 +59,7 @@ class Prepared(msgspec.Struct, frozen=True):
     # else the code's own (422).
     model_refusal_status: int | None = None
     input_type: str = ""  # an embedding request's "query" | "document", for the model's prefixes
+    output: OutputReader[Any] = JSON_OUTPUT  # how the worker's reply is read, for `render`
 
 
 Route = Callable[[str], str]  # the model name a call naming `model` is served by (Catalog.resolve)
@@ -270,7 +273,7 @@ async def _serve(
     principal: ClientPrincipal,
     prepared: Prepared,
     route: Route,
-) -> Served:
+) -> Served[Any]:
     """The client's limits (overlapping the capacity search where the client is far from them),
     then the pipeline, stopped if the client disconnects before its model runs."""
     admission = call.admission = Admission(edge.limiter, principal)
@@ -290,6 +293,7 @@ async def _serve(
                 edge.ctx,
                 _serve_request(call, principal, prepared, route),
                 admitted=admitted,
+                output=prepared.output,
                 render=lambda result: prepared.render(result.result, result, call.request_id),
                 before_dispatch=before_dispatch,
             ),
@@ -331,7 +335,7 @@ def _refusal(edge: Edge, call: _Call, raised: Exception) -> Response:
     return error_response(error, call.request_id)
 
 
-def _answer(edge: Edge, call: _Call, result: Served) -> Response:
+def _answer(edge: Edge, call: _Call, result: Served[Any]) -> Response:
     """The served answer: the dialect's rendering, with the request id, latency and deployment."""
     body = result.body
     if isinstance(body, dict):

@@ -80,7 +80,7 @@ def _image_of(param: str) -> Callable[[bytes, str], None]:
 
 
 def _render(contract: CapabilityContract) -> Render:
-    def render(result: bytes, served: Served, request_id: str) -> dict[str, object]:
+    def render(result: bytes, served: Served[bytes], request_id: str) -> dict[str, object]:
         return {
             "capability": contract.capability,
             "deployment_id": served.deployment_id,

@@ -125,7 +125,7 @@ def _render(call: MistralOcrRequest, image: InlineImage) -> Render:
         else None
     )
 
-    def render(result: bytes, served: Served, request_id: str) -> dict[str, object]:
+    def render(result: bytes, served: Served[bytes], request_id: str) -> dict[str, object]:
         output = _output.decode(result)
         page = {
             "index": 0,

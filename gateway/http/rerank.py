@@ -49,7 +49,7 @@ def parse_rerank(raw: JsonValue, contract: CapabilityContract, route: Route) -> 
 
 
 def _render(call: RerankRequest, texts: list[str]) -> Render:
-    def render(result: bytes, served: Served, request_id: str) -> dict[str, object]:
+    def render(result: bytes, served: Served[bytes], request_id: str) -> dict[str, object]:
         output = _output.decode(result)
         results: list[dict[str, object]] = []
         for ranked in output.results:

@@ -170,7 +170,7 @@ def parse_transcription(parts: list[FormPart], contract: CapabilityContract, rou
 
 
 def _render(form: TranscriptionForm) -> Render:
-    def render(result: bytes, served: Served, request_id: str) -> object:
+    def render(result: bytes, served: Served[bytes], request_id: str) -> object:
         output = _output.decode(result)
         if form.response_format == "text":
             return Response(f"{output.text}\n", media_type=PLAIN_TEXT)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Generic
 
 import msgspec
 from nats.errors import MaxPayloadError, NoRespondersError
@@ -21,12 +22,12 @@ from opentelemetry.trace import SpanKind
 from eventstore.replies import inbox_of
 from gateway.serving.capacity import Grant
 from gateway.serving.context import ServingContext
-from streams import codes, subjects
+from gateway.serving.outputs import Output, OutputReader
+from streams import subjects
 from streams.codes import ServingError
-from streams.messages import InvokeReply, InvokeRequest, WorkerTimings
+from streams.messages import InvokeRequest, WorkerTimings
 from streams.tracing import inject, span
 
-_reply_decoder = msgspec.json.Decoder(InvokeReply)
 # An invoke whose node was lost mid-flight: its result never comes. Every capability's invoke is a
 # pure function of its input, so the pipeline tries it once more elsewhere.
 NODE_LOST = "WORKER_RESTART_RECONCILED"
@@ -52,8 +53,8 @@ _CUT_OFF = {
 }
 
 
-class Invoked(msgspec.Struct, frozen=True):
-    result: bytes  # the contract's output, JSON
+class Invoked(msgspec.Struct, Generic[Output], frozen=True):
+    result: Output  # the contract's output, as the caller's reader reads it
     worker: WorkerTimings
     payload_ms: float
     round_trip_ms: float
@@ -66,8 +67,9 @@ async def invoke(
     request_id: str,
     payload: bytes,
     deadline: float,
+    output: OutputReader[Output],
     input_type: str = "",
-) -> Invoked:
+) -> Invoked[Output]:
     """The model's answer; the request's trace goes along in the NATS headers (`traceparent`)."""
     attributes: dict[str, str | int] = {
         "modelforge.node_id": grant.node_id,
@@ -84,14 +86,20 @@ async def invoke(
             payload=msgspec.Raw(payload),
             input_type=input_type,
         )
-        return await _invoke(ctx, grant, request, deadline, started)
+        return await _invoke(ctx, grant, request, deadline, started, output)
 
 
 async def _invoke(
-    ctx: ServingContext, grant: Grant, request: InvokeRequest, deadline: float, started: float
-) -> Invoked:
+    ctx: ServingContext,
+    grant: Grant,
+    request: InvokeRequest,
+    deadline: float,
+    started: float,
+    output: OutputReader[Output],
+) -> Invoked[Output]:
     """`request` sent to the agent holding `grant` (encoded here: `payload_ms` counts it from
-    `started`), its reply awaited until `deadline` or the lease leaves the books."""
+    `started`), its reply awaited until `deadline` or the lease leaves the books, and read by
+    `output`."""
     data = _encoder.encode(request)
     encoded = time.perf_counter()
     subject = subjects.invoke_subject(grant.node_id, grant.deployment_id)
@@ -143,16 +151,10 @@ async def _invoke(
         ctx.store.connection.unwatch_drop(grant.lease_id)
         ctx.live.reconnects.unwatch(grant.node_id, grant.lease_id)
     done = time.perf_counter()
-    try:
-        reply = _reply_decoder.decode(msg.data)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        raise ServingError("INVALID_OUTPUT", "the worker's reply is not an InvokeReply") from None
-    if not reply.ok:
-        code = reply.code if reply.code in codes.ERROR_CODES else "INFERENCE_FAILED"
-        raise ServingError(code, reply.message or "the worker failed to run the request")
+    result, timings = output.read(msg.data)
     return Invoked(
-        result=bytes(reply.result),
-        worker=reply.timings,
+        result=result,
+        worker=timings,
         payload_ms=(encoded - started) * 1000,
         round_trip_ms=(done - encoded) * 1000,
     )

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import msgspec
 
@@ -23,6 +23,7 @@ from gateway.serving import capacity
 from gateway.serving.background import record_request
 from gateway.serving.context import ServingContext
 from gateway.serving.dispatch import NODE_LOST, Invoked, NodeUnreachable, invoke
+from gateway.serving.outputs import Output, OutputReader
 from streams.codes import ServingError
 from streams.events.requests import (
     LatencyBreakdown,
@@ -75,15 +76,8 @@ class ServeRequest(msgspec.Struct, frozen=True, kw_only=True):
     input_type: str = ""  # an embedding request's "query" | "document" ("": not given)
 
 
-class _Tokens(msgspec.Struct):
-    input_tokens: int = 0  # embedding and reranking outputs carry it; others count none
-
-
-_tokens = msgspec.json.Decoder(_Tokens)
-
-
-class Served(msgspec.Struct, frozen=True):
-    result: bytes
+class Served(msgspec.Struct, Generic[Output], frozen=True):
+    result: Output  # the contract's output, as the caller's reader read it
     deployment_id: str
     model_name: str
     latency: LatencyBreakdown
@@ -135,14 +129,16 @@ async def serve(
     request: ServeRequest,
     *,
     admitted: Callable[[], Awaitable[None]],
-    render: Callable[[Served], object] | None = None,
+    output: OutputReader[Output],
+    render: Callable[[Served[Output]], object] | None = None,
     before_dispatch: Callable[[], object] = lambda: None,
-) -> Served:
+) -> Served[Output]:
     """Serve one admitted request; `admitted` raises the client limits' refusal, if any, and is
     settled before anything is recorded (the caller records a refusal as `RequestRejected`).
     `before_dispatch` is called once the request has its lease, just before the model runs: it
     raises to refuse the request (a key withdrawn while it waited for capacity: revoked, expired,
     client disabled).
+    `output` reads the worker's reply (`gateway.serving.outputs`), and the tokens for usage from it.
     `render` turns the worker's output into the answer (`Served.body`); an output it cannot render
     fails the request as INVALID_OUTPUT, as one the contract refuses does."""
     request_id, client_id, capability = request.request_id, request.client_id, request.capability
@@ -191,7 +187,9 @@ async def serve(
         grant = await seeking
         before_dispatch()
         try:
-            invoked = await invoke(ctx, grant, capability, request_id, payload, deadline, request.input_type)
+            invoked = await invoke(
+                ctx, grant, capability, request_id, payload, deadline, output, request.input_type
+            )
         except ServingError as lost:
             if lost.code != NODE_LOST and not isinstance(lost, NodeUnreachable):
                 raise
@@ -204,9 +202,11 @@ async def serve(
                 ctx.spawn(grant.run_slot.release())
             gone, grant = grant.accelerator_id, None
             grant = await _elsewhere(ctx, deployment, request_id, client_id, deadline, priority, gone, lost)
-            invoked = await invoke(ctx, grant, capability, request_id, payload, deadline, request.input_type)
+            invoked = await invoke(
+                ctx, grant, capability, request_id, payload, deadline, output, request.input_type
+            )
         latency = _latency(grant, invoked, started, validation_ms, resolution_ms)
-        usage = Usage(items=shape.items, input_tokens=_output_of(_tokens.decode, invoked.result).input_tokens)
+        usage = Usage(items=shape.items, input_tokens=_output_of(output.tokens, invoked.result))
         served = Served(invoked.result, grant.deployment_id, deployment.model_name, latency, grant.cold)
         if render is not None:
             served = msgspec.structs.replace(served, body=_output_of(render, served))
@@ -298,7 +298,11 @@ async def _elsewhere(
 
 
 def _latency(
-    grant: capacity.Grant, invoked: Invoked, started: float, validation_ms: float, resolution_ms: float
+    grant: capacity.Grant,
+    invoked: Invoked[Output],
+    started: float,
+    validation_ms: float,
+    resolution_ms: float,
 ) -> LatencyBreakdown:
     """The stage breakdown of a served request; what no stage accounts for is the gateway's own."""
     worker = invoked.worker

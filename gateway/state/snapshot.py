@@ -111,10 +111,7 @@ def capture(live: LiveState) -> LiveSnapshot:
     return LiveSnapshot(
         catalog=live.catalog,
         policy=live.policy,
-        accelerators={
-            acc_id: msgspec.structs.replace(state, observed_used_bytes=None, observed_at=None, cached_sets=())
-            for acc_id, state in live.accelerators.items()
-        },
+        accelerators={acc_id: _without_telemetry(state) for acc_id, state in live.accelerators.items()},
         versions=dict(live.versions),
         node_versions=dict(live.node_versions),
         load_failures=dict(live.load_failures),
@@ -147,6 +144,17 @@ def restore(live: LiveState, snapshot: LiveSnapshot, sequence: int) -> None:
     live.outgrown = dict(snapshot.outgrown)
     live.forged = {(item.subject, item.sequence): item.refused for item in snapshot.forged}
     live.applied = live.followed = sequence
+
+
+def _without_telemetry(state: AcceleratorState) -> AcceleratorState:
+    """The accelerator's books as the events alone make them: no observed memory, cached sets or
+    workers' memory (telemetry's; a replay of the log has none of it)."""
+    residents = tuple(
+        msgspec.structs.replace(r, worker_bytes=0) if r.worker_bytes else r for r in state.residents
+    )
+    return msgspec.structs.replace(
+        state, observed_used_bytes=None, observed_at=None, cached_sets=(), residents=residents
+    )
 
 
 def encode_state(snapshot: LiveSnapshot) -> bytes:

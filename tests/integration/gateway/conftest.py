@@ -23,6 +23,7 @@ from gateway.scheduler import safety_reserve
 from gateway.scheduler.overcommit import booked_bytes
 from gateway.serving.background import append_until_recorded
 from gateway.serving.capacity import Grant
+from gateway.serving.outputs import JSON_OUTPUT
 from gateway.serving.pipeline import RequestShape, Served, ServeRequest, serve
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.processes import stop_pid
@@ -356,11 +357,11 @@ async def serve_directly(
     stack: Stack,
     request_id: str,
     texts: list[str],
-    render: Callable[[Served], object] | None = None,
+    render: Callable[[Served[bytes]], object] | None = None,
     admitted: Callable[[], Awaitable[None]] = _admitted,
     model: str = "",
     timeout_s: float = 60.0,
-) -> Served:
+) -> Served[bytes]:
     """The serving path of the stack's in-process gateway, called as the HTTP edge calls it, with
     `timeout_s` to the request's deadline."""
     assert stack.gateway.replica is not None
@@ -376,7 +377,9 @@ async def serve_directly(
         resolution_ms=0.0,
         model=model,
     )
-    return await serve(stack.gateway.replica.edge.ctx, request, admitted=admitted, render=render)
+    return await serve(
+        stack.gateway.replica.edge.ctx, request, admitted=admitted, output=JSON_OUTPUT, render=render
+    )
 
 
 async def refused_leaving_no_trace(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import httpx
 import msgspec
@@ -63,6 +64,18 @@ async def test_the_openai_client_gets_the_same_vectors_as_floats(stack: Stack) -
     np.testing.assert_allclose(
         response.data[0].embedding, direct_embeddings(stack, SENTENCES[:1])[0], atol=1e-5
     )
+
+
+async def test_base64_and_float_answers_carry_the_same_vectors_and_usage(stack: Stack) -> None:
+    answers = [
+        (await _embed(stack, stack.key.key, {"input": SENTENCES, "encoding_format": encoding})).json()
+        for encoding in ("float", "base64")
+    ]
+    floats, packed = ([item["embedding"] for item in answer["data"]] for answer in answers)
+    unpacked = [np.frombuffer(base64.b64decode(vector), dtype="<f4") for vector in packed]
+    np.testing.assert_array_equal(np.asarray(floats, dtype="<f4"), np.stack(unpacked))
+    assert answers[0]["usage"] == answers[1]["usage"]
+    assert answers[0]["usage"]["prompt_tokens"] > len(SENTENCES)
 
 
 async def test_concurrent_requests_each_get_their_own_vector(stack: Stack) -> None:

@@ -264,7 +264,7 @@ async def test_a_cold_load_whose_request_left_while_it_was_being_booked_still_lo
 async def test_an_output_the_caller_cannot_render_fails_the_request_as_invalid_output(stack: Stack) -> None:
     request_id = f"unreadable-{new_id()[:8]}"
 
-    def render(served: Served) -> object:
+    def render(served: Served[bytes]) -> object:
         raise IndexError("a rerank index past the documents, say")
 
     with pytest.raises(ServingError) as refused:

@@ -19,6 +19,7 @@ from eventstore.store import EventStore
 from gateway.serving.capacity import Grant
 from gateway.serving.context import ServingContext
 from gateway.serving.dispatch import InvokeCutOff, invoke
+from gateway.serving.outputs import JSON_OUTPUT
 from gateway.state.live import LiveState
 from modelforge.devstack.nats_server import NatsServer
 from streams import subjects
@@ -66,7 +67,7 @@ async def test_an_invoke_in_flight_when_the_gateways_server_is_lost_ends_as_retr
         await interest_reached(agent, gateway)
         ctx = ServingContext(EventStore(gateway), LiveState(), gateway.client, "gateway-a")
         invoking = asyncio.create_task(
-            invoke(ctx, GRANT, "rag.embedding@1", "request-a", b"{}", time.time() + 600)
+            invoke(ctx, GRANT, "rag.embedding@1", "request-a", b"{}", time.time() + 600, JSON_OUTPUT)
         )
         async with asyncio.timeout(60):
             await arrived.wait()
@@ -93,7 +94,7 @@ async def test_an_invoke_in_flight_when_the_agent_reports_a_dropped_connection_e
         live.apply_telemetry(sample(reconnects=0))
         ctx = ServingContext(EventStore(gateway), live, gateway.client, "gateway-a")
         invoking = asyncio.create_task(
-            invoke(ctx, GRANT, "rag.embedding@1", "request-a", b"{}", time.time() + 600)
+            invoke(ctx, GRANT, "rag.embedding@1", "request-a", b"{}", time.time() + 600, JSON_OUTPUT)
         )
         async with asyncio.timeout(60):
             await arrived.wait()

@@ -29,6 +29,7 @@ from streams import subjects
 from streams.envelope import H_MSG_ID, SYSTEM
 from streams.events import control as c
 from streams.events import serving as s
+from streams.messages import AcceleratorTelemetry, WorkerMemory
 from tests.support.events import lease_granted, residency_loaded
 
 ACC = "n1-cpu0"
@@ -142,6 +143,26 @@ async def test_a_refused_forgery_the_upkeep_recorded_does_not_stop_a_snapshot(
         stored = await read_snapshot(conn.client)
         assert stored is not None
         assert [(item.subject, item.sequence) for item in stored[1].forged] == [refused]  # the log's
+    finally:
+        await view.stop()
+
+
+async def test_a_view_that_heard_its_workers_memory_in_telemetry_still_stores_a_snapshot(
+    private_store: EventStore,
+) -> None:
+    await history(private_store, 2)
+    view = LiveState()
+    try:
+        await view.start(private_store.connection.client)
+        view.apply_telemetry(  # as the node's agent reports it with every round, once a model is loaded
+            AcceleratorTelemetry(
+                node_id="n1", accelerator_id=ACC, generation=1, total_bytes=1 << 34, used_bytes=1 << 30,
+                process_bytes=1 << 29, observed_at_unix_ms=1, residencies=[], healthy=True,
+                workers=[WorkerMemory(deployment_id="emb", bytes=300 << 20)],
+            )
+        )  # fmt: skip
+        writer = SnapshotWriter(private_store.connection.client, view)
+        assert (await writer.write(), writer.refused) == (True, 0)
     finally:
         await view.stop()
 

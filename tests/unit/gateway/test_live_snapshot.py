@@ -19,7 +19,7 @@ from gateway.state.snapshot import (
     restore,
 )
 from streams.events import serving as s
-from streams.messages import AcceleratorTelemetry
+from streams.messages import AcceleratorTelemetry, WorkerMemory
 from tests.support.events import lease_granted, residency_loaded, stable_deployment
 from tests.support.records import record
 
@@ -60,14 +60,17 @@ def test_a_view_restored_from_its_snapshot_holds_the_same_books() -> None:
 
 
 def test_a_snapshot_leaves_telemetry_out() -> None:
+    # (a replay has only the events: a capture that kept any of it would disagree with its replay)
     view = folded_view()
     before = encode_state(capture(view))
     view.apply_telemetry(
         AcceleratorTelemetry(
             node_id="n1", accelerator_id=ACC, generation=1, total_bytes=1 << 34, used_bytes=1 << 30,
             process_bytes=1 << 29, observed_at_unix_ms=1, residencies=[], healthy=True, cached_sets=["x"],
+            workers=[WorkerMemory(deployment_id="emb", bytes=300 << 20)],
         )
     )  # fmt: skip
+    assert [r.worker_bytes for r in view.accelerators[ACC].residents] == [300 << 20]
     assert encode_state(capture(view)) == before
 
 
