@@ -21,7 +21,7 @@ from gateway.operations.canary_guard import guard_canaries
 from gateway.operators import operator_file_from_env
 from gateway.promotion.context import PromotionContext
 from gateway.serving.caps import DeploymentGate
-from gateway.serving.context import ServingContext
+from gateway.serving.context import COALESCE_AFTER, ServingContext
 from gateway.serving.fleet_metrics import FleetMetrics
 from gateway.serving.keeper import run_upkeep
 from gateway.serving.queues import QueueBoard
@@ -60,6 +60,20 @@ class GatewayReplica:
         await self.connection.close()
 
 
+COALESCE_AFTER_ENV = "MODELFORGE_COALESCE_AFTER"
+
+
+def coalesce_after_from_env() -> int:
+    """Runs in flight for a deployment from which its embedding requests share runs (0: never);
+    `gateway.serving.coalescing`."""
+    value = os.environ.get(COALESCE_AFTER_ENV, "").strip()
+    if not value:
+        return COALESCE_AFTER
+    if not value.isascii() or not value.isdigit():
+        raise ValueError(f"{COALESCE_AFTER_ENV} must be a whole number of runs (0: never), not {value!r}")
+    return int(value)
+
+
 async def start_replica(gateway_id: str, nats_url: str | None = None) -> GatewayReplica:
     """Ready to serve: state caught up with the event log, clients directory caught up."""
     connection = await connect(nats_url, f"gateway-{gateway_id}")
@@ -82,6 +96,7 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     limiter = RequestLimiter(connection.client)
     gate = DeploymentGate(limiter, connection.client)
     ctx = ServingContext(store, live, connection.client, gateway_id, board=queues, gate=gate)
+    ctx.coalescing.after = coalesce_after_from_env()
     live.listeners.append(ctx.wake_waiting)
     await queues.start()
     fleet_metrics = FleetMetrics(connection.client, live.node_live)

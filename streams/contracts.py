@@ -25,6 +25,14 @@ class EmbeddingOutput(msgspec.Struct, frozen=True):
     input_tokens: int
 
 
+class EmbeddingRunOutput(EmbeddingOutput, frozen=True):
+    """What a worker answers for `rag.embedding@1`: the contract's output and each text's tokens,
+    so that a gateway serving several requests in one run bills each its own. Not the published
+    type: a published contract never changes, and its output schema admits the added field."""
+
+    item_tokens: list[int] | None = None
+
+
 class RerankInput(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     query: str
     documents: list[str]

@@ -28,6 +28,7 @@ from gateway.http.edge import Edge
 from gateway.http.responses import error_response, json_response, latency_body, timing_headers
 from gateway.http.stamps import request_id_of
 from gateway.serving.background import record_request
+from gateway.serving.dispatch import ENVELOPE_BYTES
 from gateway.serving.outputs import JSON_OUTPUT, OutputReader
 from gateway.serving.pipeline import (
     RequestShape,
@@ -94,11 +95,6 @@ def _permitted(
     if not permitted:
         edge.directory.authorize(principal, contract.capability)
     return permitted
-
-
-# What the invocation adds around the contract input (request id, capability, deployment id,
-# deadline, field names): a few hundred bytes, with room to spare.
-ENVELOPE_BYTES = 1024
 
 
 def _check_carried(edge: Edge, payload: bytes) -> None:

@@ -60,14 +60,15 @@ class Grant(msgspec.Struct, kw_only=True):
 
 
 def _lease(
-    decision: PlacementDecision, deployment_id: str, request_id: str, client_id: str, ttl_s: float
+    decision: PlacementDecision, deployment_id: str, request_ids: list[str], client_id: str, ttl_s: float
 ) -> s.LeaseGranted:
     assert decision.accelerator_id is not None
     return s.LeaseGranted(
         lease_id=new_id(),
         accelerator_id=decision.accelerator_id,
         deployment_id=deployment_id,
-        request_id=request_id,
+        request_id=request_ids[0],
+        request_ids=request_ids,
         client_id=client_id,
         reserved_bytes=decision.required_bytes,
         expires_at=datetime.fromtimestamp(time.time() + ttl_s, UTC),
@@ -129,11 +130,13 @@ async def acquire(
     priority: int = 0,
     avoid: str = "",
     taken: asyncio.Future[ServingError | None] | None = None,
+    sharing: tuple[str, ...] = (),
 ) -> Grant:
     """A lease on an accelerator where `deployment` is loaded, or a ServingError. While it waits in
     line, a higher client `priority` is woken first when capacity frees up. `avoid`: an accelerator
     not to place it on (a retry's, whose node did not answer). `taken` is resolved once the
-    deployment's caps have let the request run or wait (None), or its queue refused it."""
+    deployment's caps have let the request run or wait (None), or its queue refused it. `sharing`:
+    the requests that share the run with `request_id`, which its lease names too."""
     place = Place(deployment.deployment_id, priority)
     run_slot = None
 
@@ -146,7 +149,8 @@ async def acquire(
             if ctx.gate is not None:
                 run_slot = await ctx.gate.enter(deployment, deadline, heard)
             heard(None)
-            grant = await _acquire(ctx, deployment, request_id, client_id, deadline, place, avoid)
+            request_ids = [request_id, *sharing]
+            grant = await _acquire(ctx, deployment, request_ids, client_id, deadline, place, avoid)
             grant.run_slot, run_slot = run_slot, None
             if placing.is_recording():
                 placing.set_attributes(
@@ -171,7 +175,7 @@ async def acquire(
 async def _acquire(
     ctx: ServingContext,
     deployment: DeploymentState,
-    request_id: str,
+    request_ids: list[str],
     client_id: str,
     deadline: float,
     place: Place,
@@ -205,11 +209,11 @@ async def _acquire(
             )
             ctx.metrics.decided(decision)
             if decision.verdict.rejects or (decision.verdict is Verdict.QUEUE and not queue_noted):
-                note_refusal(ctx, decision, deployment.deployment_id, request_id)
+                note_refusal(ctx, decision, deployment.deployment_id, request_ids[0])
                 queue_noted = True
             behind = decision.verdict.admits and _behind(ctx, place, decision, now)
             step = (
-                None if behind else _stage(ctx, decision, deployment, request_id, client_id, stale, left_ms)
+                None if behind else _stage(ctx, decision, deployment, request_ids, client_id, stale, left_ms)
             )
             place.admitted = step is not None
         if place.admitted and place in ctx.waiting:
@@ -321,7 +325,7 @@ def _stage(
     ctx: ServingContext,
     decision: PlacementDecision,
     deployment: DeploymentState,
-    request_id: str,
+    request_ids: list[str],
     client_id: str,
     stale: str | None,
     deadline_ms: float,
@@ -335,10 +339,10 @@ def _stage(
         return None
     if verdict is Verdict.ADMIT_AFTER_EVICTION and decision.evictions:
         eviction = planned_eviction(decision, acc, deployment.deployment_id)
-        return _Step("evict", stage(ctx, acc, [eviction], request_id), eviction=eviction)
-    lease = _lease(decision, deployment.deployment_id, request_id, client_id, ctx.lease_ttl_s)
+        return _Step("evict", stage(ctx, acc, [eviction], request_ids[0]), eviction=eviction)
+    lease = _lease(decision, deployment.deployment_id, request_ids, client_id, ctx.lease_ttl_s)
     if not decision.cold_load:
-        return _Step("warm", stage(ctx, acc, [lease], request_id), lease=lease)
+        return _Step("warm", stage(ctx, acc, [lease], request_ids[0]), lease=lease)
     load = s.ResidencyLoadRequested(
         load_id=new_id(),
         accelerator_id=acc,
@@ -349,7 +353,7 @@ def _stage(
     )
     # The request's own lease holds the execution floor; the load reservation holds the envelope.
     floor = msgspec.structs.replace(lease, reserved_bytes=decision.required_bytes - decision.load_bytes)
-    return _Step("cold", stage(ctx, acc, [load, floor], request_id), lease=floor, load=load)
+    return _Step("cold", stage(ctx, acc, [load, floor], request_ids[0]), lease=floor, load=load)
 
 
 def _grant(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections import deque
 from collections.abc import Coroutine
@@ -14,6 +15,7 @@ from nats.aio.client import Client
 
 from eventstore.store import EventStore
 from gateway.serving.caps import DeploymentGate
+from gateway.serving.coalescing import Coalescer
 from gateway.serving.gauges import LiveGauges
 from gateway.serving.line import Place, next_up
 from gateway.serving.metrics import ServingMetrics
@@ -25,6 +27,7 @@ from gateway.state.live import LiveState
 from streams.envelope import Actor, ActorKind
 
 log = logging.getLogger("modelforge.gateway.background")
+COALESCE_AFTER = 2
 
 
 @dataclass
@@ -60,6 +63,9 @@ class ServingContext:
     gate: DeploymentGate | None = None
     # set when the gateway closes: background writes stop retrying (a lease then ends by its TTL)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+    # embedding requests sharing runs (gateway.serving.coalescing): from 2 runs in flight for a
+    # deployment, by default (MODELFORGE_COALESCE_AFTER); its members are the pipeline's
+    coalescing: Coalescer[Any] = field(default_factory=lambda: Coalescer(COALESCE_AFTER))
     metrics: ServingMetrics = field(init=False)  # this replica's /metrics, its live gauges included
 
     def __post_init__(self) -> None:
@@ -77,10 +83,13 @@ class ServingContext:
         if self.board is not None:
             self.board.changed(self.queued)
 
-    def spawn(self, work: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
+    def spawn(
+        self, work: Coroutine[Any, Any, object], context: contextvars.Context | None = None
+    ) -> asyncio.Task[object]:
         """Run `work` past the request that started it (a write off the response's path): kept
-        referenced until done, waited for by `settle`, its failure logged."""
-        task = asyncio.create_task(work)
+        referenced until done, waited for by `settle`, its failure logged. `context`: the one it
+        runs in (its trace), where not the caller's."""
+        task = asyncio.create_task(work, context=context)
         self.background.add(task)
         task.add_done_callback(self._finished)
         return task

@@ -31,6 +31,9 @@ from streams.tracing import inject, span
 # An invoke whose node was lost mid-flight: its result never comes. Every capability's invoke is a
 # pure function of its input, so the pipeline tries it once more elsewhere.
 NODE_LOST = "WORKER_RESTART_RECONCILED"
+# What the invocation adds around the contract input (request id, capability, deployment id,
+# deadline, field names): a few hundred bytes, with room to spare.
+ENVELOPE_BYTES = 1024
 _encoder = msgspec.json.Encoder()
 
 

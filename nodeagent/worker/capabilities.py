@@ -211,10 +211,11 @@ class EmbeddingServer:
             normalize=config.normalize,
             started=started,
         )
-        output = contracts.EmbeddingOutput(
+        output = contracts.EmbeddingRunOutput(
             embeddings=served.vectors.tolist(),
             dimension=served.vectors.shape[1],
             input_tokens=sum(t.result.token_count for t in served.timed),
+            item_tokens=[t.result.token_count for t in served.timed],
         )
         return reply(output, served.timings, served.ran)
 

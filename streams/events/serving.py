@@ -140,11 +140,14 @@ class LeaseGranted(Event, frozen=True):
     lease_id: str
     accelerator_id: str
     deployment_id: str
-    request_id: str
+    request_id: str  # the first of `request_ids`
     client_id: str
     reserved_bytes: int
     expires_at: datetime
     decision_fingerprint: str
+    # every request the lease serves (requests sharing one run: gateway.serving.coalescing);
+    # empty in events written before it was added, where `request_id` is the only one
+    request_ids: list[str] = msgspec.field(default_factory=list)
 
 
 class LeaseReleased(Event, frozen=True):

@@ -441,12 +441,39 @@ class TwoGateways(msgspec.Struct):
 
 @pytest.fixture(scope="module")
 async def gateways(stack: Stack, scratch: Path) -> AsyncIterator[TwoGateways]:
-    processes = [GatewayProcess(stack.nats_url, scratch), GatewayProcess(stack.nats_url, scratch)]
+    async with two_gateways(stack, scratch) as both:
+        yield both
+
+
+@contextlib.asynccontextmanager
+async def two_gateways(
+    stack: Stack, scratch: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[TwoGateways]:
+    """Two gateway processes on the stack's NATS, started with `env`, while the block runs."""
+    processes = [
+        GatewayProcess(stack.nats_url, scratch, env=env),
+        GatewayProcess(stack.nats_url, scratch, env=env),
+    ]
     urls = [await process.start() for process in processes]
     await ready_through(urls, stack.key.sequence, 5)
-    yield TwoGateways(urls, stack.store, stack.connection, stack.key.key)
-    for process in processes:
-        process.stop()
+    try:
+        yield TwoGateways(urls, stack.store, stack.connection, stack.key.key)
+    finally:
+        for process in processes:
+            process.stop()
+
+
+@contextlib.asynccontextmanager
+async def coalescing_after(stack: Stack, runs: int) -> AsyncIterator[None]:
+    """The stack's gateway has requests share runs from `runs` in flight (0: never) while the
+    block runs (`gateway.serving.coalescing`)."""
+    assert stack.gateway.replica is not None
+    coalescing = stack.gateway.replica.edge.ctx.coalescing
+    before, coalescing.after = coalescing.after, runs
+    try:
+        yield
+    finally:
+        coalescing.after = before
 
 
 async def ready_through(urls: list[str], clients_applied: int, timeout: float) -> None:

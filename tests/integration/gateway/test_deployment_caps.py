@@ -1,11 +1,14 @@
 """A deployment's caps through two gateway processes sharing NATS: never more than its
 `max_concurrency` requests in flight (read from the leases on the record), the overflow waiting in
-its queue and, past `max_queue_depth`, refused QUEUE_FULL; set by an operator with validation."""
+its queue and, past `max_queue_depth`, refused QUEUE_FULL; set by an operator with validation.
+Each request runs on its own here: requests sharing a run (`gateway.serving.coalescing`) are one
+run to the caps."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,14 +18,27 @@ from eventstore.store import ExpectedVersion
 from gateway.admin.client import TOKEN_ENV, URL_ENV
 from gateway.clients.limits import RequestLimiter
 from gateway.clients.permit import Permit
+from gateway.process import COALESCE_AFTER_ENV
 from modelforge.cli import main
 from streams import subjects
 from streams.events import serving as s
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack, TwoGateways, another_deployment, stack_admin
+from tests.integration.gateway.conftest import (
+    Stack,
+    TwoGateways,
+    another_deployment,
+    stack_admin,
+    two_gateways,
+)
 from tests.support.serving import events_until
 
 TOKEN = "operator-token-for-caps-tests"
+
+
+@pytest.fixture(scope="module")
+async def gateways(stack: Stack, scratch: Path) -> AsyncIterator[TwoGateways]:
+    async with two_gateways(stack, scratch, {COALESCE_AFTER_ENV: "0"}) as both:
+        yield both
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack, serve_directly
+from tests.integration.gateway.conftest import Stack, coalescing_after, serve_directly
 from tests.integration.projections.helpers import migrated
 
 TOKEN = "operator-token-for-refusal-tests"
@@ -69,14 +69,16 @@ async def oversized_deployment(stack: Stack, route: str) -> str:
 
 
 async def refused(stack: Stack, route: str, times: int) -> list[str]:
-    """`times` requests for `route` at once; the codes they were refused with."""
+    """`times` requests for `route` at once, each decided on its own (requests sharing a run are
+    one decision); the codes they were refused with."""
 
     async def one() -> str:
         with pytest.raises(ServingError) as refusal:
             await serve_directly(stack, new_id(), ["x"], model=route)
         return refusal.value.code
 
-    return await asyncio.gather(*(one() for _ in range(times)))
+    async with coalescing_after(stack, 0):
+        return await asyncio.gather(*(one() for _ in range(times)))
 
 
 async def recorded_refusals(stack: Stack, deployment_id: str) -> list[s.PlacementRejected]:
