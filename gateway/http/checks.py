@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from gateway.http.edge import Edge
 from gateway.http.image_header import ImageKind, image_kind, image_size
-from gateway.serving.pipeline import RequestShape
+from gateway.serving.requests import RequestShape
 from streams.codes import ServingError
 from streams.contracts import MAX_IMAGE_SIDE_PX, CapabilityContract
 

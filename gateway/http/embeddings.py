@@ -19,7 +19,7 @@ from gateway.http.edge import Edge
 from gateway.http.flow import ContractChoice, Parse, Prepared, Render, Route, run_capability
 from gateway.http.image_inputs import InputObject, image_payload, is_image_request, object_text
 from gateway.serving.outputs import Counted, Reply, StructOutput
-from gateway.serving.pipeline import Served
+from gateway.serving.requests import Served
 from streams.codes import ServingError
 from streams.contracts import EMBEDDING, VISION_EMBEDDING, CapabilityContract, EmbeddingInput
 

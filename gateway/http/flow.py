@@ -30,14 +30,8 @@ from gateway.http.stamps import request_id_of
 from gateway.serving.background import record_request
 from gateway.serving.dispatch import ENVELOPE_BYTES
 from gateway.serving.outputs import JSON_OUTPUT, OutputReader
-from gateway.serving.pipeline import (
-    RequestShape,
-    Served,
-    ServeRequest,
-    internal_error,
-    record_rejection,
-    serve,
-)
+from gateway.serving.pipeline import serve
+from gateway.serving.requests import RequestShape, Served, ServeRequest, internal_error, record_rejection
 from streams.codes import ServingError
 from streams.contracts import CapabilityContract
 from streams.events.requests import ClientKeyUsed

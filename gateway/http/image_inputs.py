@@ -15,7 +15,7 @@ import msgspec
 
 from gateway.http.checks import check_base64, checked_dimensions, checked_image
 from gateway.http.edge import Edge
-from gateway.serving.pipeline import RequestShape
+from gateway.serving.requests import RequestShape
 from streams.codes import ServingError
 from streams.contracts import VISION_EMBEDDING, VisionEmbeddingInput
 

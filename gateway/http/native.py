@@ -20,7 +20,7 @@ from gateway.http.edge import Edge
 from gateway.http.flow import Parse, Prepared, Render, Route, run_capability
 from gateway.http.responses import error_response
 from gateway.http.stamps import request_id_of
-from gateway.serving.pipeline import RequestShape, Served
+from gateway.serving.requests import RequestShape, Served
 from streams.codes import ServingError
 from streams.contracts import (
     CONTRACTS,

@@ -20,7 +20,7 @@ from gateway.http.checks import checked_image, decoded_base64
 from gateway.http.edge import Edge
 from gateway.http.flow import Prepared, Render, Route, run_capability
 from gateway.http.image_header import ImageKind
-from gateway.serving.pipeline import RequestShape, Served
+from gateway.serving.requests import RequestShape, Served
 from streams.codes import ServingError
 from streams.contracts import OCR, CapabilityContract, OcrInput, OcrOutput
 

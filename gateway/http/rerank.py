@@ -13,7 +13,7 @@ from gateway.http.body import JsonValue, convert
 from gateway.http.checks import check_rerank
 from gateway.http.edge import Edge
 from gateway.http.flow import Prepared, Render, Route, run_capability
-from gateway.serving.pipeline import Served
+from gateway.serving.requests import Served
 from streams.codes import ServingError
 from streams.contracts import RERANKING, CapabilityContract, RerankInput, RerankOutput
 

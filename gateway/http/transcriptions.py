@@ -27,7 +27,7 @@ from gateway.http.edge import Edge
 from gateway.http.flow import Prepared, Render, Route, run_decoded
 from gateway.http.multipart import FormPart, parse_form, refusal
 from gateway.http.subtitles import srt, vtt
-from gateway.serving.pipeline import RequestShape, Served
+from gateway.serving.requests import RequestShape, Served
 from streams.contracts import (
     TRANSCRIPTION,
     CapabilityContract,

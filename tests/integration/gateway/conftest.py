@@ -24,7 +24,8 @@ from gateway.scheduler.overcommit import booked_bytes
 from gateway.serving.background import append_until_recorded
 from gateway.serving.capacity import Grant
 from gateway.serving.outputs import JSON_OUTPUT
-from gateway.serving.pipeline import RequestShape, Served, ServeRequest, serve
+from gateway.serving.pipeline import serve
+from gateway.serving.requests import RequestShape, Served, ServeRequest
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.processes import stop_pid
 from nodeagent.models.pull import pull_minilm

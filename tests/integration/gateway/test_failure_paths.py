@@ -17,7 +17,7 @@ import pytest
 from eventstore.store import ExpectedVersion
 from gateway.serving.appends import stage
 from gateway.serving.capacity import release
-from gateway.serving.pipeline import Served
+from gateway.serving.requests import Served
 from streams import subjects
 from streams.codes import ServingError
 from streams.envelope import new_id

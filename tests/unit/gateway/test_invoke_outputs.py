@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gateway.http.embeddings import _VECTORS, OpenAIEmbeddingRequest, _render
 from gateway.serving.outputs import JSON_OUTPUT, OutputReader
-from gateway.serving.pipeline import Served
+from gateway.serving.requests import Served
 from streams.codes import ServingError
 from streams.contracts import EmbeddingOutput
 from streams.events.requests import LatencyBreakdown
