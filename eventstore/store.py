@@ -137,6 +137,9 @@ class EventStore:
         self.publish_timeout = publish_timeout  # one attempt's wait for its acknowledgement
         self.retry_s = retry_s  # how long an append whose outcome is unknown keeps being resent
         self.last_sequence = 0  # highest MF_EVENTS sequence this process has seen acked (read-your-writes)
+        # Set while MF_EVENTS appends meet no responders (its leader is being elected), cleared by the
+        # next acknowledged one: a caller with room booked ahead (a standby lease) need not wait.
+        self.leaderless = asyncio.Event()
 
     async def append(
         self,
@@ -259,7 +262,11 @@ class EventStore:
                 message.headers["Nats-Batch-Sequence"] = str(index)
             outgoing[-1].headers["Nats-Batch-Commit"] = "1"
         try:
-            seq = await self._answered(lambda: self._publish_once(outgoing))
+            seq = await self._answered(
+                (lambda: self._noting_leader(outgoing))
+                if events_stream
+                else (lambda: self._publish_once(outgoing))
+            )
         except _AMBIGUOUS as exc:
             raise PublishFailed(outgoing[0].subject, 0, _unacknowledged(self.retry_s, exc)) from None
         if events_stream:
@@ -281,6 +288,16 @@ class EventStore:
                 if remaining <= 0:
                     raise
                 await self.connection.wait_connected(min(self.publish_timeout, remaining))
+
+    async def _noting_leader(self, outgoing: list[Outgoing]) -> int:
+        """An MF_EVENTS publish, noting in `leaderless` whether the stream answered it."""
+        try:
+            seq = await self._publish_once(outgoing)
+        except replies.NO_LEADER:
+            self.leaderless.set()
+            raise
+        self.leaderless.clear()
+        return seq
 
     async def _publish_once(self, outgoing: list[Outgoing]) -> int:
         inbox, timeout = replies.inbox_of(self.client), self.publish_timeout
