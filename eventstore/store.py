@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -29,6 +30,7 @@ from streams.envelope import SYSTEM, Actor, Envelope, new_id, utcnow
 from streams.events import AGGREGATE_OF, REQUEST_EVENTS, Event
 
 DUPLICATE_IN_BATCH = 10201
+_attempts = itertools.count()  # keys of in-flight MF_EVENTS publishes watching their connection
 _CONFLICTS = WRONG_LAST_SEQUENCE_CODES | {DUPLICATE_IN_BATCH}
 _AMBIGUOUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError, TimeoutError)
 T = TypeVar("T")
@@ -290,12 +292,31 @@ class EventStore:
                 await self.connection.wait_connected(min(self.publish_timeout, remaining))
 
     async def _noting_leader(self, outgoing: list[Outgoing]) -> int:
-        """An MF_EVENTS publish, noting in `leaderless` whether the stream answered it."""
+        """An MF_EVENTS publish, noting in `leaderless` whether the stream answered it. If the
+        connection drops under it, its outcome is unknown at once (resent once connected, with the
+        same ids): its reply may have gone with the server, and waiting out the publish timeout
+        would hide for seconds that the stream it led has no leader now."""
+        attempt = asyncio.ensure_future(self._publish_once(outgoing))
+        key, dropped = f"append-{next(_attempts)}", False
+
+        def drop() -> None:
+            nonlocal dropped
+            dropped = True
+            attempt.cancel()
+
+        self.connection.watch_drop(key, drop)
         try:
-            seq = await self._publish_once(outgoing)
+            seq = await attempt
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not dropped or (task is not None and task.cancelling()):
+                raise
+            raise NatsTimeoutError from None  # unknown: `_answered` resends it once connected
         except replies.NO_LEADER:
             self.leaderless.set()
             raise
+        finally:
+            self.connection.unwatch_drop(key)
         self.leaderless.clear()
         return seq
 

@@ -168,6 +168,14 @@ class StandbySlots:
         self.held: dict[str, Held] = {}
         self.in_use: dict[str, int] = {}
         self._moved: dict[str, str] = {}  # a renewed lease -> its successor (where its slots went)
+        self._freed: list[Callable[[], None]] = []  # called once, at the next slot given back
+
+    def on_free(self, call: Callable[[], None]) -> None:
+        """Call `call` once, when the next slot is given back."""
+        self._freed.append(call)
+
+    def holds(self, deployment_id: str) -> bool:
+        return any(h.deployment_id == deployment_id for h in self.held.values())
 
     def hold(self, lease: Held) -> None:
         self.held[lease.lease_id] = lease
@@ -186,9 +194,6 @@ class StandbySlots:
 
     def free(self, lease_id: str) -> int:
         return self.slots - self.in_use.get(lease_id, 0) if lease_id in self.held else 0
-
-    def has_free(self, deployment_id: str) -> bool:
-        return any(h.deployment_id == deployment_id and self.free(h.lease_id) > 0 for h in self.held.values())
 
     def take(
         self, deployment_id: str, avoid: str = "", usable: Callable[[Held], bool] | None = None
@@ -211,6 +216,9 @@ class StandbySlots:
 
     def give_back(self, lease_id: str) -> None:
         """The slot a request took of `lease_id` (or of what renewed it) is free again."""
+        freed, self._freed = self._freed, []
+        for call in freed:
+            call()
         while lease_id in self._moved and lease_id not in self.in_use:
             lease_id = self._moved[lease_id]
         left = self.in_use.get(lease_id, 0) - 1

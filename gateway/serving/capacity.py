@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from datetime import UTC, datetime
+from functools import partial
 
 import msgspec
 
@@ -236,9 +237,15 @@ async def _acquire(
         try:
             with span("lease", attributes={"modelforge.verdict": decision.verdict.value}):  # the append
                 if step.kind == "warm" and (
-                    held := await standby_instead(ctx, step.done, deployment.deployment_id, avoid, deadline)
+                    held := await standby_instead(
+                        ctx,
+                        step.done,
+                        deployment.deployment_id,
+                        avoid,
+                        deadline,
+                        partial(_finish_when_landed, ctx, step, deployment, decision.node_id or ""),
+                    )
                 ):
-                    _finish_when_landed(ctx, step, deployment, decision.node_id or "")  # given back once in
                     spent["scheduling"] += (time.perf_counter() - started) * 1000
                     return _standby_grant(held, spent)
                 version = await _landed(ctx, step, deadline, deployment, decision.node_id or "")

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 
 from gateway.scheduler import ResidencyState
 from gateway.scheduler.accounting import required_bytes
@@ -57,27 +59,60 @@ def give_back(ctx: ServingContext, standby_lease_id: str) -> None:
 
 
 async def standby_instead(
-    ctx: ServingContext, landed: asyncio.Future[int], deployment_id: str, avoid: str, deadline: float
+    ctx: ServingContext,
+    landed: asyncio.Future[int],
+    deployment_id: str,
+    avoid: str,
+    deadline: float,
+    without_it: Callable[[], None],
 ) -> Held | None:
     """While a warm lease's append is in flight: a standby slot if MF_EVENTS is found leaderless
     before it lands (the request then runs without its own lease), else None (wait as before). It
-    does not wait at all where this replica holds no free slot for the deployment."""
-    slots = ctx.standby
-    if slots is None or landed.done() or not slots.has_free(deployment_id):
-        return None
-    leaderless: asyncio.Future[bool] = asyncio.ensure_future(ctx.store.leaderless.wait())
-    waits: set[asyncio.Future[object]] = {landed, leaderless}  # type: ignore[arg-type]
+    does not wait at all where this replica holds no free slot for the deployment. `without_it` is
+    called when the request will not wait for the lease (a slot taken, or cancelled meanwhile): it
+    sees to the lease once it lands."""
     try:
-        await asyncio.wait(
-            waits,
-            timeout=max(0.0, deadline - time.time()),
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-    finally:
-        leaderless.cancel()
-    if landed.done() or not ctx.store.leaderless.is_set():
+        held = await _slot_first(ctx, landed, deployment_id, avoid, deadline)
+    except asyncio.CancelledError:
+        without_it()
+        raise
+    if held is not None:
+        without_it()
+    return held
+
+
+async def _slot_first(
+    ctx: ServingContext, landed: asyncio.Future[int], deployment_id: str, avoid: str, deadline: float
+) -> Held | None:
+    """A slot once MF_EVENTS is found leaderless (and, every slot taken, once one is given back),
+    unless the lease lands first or the deadline passes (None)."""
+    slots = ctx.standby
+    if slots is None or landed.done() or not slots.holds(deployment_id):
         return None
-    return take_standby(ctx, deployment_id, avoid)
+    loop = asyncio.get_running_loop()
+    event: asyncio.Future[object] = asyncio.ensure_future(ctx.store.leaderless.wait())
+    try:
+        while True:
+            waits: set[asyncio.Future[object]] = {landed, event}  # type: ignore[arg-type]
+            left = deadline - time.time()
+            if left <= 0:
+                return None
+            await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if landed.done() or not ctx.store.leaderless.is_set():
+                return None
+            held = take_standby(ctx, deployment_id, avoid)
+            if held is not None or not slots.holds(deployment_id):
+                return held
+            event.cancel()
+            event = loop.create_future()  # every slot taken: wait for one to be given back
+            slots.on_free(partial(_wake, event))
+    finally:
+        event.cancel()
+
+
+def _wake(waiter: asyncio.Future[object]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def next_standby_due(ctx: ServingContext) -> float | None:
