@@ -279,3 +279,16 @@ def test_booking_what_the_plan_says_never_over_commits_and_leaves_room_for_a_req
     assert excess_bytes(after, POLICY) == 0
     if booked:
         assert account(after, POLICY, NOW).schedulable_bytes >= max(per_request.values())
+
+
+def test_a_slot_given_back_calls_each_waiter_once() -> None:
+    slots = StandbySlots(1)
+    slots.hold(held())
+    assert slots.take("minilm") == held()
+    called: list[str] = []
+    slots.on_free(lambda: called.append("first"))
+    slots.on_free(lambda: called.append("second"))
+    slots.give_back(held().lease_id)
+    slots.give_back(held().lease_id)  # (nothing was taken: no waiter left to call)
+    assert called == ["first", "second"]
+    assert slots.free(held().lease_id) == 1
