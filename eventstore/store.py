@@ -31,6 +31,10 @@ from streams.events import AGGREGATE_OF, REQUEST_EVENTS, Event
 
 DUPLICATE_IN_BATCH = 10201
 _attempts = itertools.count()  # keys of in-flight MF_EVENTS publishes watching their connection
+# `probe_leader`'s publish: on a subject no aggregate has, expecting a sequence it never reaches, so
+# a stream with a leader refuses it (nothing is stored) and one without answers nothing.
+_PROBE_SUBJECT = subjects.event_subject(subjects.Aggregate.ACCELERATOR, "leader-probe", "LeaderProbe")
+_PROBE_HEADERS = {"Nats-Expected-Last-Subject-Sequence": str(2**62)}
 _CONFLICTS = WRONG_LAST_SEQUENCE_CODES | {DUPLICATE_IN_BATCH}
 _AMBIGUOUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError, TimeoutError)
 T = TypeVar("T")
@@ -142,6 +146,7 @@ class EventStore:
         # Set while MF_EVENTS appends meet no responders (its leader is being elected), cleared by the
         # next acknowledged one: a caller with room booked ahead (a standby lease) need not wait.
         self.leaderless = asyncio.Event()
+        self._probe: asyncio.Task[None] | None = None
 
     async def append(
         self,
@@ -290,6 +295,26 @@ class EventStore:
                 if remaining <= 0:
                     raise
                 await self.connection.wait_connected(min(self.publish_timeout, remaining))
+
+    def probe_leader(self) -> asyncio.Task[None]:
+        """Ask MF_EVENTS, in the background, whether it has a leader (one question at a time): for a
+        caller whose append is taking long, which may have gone to a leader that is gone and wait
+        out the publish timeout. No responders sets `leaderless`; a refusal (a leader) clears it."""
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._ask_leader())
+        return self._probe
+
+    async def _ask_leader(self) -> None:
+        try:
+            await replies.inbox_of(self.client).request(
+                _PROBE_SUBJECT, b"", self.publish_timeout, dict(_PROBE_HEADERS)
+            )
+        except replies.NO_LEADER:
+            self.leaderless.set()
+        except Exception:  # unknown (a timeout, a reconnect): nothing learnt
+            return
+        else:
+            self.leaderless.clear()
 
     async def _noting_leader(self, outgoing: list[Outgoing]) -> int:
         """An MF_EVENTS publish, noting in `leaderless` whether the stream answered it. If the

@@ -34,6 +34,10 @@ from streams.events.base import Event
 
 log = logging.getLogger("modelforge.gateway.standby")
 RENEW_FRACTION = 3  # a standby lease is renewed once less than a third of its TTL is left
+# A warm lease's append not acknowledged after this long (healthy: milliseconds) may have gone to
+# an MF_EVENTS leader that was lost with it: the store asks the stream whether it has one
+# (`EventStore.probe_leader`), and again each time as long, while the request holds on.
+PROBE_AFTER_S = 0.5
 
 
 def take_standby(ctx: ServingContext, deployment_id: str, avoid: str = "") -> Held | None:
@@ -67,8 +71,9 @@ async def standby_instead(
     without_it: Callable[[], None],
 ) -> Held | None:
     """While a warm lease's append is in flight: a standby slot if MF_EVENTS is found leaderless
-    before it lands (the request then runs without its own lease), else None (wait as before). It
-    does not wait at all where this replica holds no free slot for the deployment. `without_it` is
+    before it lands (the request then runs without its own lease), else None (wait as before): every
+    slot taken, the first given back. It does not wait at all where this replica holds no standby
+    lease for the deployment. `without_it` is
     called when the request will not wait for the lease (a slot taken, or cancelled meanwhile): it
     sees to the lease once it lands."""
     try:
@@ -97,7 +102,15 @@ async def _slot_first(
             left = deadline - time.time()
             if left <= 0:
                 return None
-            await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if not ctx.store.leaderless.is_set():
+                done, _ = await asyncio.wait(
+                    waits, timeout=min(left, PROBE_AFTER_S), return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    ctx.store.probe_leader()  # taking long: is there still a leader to answer it?
+                    continue
+            else:
+                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             if landed.done() or not ctx.store.leaderless.is_set():
                 return None
             held = take_standby(ctx, deployment_id, avoid)
