@@ -21,7 +21,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from gateway.clients.limit_streams import Leaderless, LimitStreams
+from gateway.clients.limit_streams import LimitStreams
+from gateway.clients.outage import Leaderless
 from gateway.clients.shares import LocalRate, LocalSlots, rate_share, slot_share
 from streams import subjects
 

@@ -26,8 +26,8 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
 from eventstore.provision import ensure_streams
-from eventstore.replies import inbox_of, resend_while_leaderless
-from gateway.clients.outage import LimitMetrics, StreamOutage
+from eventstore.replies import inbox_of, reply, resend_while_leaderless
+from gateway.clients.outage import Leaderless, LimitMetrics, StreamOutage
 from streams import configs, subjects
 from streams.codes import ServingError
 
@@ -37,10 +37,6 @@ LEADERLESS_WAIT_S: Final = 10.0
 # The probe's message to a concurrency stream: expects a sequence no slot ever has, so it is refused
 # (wrong last sequence) by a stream with a leader and stores nothing.
 NEVER_SEQUENCE: Final = str(2**64 - 1)
-
-
-class Leaderless(Exception):
-    """A client's limit message met no responders: its stream has no leader now."""
 
 
 class ApiError(msgspec.Struct):
@@ -98,7 +94,8 @@ class LimitStreams:
         stays taken until its TTL; neither admits more than the limits.
 
         `degradable` (a client's limits, which have shares): raise `Leaderless` at once, without a
-        message, while the stream is known leaderless, and when this message meets no responders."""
+        message, while the stream is known leaderless, and when this message meets no responders or
+        is still unanswered when another finds the stream leaderless."""
         outage, loop = self.outage(subject), asyncio.get_running_loop()
         if degradable and outage.degraded():
             raise Leaderless(outage.stream)
@@ -107,9 +104,9 @@ class LimitStreams:
         while True:
             try:
                 if once:
-                    reply = await self._send(subject, headers)
+                    answer = await self._send(subject, headers, abandonable=True)
                 else:
-                    reply = await resend_while_leaderless(
+                    answer = await resend_while_leaderless(
                         lambda: self._send(subject, headers), give_up - loop.time()
                     )
             except NoRespondersError as exc:
@@ -120,18 +117,24 @@ class LimitStreams:
                 if loop.time() >= give_up:
                     raise
                 continue
-            return _ack.decode(reply.data)
+            return _ack.decode(answer.data)
 
-    async def _send(self, subject: str, headers: dict[str, str]) -> Msg:
-        """One limit message; its stream's outage learns whether it was answered."""
+    async def _send(self, subject: str, headers: dict[str, str], abandonable: bool = False) -> Msg:
+        """One limit message; its stream's outage learns whether it was answered, and (`abandonable`)
+        ends the wait with `Leaderless` if it finds the stream leaderless meanwhile."""
         outage = self.outage(subject)
+        pending = await inbox_of(self._nats).send(subject, b"", self._timeout, headers)
+        if abandonable:
+            outage.waiting.add(pending)
         try:
-            reply = await inbox_of(self._nats).request(subject, b"", self._timeout, headers)
+            answer = await reply(pending)
         except NoRespondersError:
             outage.failed(subject)
             raise
+        finally:
+            outage.waiting.discard(pending)
         outage.answered()
-        return reply
+        return answer
 
     async def _probe_rate(self, subject: str) -> None:
         await self._send(subject, {"Nats-Incr": "+0"})

@@ -51,8 +51,9 @@ from nats.aio.client import Client
 
 from eventstore.errors import WRONG_LAST_SEQUENCE_CODES
 from gateway.clients.idle_slots import IdleSlots, Kept
-from gateway.clients.limit_streams import Leaderless, LimitStreams, unavailable
+from gateway.clients.limit_streams import LimitStreams, unavailable
 from gateway.clients.model import ClientPrincipal
+from gateway.clients.outage import Leaderless
 from gateway.clients.permit import Permit
 from gateway.clients.rate_count import RateCounter
 from streams import subjects

@@ -4,7 +4,10 @@ its return.
 A limit message that meets no responders was not stored: its stream is electing a leader (on a
 cluster, after the server that led it died). `StreamOutage.failed` then marks the stream
 leaderless for the whole replica, so later requests do not each send a message and wait: they
-admit from the replica's share (`gateway.clients.shares`) at once. The mark is cleared by the next
+admit from the replica's share (`gateway.clients.shares`) at once, and so do the requests whose
+message to the stream is still unanswered (sent to a leader that died with it: they would wait for
+their timeout; what of them did land errs on the safe side, see `gateway.clients.degraded`). The
+mark is cleared by the next
 message the stream answers (`answered`): a request's own, or the probe's, which sends the stream's
 ordinary message (`probe`, given by `gateway.clients.limit_streams`) on a timer, backing off from
 50 ms to 1 s, until one is answered. Each change is logged and counted.
@@ -20,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -29,6 +32,10 @@ from eventstore.replies import MAX_NO_LEADER_PAUSE_S, NO_LEADER_PAUSE_S
 log = logging.getLogger("modelforge.gateway.limits")
 
 DEGRADED_MOST_S: Final = 20.0  # nats-server elects within 4–9 s; its clients reconnect meanwhile
+
+
+class Leaderless(Exception):
+    """A client's limit message met no responders, or its stream was found leaderless meanwhile."""
 
 
 class LimitMetrics:
@@ -72,6 +79,7 @@ class StreamOutage:
         self.stream, self._metrics, self._probe, self._clock = stream, metrics, probe, clock
         self.since: float | None = None  # loop time the stream was found leaderless; None: it answers
         self.back: list[Callable[[], None]] = []  # called when the stream answers again
+        self.waiting: set[asyncio.Future[Any]] = set()  # replies a found outage ends (`Leaderless`)
         self._subject = ""  # the failed message's subject, which the probe sends to
         self._pause = NO_LEADER_PAUSE_S
         self._timer: asyncio.TimerHandle | None = None
@@ -84,6 +92,10 @@ class StreamOutage:
     def failed(self, subject: str) -> None:
         """A message to `subject` met no responders."""
         self._subject = subject
+        for pending in self.waiting:
+            if not pending.done():
+                pending.set_exception(Leaderless(self.stream))
+        self.waiting.clear()
         if self.since is not None:
             return
         self.since, self._pause = self._clock(), NO_LEADER_PAUSE_S

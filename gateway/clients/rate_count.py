@@ -6,8 +6,9 @@ refused request took."""
 from __future__ import annotations
 
 from gateway.clients.degraded import Shares
-from gateway.clients.limit_streams import Leaderless, LimitStreams
+from gateway.clients.limit_streams import LimitStreams
 from gateway.clients.model import ClientPrincipal
+from gateway.clients.outage import Leaderless
 from gateway.clients.rate_blocks import RateBlocks, block_size, counts_in_blocks, usable
 from streams import subjects
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from nats.errors import NoRespondersError
 
-from gateway.clients.outage import DEGRADED_MOST_S, LimitMetrics, StreamOutage
+from gateway.clients.outage import DEGRADED_MOST_S, Leaderless, LimitMetrics, StreamOutage
 
 
 class Clock:
@@ -85,4 +86,14 @@ async def test_each_outage_is_counted_once() -> None:
     outage.failed("mf.limit.rate.cl_a.1")
     outage.failed("mf.limit.rate.cl_b.1")
     assert _sample(metrics, "modelforge_limit_stream_outages_total") == 1
+    outage.close()
+
+
+async def test_a_found_outage_ends_the_wait_of_messages_still_unanswered() -> None:
+    outage, *_ = _outage(probe_fails=1000)
+    unanswered: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    outage.waiting.add(unanswered)
+    outage.failed("mf.limit.rate.cl_b.1")
+    with pytest.raises(Leaderless):
+        await unanswered
     outage.close()
