@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections.reconnect import reconnect
+from projections.reconnect import lost, reconnect
 
 log = logging.getLogger("modelforge.projections.wanted")
 WANT_CHANNEL = "modelforge_projection_wanted"
@@ -66,23 +66,30 @@ class Asks:
 
 
 async def listen(database_url: str, asks: Asks, stop: asyncio.Event) -> None:
-    """Hear asks on a session of its own until `stop` is set; a lost session is opened again."""
+    """Hear asks on a session of its own until `stop` is set; a lost session is opened again. Asks
+    are hints: this never stops the projector (a refused session is logged and hearing ends)."""
+    what = "projector's ask listener"
 
     async def listening() -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
         await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(WANT_CHANNEL)))
         return conn
 
-    conn: psycopg.AsyncConnection[Any] | None = await listening()
+    conn: psycopg.AsyncConnection[Any] | None = None
     try:
-        while conn is not None and not stop.is_set():
+        while not stop.is_set():
             try:
+                conn = conn or await listening()
                 async for note in conn.notifies():
                     asks.heard(note.payload)
-            except psycopg.OperationalError as exc:
-                log.warning("projector's ask listener lost its database session (%s)", exc)
-            await conn.close()
-            conn = await reconnect(listening, "projector's ask listener", stop)
+            except psycopg.Error as exc:
+                if not lost(exc):
+                    log.error("%s stopped (%s): reads wait for the commit interval", what, exc)
+                    return
+                log.warning("%s lost its database session (%s)", what, exc)
+            if conn is not None:
+                await conn.close()
+            conn = await reconnect(listening, what, stop)
     finally:
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
