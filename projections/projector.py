@@ -10,7 +10,9 @@ one batch and commits rows, audit log and checkpoints in one transaction, so bat
 load and shrink to one event when idle. Commits start at most once per `commit_interval`: a
 transaction costs far more than an event in it (bench/trickle.py), so at a steady trickle the events
 of that interval share one, and the read model lags by at most that interval; after a quiet spell
-the first event commits after a short linger for the rest of its request (`QUIET_LINGER_S`).
+the first event commits after a short linger for the rest of its request (`QUIET_LINGER_S`). A
+reader waiting for a sequence asks for it (`projections.wanted`): until it is committed, nothing
+waits out the interval, so read-your-writes never pays for it.
 Meanwhile the readers leave what arrives in their sockets and take it in one read when the wait
 ends. A lost stream connection or a moved checkpoint (replay swapped in) resumes from the stored checkpoint; so does a
 lost database session, once a new one (bounded back-off, see projections.reconnect) holds the
@@ -32,12 +34,13 @@ from projections.batch import Catalog, ProjectionHalted
 from projections.migrate import LIVE_SCHEMA, check_schema, lock_key, migrate
 from projections.pipeline import Chunk, Pipeline
 from projections.reconnect import lost, reconnect
+from projections.wanted import Asks, listen
 from projections.writer import CheckpointMoved, Writer
 from streams import subjects
 
 log = logging.getLogger("modelforge.projector")
 BATCH_MAX = 10_000
-COMMIT_INTERVAL_S = 0.25  # 0.05 until 2026-12-04: docs/performance.md, "At a trickle"
+COMMIT_INTERVAL_S = 1.0  # 0.05, then 0.25 until asks (docs/performance.md, "At a trickle")
 # A lone event after a quiet spell waits this long for the rest of its request (a warm request's
 # events span its inference, ~10 ms): one transaction per stream a request instead of two.
 QUIET_LINGER_S = 0.025
@@ -72,9 +75,11 @@ async def run(
     conn = await connect(database_url)
     extras: list[asyncio.Task[None]] = []
     names = ", ".join(streams)
+    asks = Asks(schema, streams)
     try:
         await migrate(conn, schema)
         await _lock(conn, schema, streams)
+        extras.append(asyncio.create_task(listen(database_url, asks, stop)))
         if telemetry:
             from projections.telemetry import follow_telemetry
 
@@ -84,7 +89,14 @@ async def run(
 
         async def follow(writer: Writer, checkpoints: dict[str, int]) -> None:
             await _follow(
-                writer, checkpoints, nats_urls, stop, _Batching(batch_max, commit_interval), on_batch, streams
+                writer,
+                checkpoints,
+                nats_urls,
+                stop,
+                _Batching(batch_max, commit_interval),
+                on_batch,
+                streams,
+                asks,
             )
 
         while not stop.is_set():
@@ -166,6 +178,7 @@ async def _follow(
     batching: _Batching,
     on_batch: Callable[[dict[str, int]], None] | None,
     streams: tuple[str, ...],
+    asks: Asks,
 ) -> None:
     queue: asyncio.Queue[_Item] = asyncio.Queue(QUEUE_CHUNKS)
     loop = asyncio.get_running_loop()
@@ -190,11 +203,19 @@ async def _follow(
     getting: asyncio.Task[_Item] | None = None
     # Set while events wait for the commit interval to pass (the queue keeps filling meanwhile).
     lingering: asyncio.Future[None] | None = None
+    timer: asyncio.TimerHandle | None = None  # the one that ends `lingering`
     next_start = loop.time()
 
     def applied() -> None:
         if on_batch is not None:
             on_batch(pipeline.expected)
+
+    def asked() -> None:  # a reader waits for events held back: commit them now
+        if lingering is not None and timer is not None and asks.pending(pipeline.prepared):
+            timer.cancel()
+            _settle(lingering, reading)
+
+    asks.on_ask = asked
 
     try:
         while True:
@@ -212,12 +233,14 @@ async def _follow(
                         break
                     continue
                 early = next_start - loop.time()
-                if early <= 0 and pipeline.committing is None and queue.empty():
+                if asks.pending(pipeline.prepared):
+                    early = 0.0
+                elif early <= 0 and pipeline.committing is None and queue.empty():
                     early = min(QUIET_LINGER_S, batching.commit_interval)
                 if early > 0 and not queue.full() and not stopping.done():
                     lingering = loop.create_future()
                     reading.clear()
-                    loop.call_later(early, _settle, lingering, reading)
+                    timer = loop.call_later(early, _settle, lingering, reading)
                     continue
             elif not lingering.done() and not stopping.done():
                 continue
@@ -239,6 +262,9 @@ async def _follow(
         if await pipeline.finish():
             applied()
     finally:
+        asks.on_ask = lambda: None
+        if timer is not None:
+            timer.cancel()
         if getting is not None:
             getting.cancel()
         await pipeline.close()

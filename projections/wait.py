@@ -2,7 +2,9 @@
 
 The projector `pg_notify`s `schema:stream:seq` when each batch commits. A waiter LISTENs first,
 then reads the checkpoint (so no commit can slip between the two), then wakes on notifications:
-no polling loop and no sleeps. A lost session is opened again the same way. It follows where the
+no polling loop and no sleeps. A wait for a sequence not applied yet first asks the projector to
+commit it without waiting out its commit interval (`projections.wanted`), on a second session
+(the listening one is taken by its notifications). A lost session is opened again the same way. It follows where the
 projection halted (`projections.halts`) the same way, so a read can say so without a query.
 """
 
@@ -19,6 +21,7 @@ from psycopg import sql
 from projections import halts
 from projections.migrate import LIVE_SCHEMA, check_schema
 from projections.reconnect import reconnect
+from projections.wanted import ask
 from projections.writer import NOTIFY_CHANNEL
 from streams import subjects
 
@@ -40,6 +43,7 @@ class ProjectionWaiter:
         self.changed = asyncio.Condition()
         self._closing = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._asking: psycopg.AsyncConnection[Any] | None = None  # opened at the first ask
 
     @classmethod
     async def open(cls, database_url: str, schema: str = LIVE_SCHEMA) -> ProjectionWaiter:
@@ -101,6 +105,8 @@ class ProjectionWaiter:
 
     async def wait(self, sequence: int, stream: str = subjects.EVENTS_STREAM, timeout: float = 5.0) -> bool:
         """True once `stream` is applied through `sequence`; False after `timeout` seconds."""
+        if self.applied.get(stream, 0) < sequence:
+            await self._ask(stream, sequence)
         async with self.changed:
             try:
                 async with asyncio.timeout(timeout):
@@ -109,8 +115,24 @@ class ProjectionWaiter:
                 return False
         return True
 
+    async def _ask(self, stream: str, sequence: int) -> None:
+        """Ask the projector for `sequence` now; a failed ask only leaves the wait to take longer."""
+        try:
+            if self._asking is None:
+                self._asking = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            await ask(self._asking, self.schema, stream, sequence)
+        except psycopg.Error as exc:
+            log.info(
+                "could not ask the projector for %s %d (%s): waiting for its interval", stream, sequence, exc
+            )
+            if self._asking is not None:
+                await self._asking.close()
+                self._asking = None
+
     async def close(self) -> None:
         self._closing.set()
+        if self._asking is not None:
+            await self._asking.close()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, psycopg.Error):

@@ -32,6 +32,8 @@ path then runs the check alongside the capacity search instead of before it
 (`gateway.clients.admission`).
 
 The streams' wire (resends while a stream elects a leader) is `gateway.clients.limit_streams`.
+While a stream has no leader (an election on a cluster) a client's requests are admitted from this
+replica's share of each limit, with no message (`gateway.clients.degraded`, `gateway.clients.shares`).
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ from eventstore.errors import WRONG_LAST_SEQUENCE_CODES
 from gateway.clients.idle_slots import IdleSlots, Kept
 from gateway.clients.limit_streams import LimitStreams, unavailable
 from gateway.clients.model import ClientPrincipal
+from gateway.clients.outage import Leaderless
 from gateway.clients.permit import Permit
-from gateway.clients.rate_blocks import RateBlocks, block_size, counts_in_blocks, usable
+from gateway.clients.rate_count import RateCounter
 from streams import subjects
 from streams.codes import ServingError
 
@@ -92,11 +95,12 @@ class RequestLimiter:
         self.max_hold_s = max_hold_s  # renewals stop after this: longer than any request may run
         self._clock = clock
         self._held: dict[str, set[int]] = {}  # slots this replica holds, per group of slots
-        self._rate_seen: dict[str, tuple[int, int]] = {}  # per client: (window, latest total seen)
+        self._rate = RateCounter(self._streams)  # the rate counter, as this replica counts on it
         self._crowded_until: dict[str, float] = {}  # per group: refused or contended until then
-        self._blocks = RateBlocks()  # units counted ahead for clients far from their rate
         self._sizes: dict[str, int] = {}  # per group of slots: how many there are, as last asked
         self._idle = IdleSlots(self._let_go_kept)  # client slots kept a moment for the next request
+        self._shares = self._rate.shares  # admitting while a limit stream has no leader
+        self.metrics = self._streams.metrics.registry
 
     def has_headroom(self, principal: ClientPrincipal) -> bool:
         """Whether, as far as this replica has seen, the client is under half of each limit.
@@ -109,12 +113,12 @@ class RequestLimiter:
         client_id, group = principal.client_id, subjects.client_slots(principal.client_id)
         if self._crowded_until.get(group, 0.0) > now:
             return False
-        seen = self._rate_seen.get(client_id)
+        seen = self._rate.seen.get(client_id)
         if seen is None or seen[0] < int(now // WINDOW_S) - 1:
             return False
         if seen[1] * 2 > principal.requests_per_minute:
             return False
-        in_use = len(self._held.get(group, ())) - self._idle.count(group)  # (not the slots kept idle)
+        in_use = len(self._held.get(group, ())) - self._idle.count(group) + self._shares.slots.in_use(group)
         return in_use * 2 < principal.max_concurrency
 
     def _crowded(self, group: str) -> None:
@@ -133,26 +137,25 @@ class RequestLimiter:
         """Count one request and take a concurrency slot, or raise RATE_LIMITED / QUEUE_FULL (429)."""
         now = self._clock()
         window = int(now // WINDOW_S)
-        rate_subject = subjects.rate_window_subject(principal.client_id, window)
         group = subjects.client_slots(principal.client_id)
+        crowded = self._crowded_until.get(group, 0.0) > now
         counted, slot = await asyncio.gather(
-            self._count(principal, window, rate_subject),
-            self._take_slot(group, principal.max_concurrency),
+            self._rate.count(principal, window, crowded),
+            self._take_slot(group, principal.max_concurrency, degradable=True),
             return_exceptions=True,
         )
         permit = slot if isinstance(slot, Permit) else None
-        rate_ok = counted is True
+        rate_ok = isinstance(counted, tuple) and counted[0]
         if rate_ok and permit is not None:
-            permit.reusable = True
-            permit._schedule_renewal()
+            if not permit.local:
+                permit.reusable = True
+                permit._schedule_renewal()
             return permit
         self._crowded(group)
         # Refused (or a backend failure): give back whatever this attempt took, then say why.
         undo: list[Awaitable[object]] = []
-        if rate_ok and counts_in_blocks(principal.requests_per_minute):
-            self._blocks.keep(principal.client_id, window, 1)  # still counted: the next request's
-        elif isinstance(counted, bool):
-            undo.append(self._streams.increment(rate_subject, -1))
+        if isinstance(counted, tuple):
+            undo.append(self._rate.undo(principal, window, counted))
         if permit is not None:
             undo.append(permit.release())
         if undo:
@@ -175,27 +178,6 @@ class RequestLimiter:
             details={"limit": principal.max_concurrency},
         )
 
-    # ---- rate -----------------------------------------------------------------------------------
-
-    async def _count(self, principal: ClientPrincipal, window: int, subject: str) -> bool:
-        """Count the request in its window: whether the rate admits it (a unit this replica holds
-        from a block, or one counted now). Either way the request holds a counted unit to give back
-        if it is refused; the surplus of a block that reached past the rate is given back here."""
-        client_id, rpm = principal.client_id, principal.requests_per_minute
-        if self._blocks.take(client_id, window):
-            return True
-        seen = self._rate_seen.get(client_id)
-        crowded = self._crowded_until.get(subjects.client_slots(client_id), 0.0) > self._clock()
-        size = block_size(rpm, seen[1] if seen is not None and seen[0] == window and not crowded else None)
-        total = await self._streams.increment(subject, size)
-        self._rate_seen[client_id] = (window, total)
-        admitted = usable(rpm, total, size)
-        if admitted > 1:
-            self._blocks.keep(client_id, window, admitted - 1)
-        if size > max(admitted, 1):
-            await self._streams.increment(subject, max(admitted, 1) - size)
-        return admitted > 0
-
     # ---- concurrency ----------------------------------------------------------------------------
 
     async def take_slot(self, group: str, size: int) -> Permit | None:
@@ -208,18 +190,27 @@ class RequestLimiter:
             permit._schedule_renewal()
         return permit
 
-    async def _take_slot(self, group: str, max_concurrency: int) -> Permit | None:
+    async def _take_slot(self, group: str, max_concurrency: int, degradable: bool = False) -> Permit | None:
+        """A slot of `group`; `degradable` (a client's): from the replica's share, with no message,
+        while the stream has no leader."""
         self._sizes[group] = max_concurrency
         if (kept := self._idle.take(group)) is not None:
             return Permit(self, group, kept.slot, kept.sequence, kept.renewed_at)
         held = self._held.setdefault(group, set())
+        if degradable and self._streams.slots.degraded():
+            return self._local_slot(group, max_concurrency)
+        if len(held) + self._shares.slots.in_use(group) >= max_concurrency:  # local ones count too
+            return None
         first = _unheld_slot(held, max_concurrency)
         if first is None:
             return None
         candidates = [first]  # the cheap optimistic first try
         for _ in range(SLOT_ROUNDS + 1):
             for slot in candidates:
-                permit = await self._try_slot(group, slot)
+                try:
+                    permit = await self._try_slot(group, slot, degradable)
+                except Leaderless:
+                    return self._local_slot(group, max_concurrency)
                 if permit is not None:
                     return permit
             self._crowded(group)  # another replica holds the slot we tried
@@ -234,14 +225,22 @@ class RequestLimiter:
             random.shuffle(candidates)
         return None
 
-    async def _try_slot(self, group: str, slot: int) -> Permit | None:
+    def _local_slot(self, group: str, max_concurrency: int) -> Permit | None:
+        held = len(self._held.get(group, ()))
+        if not self._shares.take_slot(group, max_concurrency, held):
+            return None
+        permit = Permit(self, group, -1, 0)
+        permit.local = True
+        return permit
+
+    async def _try_slot(self, group: str, slot: int, degradable: bool = False) -> Permit | None:
         headers = {"Nats-Expected-Last-Subject-Sequence": "0", "Nats-TTL": self._ttl()}
         held = self._held.setdefault(group, set())
         if slot in held:  # another request of this replica got there first
             return None
         held.add(slot)  # reserve locally first, so this replica never races itself for the slot
         try:
-            ack = await self._streams.publish(subjects.slot_subject(group, slot), headers)
+            ack = await self._streams.publish(subjects.slot_subject(group, slot), headers, degradable)
         except BaseException:
             held.discard(slot)
             raise
@@ -266,7 +265,10 @@ class RequestLimiter:
     async def release_slot(self, permit: Permit) -> None:
         """Free a held slot (for its `Permit`: call `Permit.release`, which does it once); a client's
         slot, while the client is far from its concurrency, is kept a moment for the next request
-        (`gateway.clients.idle_slots`)."""
+        (`gateway.clients.idle_slots`); a local slot (`gateway.clients.degraded`) only ends."""
+        if permit.local:
+            self._shares.slots.free(permit.group)
+            return
         if self._keeps(permit):
             self._idle.keep(permit.group, Kept(permit.slot, permit.sequence, permit.renewed_at))
             return
@@ -297,6 +299,8 @@ class RequestLimiter:
     async def close(self) -> None:
         """Let go of the slots kept for requests to come (a closing replica serves none)."""
         await self._idle.close()
+        self._streams.close()
+        await self._shares.close()
 
     def _ttl(self) -> str:
         return f"{math.ceil(self.slot_ttl_s)}s"

@@ -32,6 +32,9 @@ class Permit:
         self.lost = False  # the slot expired before we renewed it (e.g. after a long partition)
         self.announce = False  # tell those waiting for a slot of the group when it is let go (take_slot)
         self.reusable = False  # a client's slot: may be kept for the replica's next request (acquire)
+        self.local = (
+            False  # a share's slot while the stream had no leader: no message (gateway.clients.degraded)
+        )
         self._limiter = limiter
         self._released = False
         self._renewal: asyncio.TimerHandle | None = None

@@ -33,10 +33,11 @@ class _Read(Collector):
 
 
 async def scraped(edge: Edge) -> CollectorRegistry:
-    """What one scrape of `/metrics` shows: the replica's registry, the agents' metrics by node and
-    the projection's gauges."""
+    """What one scrape of `/metrics` shows: the replica's registry, the client limits', the agents'
+    metrics by node and the projection's gauges."""
     registry = CollectorRegistry(auto_describe=False)  # (no name checks: none share a family name)
     registry.register(edge.ctx.metrics.registry)
+    registry.register(edge.limiter.metrics)  # the client limits' own (shares while leaderless)
     if edge.fleet_metrics is not None:
         registry.register(edge.fleet_metrics)
     registry.register(_Read(await projection_families(edge)))

@@ -128,3 +128,11 @@ async def test_queue_depth_background_writes_and_process_metrics_are_exposed(
     ):
         assert after[name].type == "gauge", name
     assert after["process_cpu_seconds"].type == "counter"
+
+
+async def test_the_client_limits_families_are_scraped(
+    traffic: tuple[dict[str, Metric], dict[str, Metric]],
+) -> None:
+    _, after = traffic
+    for name in ("modelforge_limit_stream_leaderless", "modelforge_limit_stream_outages"):
+        assert name in after, sorted(after)

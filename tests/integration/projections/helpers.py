@@ -106,10 +106,15 @@ async def project_until(
 
 
 @contextlib.asynccontextmanager
-async def projecting(database_url: str, nats_url: str) -> AsyncIterator[None]:
+async def projecting(
+    database_url: str, nats_url: str, commit_interval: float | None = None
+) -> AsyncIterator[None]:
     """A projector running in this process into `database_url` for the block, then stopped."""
     stop = asyncio.Event()
-    task = asyncio.create_task(projector.run(database_url, nats_url, stop=stop, telemetry=False))
+    interval = projector.COMMIT_INTERVAL_S if commit_interval is None else commit_interval
+    task = asyncio.create_task(
+        projector.run(database_url, nats_url, stop=stop, telemetry=False, commit_interval=interval)
+    )
     try:
         yield
     finally:

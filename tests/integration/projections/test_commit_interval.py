@@ -1,14 +1,16 @@
 """The commit interval bounds how often a projector commits under steady traffic, never how long
-the first events after a quiet spell wait: those commit after a short linger for the rest of
-their request (`projections.projector.QUIET_LINGER_S`)."""
+the first events after a quiet spell wait (those commit after a short linger for the rest of
+their request, `projections.projector.QUIET_LINGER_S`), nor how long a reader waiting for a
+sequence waits (it asks for it: `projections.wanted`)."""
 
 from __future__ import annotations
 
 from eventstore.store import EventStore
 from modelforge.devstack.nats_server import NatsServer
 from projections.scenario import traffic
+from projections.wait import ProjectionWaiter
 
-from .helpers import project_until, publish
+from .helpers import project_until, projecting, publish
 
 AN_HOUR_S = 3600.0
 
@@ -19,3 +21,20 @@ async def test_a_request_after_a_quiet_spell_is_applied_without_waiting_out_the_
     target = await publish(private_store, traffic("quiet", 1))
 
     await project_until(fresh_database, private_nats.url, target, timeout=30.0, commit_interval=AN_HOUR_S)
+
+
+async def test_a_reader_waiting_for_a_sequence_is_answered_without_waiting_out_the_commit_interval(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str
+) -> None:
+    async with projecting(fresh_database, private_nats.url, commit_interval=AN_HOUR_S):
+        waiter = await ProjectionWaiter.open(fresh_database)
+        try:
+            first = await publish(private_store, traffic("first", 1))
+            assert await waiter.wait(first["MF_EVENTS"], "MF_EVENTS", timeout=30.0)
+            # The first commit started the hour: these would wait it out, but for the reader's ask.
+            then = await publish(private_store, traffic("then", 1))
+
+            assert await waiter.wait(then["MF_EVENTS"], "MF_EVENTS", timeout=30.0)
+            assert await waiter.wait(then["MF_REQUESTS"], "MF_REQUESTS", timeout=30.0)
+        finally:
+            await waiter.close()
