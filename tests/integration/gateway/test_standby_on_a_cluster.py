@@ -1,6 +1,7 @@
 """Standby leases on a three-server NATS cluster (R3 streams): while MF_EVENTS elects a new leader
 after its server is killed, warm requests are served under the gateway's standby lease, with no
-lease of their own appended, and the accelerator's books never over-commit."""
+lease of their own appended, and the accelerator's books never over-commit; and a standby lease
+never holds up an operator's unload (its holder lets it go once the unload lands)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ import msgspec
 import pytest
 
 from eventstore.provision import REPLICAS_ENV
+from gateway.operations.service import Operations
 from gateway.process import STANDBY_LEASES_ENV
+from gateway.promotion.context import PromotionContext
 from gateway.scheduler.standby import is_standby
 from gateway.serving.context import ServingContext
 from streams import subjects
+from streams.envelope import Actor, ActorKind
 from streams.events import serving as s
 from streams.events.requests import RequestCompleted
 from tests.integration.gateway.conftest import Stack
@@ -117,3 +121,18 @@ async def test_warm_requests_run_under_the_standby_lease_while_mf_events_has_no_
         if isinstance(e.event, s.LeaseGranted) and is_standby(e.event.lease_id)
     }
     assert await over_commits(stack.connection) == []
+
+
+async def test_an_operators_unload_goes_ahead_under_a_standby_lease_which_its_holder_lets_go(
+    stack: Stack,
+) -> None:
+    ctx = _ctx(stack)
+    async with httpx.AsyncClient(timeout=60) as http:  # resident (again), with a standby lease
+        assert (await _embed(http, stack, "resident")).status_code == 200
+    standby = await _holding_standby(ctx)
+    await stack.gateway.settled()  # the request's own lease given back
+    operations = Operations(PromotionContext(ctx, Actor(ActorKind.OPERATOR, "tests")))
+    was_resident, reclaimed = await operations.unload(stack.deployment_id)
+    assert was_resident
+    assert reclaimed > 0
+    assert await ctx.live.wait_for(lambda: standby not in ctx.live.lease_grants, 30)  # let go
