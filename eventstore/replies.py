@@ -26,6 +26,8 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
 _NO_RESPONDERS = "503"
+# nats-py's three names for "no stream answered" (no responders: a stream electing its leader)
+NO_LEADER = (NoRespondersError, NoStreamResponseError, ServiceUnavailableError)
 NO_LEADER_PAUSE_S, MAX_NO_LEADER_PAUSE_S = 0.05, 1.0
 T = TypeVar("T")
 
@@ -124,7 +126,7 @@ async def resend_while_leaderless(send: Callable[[], Awaitable[T]], within_s: fl
     while True:
         try:
             return await send()
-        except (NoRespondersError, NoStreamResponseError, ServiceUnavailableError):  # nats-py's names for it
+        except NO_LEADER:
             remaining = give_up - loop.time()
             if remaining <= 0:
                 raise

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -29,6 +30,11 @@ from streams.envelope import SYSTEM, Actor, Envelope, new_id, utcnow
 from streams.events import AGGREGATE_OF, REQUEST_EVENTS, Event
 
 DUPLICATE_IN_BATCH = 10201
+_attempts = itertools.count()  # keys of in-flight MF_EVENTS publishes watching their connection
+# `probe_leader`'s publish: on a subject no aggregate has, expecting a sequence it never reaches, so
+# a stream with a leader refuses it (nothing is stored) and one without answers nothing.
+_PROBE_SUBJECT = subjects.event_subject(subjects.Aggregate.ACCELERATOR, "leader-probe", "LeaderProbe")
+_PROBE_HEADERS = {"Nats-Expected-Last-Subject-Sequence": str(2**62)}
 _CONFLICTS = WRONG_LAST_SEQUENCE_CODES | {DUPLICATE_IN_BATCH}
 _AMBIGUOUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError, TimeoutError)
 T = TypeVar("T")
@@ -137,6 +143,10 @@ class EventStore:
         self.publish_timeout = publish_timeout  # one attempt's wait for its acknowledgement
         self.retry_s = retry_s  # how long an append whose outcome is unknown keeps being resent
         self.last_sequence = 0  # highest MF_EVENTS sequence this process has seen acked (read-your-writes)
+        # Set while MF_EVENTS appends meet no responders (its leader is being elected), cleared by the
+        # next acknowledged one: a caller with room booked ahead (a standby lease) need not wait.
+        self.leaderless = asyncio.Event()
+        self._probe: asyncio.Task[None] | None = None
 
     async def append(
         self,
@@ -259,7 +269,11 @@ class EventStore:
                 message.headers["Nats-Batch-Sequence"] = str(index)
             outgoing[-1].headers["Nats-Batch-Commit"] = "1"
         try:
-            seq = await self._answered(lambda: self._publish_once(outgoing))
+            seq = await self._answered(
+                (lambda: self._noting_leader(outgoing))
+                if events_stream
+                else (lambda: self._publish_once(outgoing))
+            )
         except _AMBIGUOUS as exc:
             raise PublishFailed(outgoing[0].subject, 0, _unacknowledged(self.retry_s, exc)) from None
         if events_stream:
@@ -281,6 +295,55 @@ class EventStore:
                 if remaining <= 0:
                     raise
                 await self.connection.wait_connected(min(self.publish_timeout, remaining))
+
+    def probe_leader(self) -> asyncio.Task[None]:
+        """Ask MF_EVENTS, in the background, whether it has a leader (one question at a time): for a
+        caller whose append is taking long, which may have gone to a leader that is gone and wait
+        out the publish timeout. No responders sets `leaderless`; a refusal (a leader) clears it."""
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._ask_leader())
+        return self._probe
+
+    async def _ask_leader(self) -> None:
+        try:
+            await replies.inbox_of(self.client).request(
+                _PROBE_SUBJECT, b"", self.publish_timeout, dict(_PROBE_HEADERS)
+            )
+        except replies.NO_LEADER:
+            self.leaderless.set()
+        except Exception:  # unknown (a timeout, a reconnect): nothing learnt
+            return
+        else:
+            self.leaderless.clear()
+
+    async def _noting_leader(self, outgoing: list[Outgoing]) -> int:
+        """An MF_EVENTS publish, noting in `leaderless` whether the stream answered it. If the
+        connection drops under it, its outcome is unknown at once (resent once connected, with the
+        same ids): its reply may have gone with the server, and waiting out the publish timeout
+        would hide for seconds that the stream it led has no leader now."""
+        attempt = asyncio.ensure_future(self._publish_once(outgoing))
+        key, dropped = f"append-{next(_attempts)}", False
+
+        def drop() -> None:
+            nonlocal dropped
+            dropped = True
+            attempt.cancel()
+
+        self.connection.watch_drop(key, drop)
+        try:
+            seq = await attempt
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not dropped or (task is not None and task.cancelling()):
+                raise
+            raise NatsTimeoutError from None  # unknown: `_answered` resends it once connected
+        except replies.NO_LEADER:
+            self.leaderless.set()
+            raise
+        finally:
+            self.connection.unwatch_drop(key)
+        self.leaderless.clear()
+        return seq
 
     async def _publish_once(self, outgoing: list[Outgoing]) -> int:
         inbox, timeout = replies.inbox_of(self.client), self.publish_timeout

@@ -20,6 +20,7 @@ from gateway.http.edge import Edge
 from gateway.operations.canary_guard import guard_canaries
 from gateway.operators import operator_file_from_env
 from gateway.promotion.context import PromotionContext
+from gateway.scheduler.standby import StandbySlots
 from gateway.serving.caps import DeploymentGate
 from gateway.serving.context import COALESCE_AFTER, ServingContext
 from gateway.serving.fleet_metrics import FleetMetrics
@@ -74,6 +75,19 @@ def coalesce_after_from_env() -> int:
     return int(value)
 
 
+STANDBY_LEASES_ENV = "MODELFORGE_STANDBY_LEASES"
+
+
+def standby_slots_from_env() -> int:
+    """Requests each standby lease holds room for (0: no standby leases); `gateway.scheduler.standby`."""
+    value = os.environ.get(STANDBY_LEASES_ENV, "").strip()
+    if not value:
+        return 0
+    if not value.isascii() or not value.isdigit():
+        raise ValueError(f"{STANDBY_LEASES_ENV} must be a whole number of slots (0: off), not {value!r}")
+    return int(value)
+
+
 async def start_replica(gateway_id: str, nats_url: str | None = None) -> GatewayReplica:
     """Ready to serve: state caught up with the event log, clients directory caught up."""
     connection = await connect(nats_url, f"gateway-{gateway_id}")
@@ -97,6 +111,8 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     gate = DeploymentGate(limiter, connection.client)
     ctx = ServingContext(store, live, connection.client, gateway_id, board=queues, gate=gate)
     ctx.coalescing.after = coalesce_after_from_env()
+    if slots := standby_slots_from_env():
+        ctx.standby = StandbySlots(slots)
     live.listeners.append(ctx.wake_waiting)
     await queues.start()
     fleet_metrics = FleetMetrics(connection.client, live.node_live)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from gateway.scheduler.state import AcceleratorState, Channel, ResidencyState, Resident
+from gateway.scheduler.state import AcceleratorState, Channel, ResidencyState, Resident, is_standby
 
 # Enum members read through their class cost ~0.2 µs each on Python 3.11 (module names: ~0.02 µs),
 # and the loops below run per resident of every accelerator a decision looks at.
@@ -22,8 +22,9 @@ _PRODUCTION = Channel.PRODUCTION
 
 
 def busy_deployments(state: AcceleratorState) -> frozenset[str]:
-    """Deployments holding at least one lease on this accelerator."""
-    return frozenset([lease.deployment_id for lease in state.leases])
+    """Deployments holding at least one lease on this accelerator (a standby lease makes none
+    busy: its holder lets it go once the resident is to be unloaded, `scheduler.standby`)."""
+    return frozenset([lease.deployment_id for lease in state.leases if not is_standby(lease.lease_id)])
 
 
 def evictable_when_idle(resident: Resident, requester: Channel) -> bool:

@@ -86,6 +86,14 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     materialised_bytes: int = 0
 
 
+STANDBY_PREFIX = "standby-"  # a replica's standby lease (`gateway.scheduler.standby`)
+
+
+def is_standby(lease_id: str) -> bool:
+    """Whether the lease is a replica's standby lease (not a request's or a load's)."""
+    return lease_id.startswith(STANDBY_PREFIX)
+
+
 def _resident_key(item: Resident) -> str:
     return item.deployment_id
 

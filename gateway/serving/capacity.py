@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from datetime import UTC, datetime
+from functools import partial
 
 import msgspec
 
@@ -26,6 +27,7 @@ from gateway.scheduler import (
     Verdict,
 )
 from gateway.scheduler.placement import plan_placement
+from gateway.scheduler.standby import Held
 from gateway.serving.appends import catch_up_after, stage
 from gateway.serving.background import NATS_FAILURES, append_until_recorded
 from gateway.serving.context import ServingContext
@@ -35,6 +37,7 @@ from gateway.serving.jobs import publish_unload
 from gateway.serving.line import Place, note_blocked, waits_behind, yields
 from gateway.serving.loading import await_evicted, await_loaded, record_failure, send_load
 from gateway.serving.refusal_log import note_refusal
+from gateway.serving.standby import give_back, standby_instead, take_standby
 from gateway.serving.upkeep import with_tracked_pressure
 from gateway.state.loads import failed_recently
 from streams.codes import ServingError
@@ -57,6 +60,9 @@ class Grant(msgspec.Struct, kw_only=True):
     load_ms: float = 0.0
     queue_ms: float = 0.0
     run_slot: Permit | None = None  # the deployment's cap (gateway.serving.caps), let go after the lease
+    # set when the request runs under a slot of this replica's standby lease (no lease of its own:
+    # MF_EVENTS had no leader), which its RequestCompleted names; `lease_id` is then the request's own
+    standby_lease_id: str = ""
 
 
 def _lease(
@@ -188,6 +194,8 @@ async def _acquire(
         now = time.time()
         if now >= deadline:
             raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline")
+        if ctx.store.leaderless.is_set() and (held := take_standby(ctx, deployment.deployment_id, avoid)):
+            return _standby_grant(held, spent)  # no append can land now: room booked ahead instead
         started = time.perf_counter()
         left_ms = (deadline - now) * 1000
         async with ctx.live.decision_lock:
@@ -228,6 +236,18 @@ async def _acquire(
             continue
         try:
             with span("lease", attributes={"modelforge.verdict": decision.verdict.value}):  # the append
+                if step.kind == "warm" and (
+                    held := await standby_instead(
+                        ctx,
+                        step.done,
+                        deployment.deployment_id,
+                        avoid,
+                        deadline,
+                        partial(_finish_when_landed, ctx, step, deployment, decision.node_id or ""),
+                    )
+                ):
+                    spent["scheduling"] += (time.perf_counter() - started) * 1000
+                    return _standby_grant(held, spent)
                 version = await _landed(ctx, step, deadline, deployment, decision.node_id or "")
         except ConcurrencyConflict as clash:
             place.admitted = False  # (it decides again, in its turn)
@@ -376,6 +396,21 @@ def _grant(
     )
 
 
+def _standby_grant(held: Held, spent: dict[str, float]) -> Grant:
+    return Grant(
+        lease_id=new_id(),  # the request's own (watched while it runs), on no books
+        accelerator_id=held.accelerator_id,
+        node_id=held.node_id,
+        deployment_id=held.deployment_id,
+        cold=False,
+        fingerprint="standby",
+        scheduling_ms=spent["scheduling"],
+        load_ms=spent["load"],
+        queue_ms=spent["queue"],
+        standby_lease_id=held.lease_id,
+    )
+
+
 def _decide_again_by(decision: PlacementDecision, envelope: ModelEnvelope, deadline: float) -> float:
     """When a queued request must be decided again even if nothing wakes it: for one waiting out
     critical pressure (no news from the accelerator meanwhile), the moment that pressure could no
@@ -408,7 +443,10 @@ async def _queue(ctx: ServingContext, place: Place, deadline: float, decide_by: 
 
 
 async def release(ctx: ServingContext, grant: Grant, outcome: str) -> None:
-    await _release(ctx, grant.lease_id, grant.accelerator_id, outcome)
+    if grant.standby_lease_id:
+        give_back(ctx, grant.standby_lease_id)  # a slot, not a lease: nothing to append
+    else:
+        await _release(ctx, grant.lease_id, grant.accelerator_id, outcome)
     if grant.run_slot is not None:  # after the lease: its cap then holds on the record too
         await grant.run_slot.release()
 

@@ -14,6 +14,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from eventstore.store import EventStore
+from gateway.scheduler.standby import StandbySlots
 from gateway.serving.caps import DeploymentGate
 from gateway.serving.coalescing import Coalescer
 from gateway.serving.gauges import LiveGauges
@@ -66,6 +67,9 @@ class ServingContext:
     # embedding requests sharing runs (gateway.serving.coalescing): from 2 runs in flight for a
     # deployment, by default (MODELFORGE_COALESCE_AFTER); its members are the pipeline's
     coalescing: Coalescer[Any] = field(default_factory=lambda: Coalescer(COALESCE_AFTER))
+    # this replica's standby leases and their slots (gateway.scheduler.standby), when
+    # MODELFORGE_STANDBY_LEASES is set: warm requests run under them while MF_EVENTS has no leader
+    standby: StandbySlots | None = None
     metrics: ServingMetrics = field(init=False)  # this replica's /metrics, its live gauges included
 
     def __post_init__(self) -> None:

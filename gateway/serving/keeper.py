@@ -27,6 +27,7 @@ from gateway.serving.context import ServingContext
 from gateway.serving.envelopes import live_envelope
 from gateway.serving.loading import send_load
 from gateway.serving.node_silence import read_through
+from gateway.serving.standby import keep_standby, next_standby_due
 from gateway.serving.unloading import unload_idle
 from gateway.state.evictions import (
     evicting_for,
@@ -75,6 +76,7 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
                 upkeep.next_warm_retry(live.catalog, live.load_failures, now),
                 replicas.next_idle_extra_due(live.catalog, live.accelerators.values(), live.policy),
                 upkeep.next_pressure_due(ctx.pressure, live.policy),
+                next_standby_due(ctx),
                 next_load_due(live.loads, live.policy.load_timeout_seconds),
                 next_unload_due(live.evictions, live.policy.unload_timeout_seconds),
                 node_loss.next_node_loss_due(
@@ -154,6 +156,7 @@ async def upkeep_once(ctx: ServingContext, now: float | None = None) -> None:
         )
         await append_to_accelerator(ctx, step.accelerator_id, [changed])
         log.info("pressure on %s: %s -> %s", step.accelerator_id, step.previous, step.current)
+    await keep_standby(ctx, now)  # last: on the residents and pressure this round left
 
 
 async def _record_refused_forgeries(ctx: ServingContext) -> None:

@@ -216,6 +216,7 @@ def complete(
             cold=grant.cold,
             latency=served.latency,
             usage=usage,
+            standby_lease_id=grant.standby_lease_id,
         ),
     )
     if not member.outcome.done():

@@ -20,6 +20,7 @@ import time
 
 from eventstore.errors import ConcurrencyConflict
 from gateway.scheduler import AcceleratorState, ResidencyState
+from gateway.scheduler.state import is_standby
 from gateway.serving.appends import catch_up_after, stage
 from gateway.serving.capacity import unload_victims
 from gateway.serving.context import ServingContext
@@ -31,8 +32,13 @@ CATCH_UP_S = 10.0
 
 
 def leases_of(state: AcceleratorState | None, deployment_id: str) -> int:
-    """Leases of the deployment on the accelerator: its requests, and a load's reservation."""
-    return sum(1 for lease in state.leases if lease.deployment_id == deployment_id) if state else 0
+    """Leases of the deployment on the accelerator: its requests, and a load's reservation (not a
+    replica's standby lease, which its holder lets go once the unload lands: `scheduler.standby`)."""
+    if state is None:
+        return 0
+    return sum(
+        1 for lease in state.leases if lease.deployment_id == deployment_id and not is_standby(lease.lease_id)
+    )
 
 
 def residence(ctx: ServingContext, deployment_id: str, on: str | None = None) -> tuple[str, str] | None:

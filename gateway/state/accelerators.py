@@ -21,6 +21,7 @@ from gateway.scheduler import (
     ResidencyState,
     Resident,
 )
+from gateway.scheduler.state import is_standby
 from gateway.state.catalog import Catalog
 from streams.events import serving as s
 from streams.events.base import Event
@@ -105,10 +106,14 @@ def evolve_accelerator(
                 reserved_bytes=event.reserved_bytes,
             )
             state = msgspec.structs.replace(state, leases=(*state.leases, lease))
+            if is_standby(event.lease_id):  # booked room, not a use: its resident stays idle
+                return state
             return _lease_count(state, event.deployment_id, +1, when)
         case s.LeaseReleased() | s.LeaseExpired():
             state, gone = _without_lease(state, event.lease_id)
-            return _lease_count(state, gone.deployment_id, -1, when) if gone else state
+            if gone is None or is_standby(gone.lease_id):
+                return state
+            return _lease_count(state, gone.deployment_id, -1, when)
         case s.ResidencyLoadRequested():
             loading = _resident_for(event.deployment_id, catalog, 0, ResidencyState.LOADING, when)
             reservation = Lease(

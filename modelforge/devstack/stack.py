@@ -41,6 +41,9 @@ class StackState(msgspec.Struct):
 NODE_ID = "local"
 DEFAULT_GATEWAY_PORT = 8080
 OPERATOR_ROLE = "provisioner"  # whose certificate `up` and the CLI verbs use on the cluster
+# On a cluster the gateway holds standby leases of this many requests per resident (docs/event-log.md,
+# "When a server dies"), unless the environment `up` runs in sets MODELFORGE_STANDBY_LEASES itself.
+STANDBY_LEASES_ENV, CLUSTER_STANDBY_SLOTS = "MODELFORGE_STANDBY_LEASES", "4"
 
 
 class StackRefused(Exception):
@@ -65,8 +68,17 @@ def components(home: Path, state: StackState) -> list[tuple[str, list[str], dict
     if not clustered(state):
         return started
     roles = {"projector": "projector", "gateway": "gateway"}  # every agent: "agent"
+    standby = {STANDBY_LEASES_ENV: os.environ.get(STANDBY_LEASES_ENV) or CLUSTER_STANDBY_SLOTS}
     return [
-        (name, argv, {**nats_cluster.client_environment(home, roles.get(name, "agent")), **own})
+        (
+            name,
+            argv,
+            {
+                **nats_cluster.client_environment(home, roles.get(name, "agent")),
+                **(standby if name == "gateway" else {}),
+                **own,
+            },
+        )
         for name, argv, own in started
     ]
 

@@ -51,22 +51,18 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
                 },
             )
         case r.RequestCompleted():
-            return _request(
-                event,
-                "completed",
-                _finished(
-                    event,
-                    {
-                        "deployment_id": event.deployment_id,
-                        "node_id": event.node_id,
-                        "accelerator_id": event.accelerator_id,
-                        "cold": event.cold,
-                        "usage_items": event.usage.items,
-                        "usage_input_tokens": event.usage.input_tokens,
-                        "finished_at": at,
-                    },
-                ),
-            )
+            done = {
+                "deployment_id": event.deployment_id,
+                "node_id": event.node_id,
+                "accelerator_id": event.accelerator_id,
+                "cold": event.cold,
+                "usage_items": event.usage.items,
+                "usage_input_tokens": event.usage.input_tokens,
+                "finished_at": at,
+            }
+            if event.standby_lease_id:  # (ran under its gateway's standby lease: no lease of its own)
+                done["standby_lease_id"] = event.standby_lease_id
+            return _request(event, "completed", _finished(event, done))
         case r.RequestFailed():
             return _request(
                 event,

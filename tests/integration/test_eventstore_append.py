@@ -207,3 +207,14 @@ async def test_an_append_scoped_to_a_type_conflicts_with_a_change_to_any_aggrega
     assert (await store.load(Aggregate.CLIENT, second))[0] == []
     await store.append(Aggregate.CLIENT, second, [created(second)], moved, scope=every_client)
     assert [r.event for r in (await store.load(Aggregate.CLIENT, second))[0]] == [created(second)]
+
+
+async def test_asking_mf_events_whether_it_has_a_leader_stores_nothing_and_finds_one(
+    store: EventStore,
+) -> None:
+    js = store.client.jetstream()
+    before = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    store.leaderless.set()
+    await store.probe_leader()
+    assert not store.leaderless.is_set()
+    assert (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq == before

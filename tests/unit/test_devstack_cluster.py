@@ -52,3 +52,24 @@ def test_up_cluster_is_refused_where_nats_url_names_another_server(
     monkeypatch.setenv("NATS_URL", "nats://elsewhere:4222")
     with pytest.raises(stack.StackRefused, match="NATS_URL nats://elsewhere:4222"):
         stack.up(tmp_path, lambda url: None, lambda line: None, cluster=True)
+
+
+def _gateway_env(home: Path, cluster: bool) -> dict[str, str]:
+    state = stack.StackState(extra={"gateway_port": "8080", **({"cluster": "1"} if cluster else {})})
+    (env,) = [own for name, _, own in stack.components(home, state) if name == "gateway"]
+    return env
+
+
+def test_up_cluster_gives_its_gateway_standby_leases_and_one_server_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(stack.STANDBY_LEASES_ENV, raising=False)
+    assert _gateway_env(tmp_path, cluster=True)[stack.STANDBY_LEASES_ENV] == stack.CLUSTER_STANDBY_SLOTS
+    assert stack.STANDBY_LEASES_ENV not in _gateway_env(tmp_path, cluster=False)
+
+
+def test_up_cluster_keeps_the_standby_slots_its_environment_sets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(stack.STANDBY_LEASES_ENV, "0")
+    assert _gateway_env(tmp_path, cluster=True)[stack.STANDBY_LEASES_ENV] == "0"

@@ -365,6 +365,7 @@ async def test_migrations_are_recorded_and_idempotent(fresh_database: str) -> No
             (19, "reference_fields"),
             (20, "request_finished_at"),
             (21, "worker_memory"),
+            (22, "request_standby_lease"),
         ]
-    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]
+    assert first == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22]
     assert again == []
