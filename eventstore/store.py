@@ -145,7 +145,10 @@ class EventStore:
         self.last_sequence = 0  # highest MF_EVENTS sequence this process has seen acked (read-your-writes)
         # Set while MF_EVENTS appends meet no responders (its leader is being elected), cleared by the
         # next acknowledged one: a caller with room booked ahead (a standby lease) need not wait.
+        # Watched only where `notes_leader` (a gateway holding standby leases): watching costs a task
+        # and a connection watch per append.
         self.leaderless = asyncio.Event()
+        self.notes_leader = False
         self._probe: asyncio.Task[None] | None = None
 
     async def append(
@@ -271,7 +274,7 @@ class EventStore:
         try:
             seq = await self._answered(
                 (lambda: self._noting_leader(outgoing))
-                if events_stream
+                if events_stream and self.notes_leader
                 else (lambda: self._publish_once(outgoing))
             )
         except _AMBIGUOUS as exc:

@@ -113,6 +113,7 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     ctx.coalescing.after = coalesce_after_from_env()
     if slots := standby_slots_from_env():
         ctx.standby = StandbySlots(slots)
+        store.notes_leader = True
     live.listeners.append(ctx.wake_waiting)
     await queues.start()
     fleet_metrics = FleetMetrics(connection.client, live.node_live)
