@@ -178,14 +178,17 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mib(pids: list[int]) -> float:
+def memory_mib(pids: list[int], field: str = "VmRSS:", file: str = "status") -> float:
+    """A /proc memory figure summed over `pids`: VmRSS (status) counts shared pages once per
+    process that touched them, so a group of many processes sharing memory (PostgreSQL's buffers)
+    is overstated; Pss (smaps_rollup) splits each shared page among its sharers."""
     total = 0
     for pid in pids:
         try:
-            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            lines = Path(f"/proc/{pid}/{file}").read_text().splitlines()
         except OSError:
             continue
-        total += sum(int(line.split()[1]) for line in lines if line.startswith("VmRSS:"))
+        total += sum(int(line.split()[1]) for line in lines if line.startswith(field))
     return total / 1024
 
 
@@ -289,8 +292,10 @@ def report(
             print(f"{system:<12}{rate:>9.1f}{median(workload, system, 'p50_ms'):>9.1f}{median(workload, system, 'p99_ms'):>9.1f}"
                   f"{over_first:>11.2f}{over_direct:>10.2f}  {shown}")  # fmt: skip
     for system, groups in cpu_groups.items():
-        memory = ", ".join(f"{g} {rss_mib(pids_of(spec)):.0f}" for g, spec in groups.items())
-        print(f"VmRSS at the end, MiB, {system}: {memory}")
+        for name, field, file in (("VmRSS", "VmRSS:", "status"), ("Pss", "Pss:", "smaps_rollup")):
+            figures = {g: memory_mib(pids_of(spec), field, file) for g, spec in groups.items()}
+            shown = ", ".join(f"{g} {v:.0f}" for g, v in figures.items())
+            print(f"{name} at the end, MiB, {system}: {shown}; total {sum(figures.values()):.0f}")
 
 
 if __name__ == "__main__":
