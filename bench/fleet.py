@@ -77,7 +77,12 @@ def error_rate(answers: list[Any]) -> str:
     failed = Counter(f"{a.status} {a.code}" for a in answers if a.status != 200)
     total = sum(failed.values())
     named = ", ".join(f"{count} {what}" for what, count in sorted(failed.items()))
-    return f"{total}/{len(answers)} ({total / max(1, len(answers)):.1%}){': ' + named if named else ''}"
+    # what the errors said, ids and all (a few): why they failed, for whoever reads the table
+    said = sorted({a.message for a in answers if a.status != 200 and a.message})[:3]
+    quoted = "".join(f"; “{message}”" for message in said)
+    return (
+        f"{total}/{len(answers)} ({total / max(1, len(answers)):.1%}){': ' + named if named else ''}{quoted}"
+    )
 
 
 async def agent_loss(fleet: Any, clients: int, healthy_p99: float) -> dict[str, str]:

@@ -36,13 +36,15 @@ OPERATOR = "fleet-operator-token"
 
 
 class Answer(msgspec.Struct, frozen=True):
-    """How one client request ended: its status, its error code ("" for a 200), and when (POSIX s)."""
+    """How one client request ended: its status, its error code and message ("" for a 200), and when
+    (POSIX s)."""
 
     status: int
     code: str
     request_id: str
     started: float
     ended: float
+    message: str = ""
 
     @property
     def waited(self) -> float:
@@ -111,11 +113,12 @@ class Load:
                     f"{url}/v1/embeddings", json={"input": f"client {index} request {sent}"}, headers=headers
                 )
                 status, request_id = response.status_code, response.headers.get("x-request-id", "")
-                code = "" if status == 200 else str(response.json()["error"]["code"])
-            except httpx.TransportError as error:  # a gateway that dropped the connection: noted
-                status, request_id, code = 0, "", type(error).__name__
+                error = {} if status == 200 else response.json()["error"]
+                code, message = str(error.get("code", "")), str(error.get("message", ""))
+            except httpx.TransportError as failure:  # a gateway that dropped the connection: noted
+                status, request_id, code, message = 0, "", type(failure).__name__, str(failure)
             async with self._noted:
-                self.answers.append(Answer(status, code, request_id, started, time.time()))
+                self.answers.append(Answer(status, code, request_id, started, time.time(), message))
                 self._noted.notify_all()
             sent += self.clients
 
