@@ -23,7 +23,7 @@ from gateway.promotion.context import PromotionContext
 from gateway.promotion.decide import decide_node
 from gateway.promotion.waiting import next_event
 from gateway.scheduler.policy import PolicyInvalid, revise
-from gateway.serving.capacity import unload_victims
+from gateway.serving.evicting import unload_victims
 from gateway.serving.jobs import publish_job
 from gateway.serving.unloading import plan_unload
 from streams.codes import ServingError

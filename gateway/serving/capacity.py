@@ -33,9 +33,9 @@ from gateway.serving.background import NATS_FAILURES, append_until_recorded
 from gateway.serving.context import ServingContext
 from gateway.serving.envelopes import live_envelope
 from gateway.serving.errors import rejection
-from gateway.serving.jobs import publish_unload
+from gateway.serving.evicting import planned_eviction, unload_victims
 from gateway.serving.line import Place, note_blocked, waits_behind, yields
-from gateway.serving.loading import await_evicted, await_loaded, record_failure, send_load
+from gateway.serving.loading import await_evicted, await_loaded, send_load
 from gateway.serving.refusal_log import note_refusal
 from gateway.serving.standby import give_back, standby_instead, take_standby
 from gateway.serving.upkeep import with_tracked_pressure
@@ -43,7 +43,6 @@ from gateway.state.loads import failed_recently
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
-from streams.events.base import Event
 from streams.tracing import span
 
 log = logging.getLogger("modelforge.gateway.capacity")
@@ -80,41 +79,6 @@ def _lease(
         expires_at=datetime.fromtimestamp(time.time() + ttl_s, UTC),
         decision_fingerprint=decision.fingerprint,
     )
-
-
-def planned_eviction(
-    decision: PlacementDecision, accelerator_id: str, deployment_id: str
-) -> s.EvictionPlanned:
-    return s.EvictionPlanned(
-        eviction_id=new_id(),
-        accelerator_id=accelerator_id,
-        victims=decision.evictions,
-        for_deployment_id=deployment_id,
-        required_bytes=decision.required_bytes,
-        decision_fingerprint=decision.fingerprint,
-    )
-
-
-async def unload_victims(ctx: ServingContext, node_id: str, eviction: s.EvictionPlanned) -> None:
-    """Send each victim's unload job. A victim whose job cannot be sent goes back on the books
-    (`ResidencyUnloadFailed`), so that the eviction ends rather than waiting for an unload nobody
-    was asked to do; then the failure is raised."""
-    acc = eviction.accelerator_id
-    for index, victim in enumerate(eviction.victims):
-        try:
-            await publish_unload(
-                ctx, node_id, acc, victim, eviction.reason, f"evict-{eviction.eviction_id}-{victim}"
-            )
-        except NATS_FAILURES as failure:
-            detail = f"the unload job could not be sent: {failure!r}"
-            back: list[Event] = [
-                s.ResidencyUnloadFailed(
-                    accelerator_id=acc, deployment_id=v, code="CAPABILITY_UNAVAILABLE", detail=detail
-                )
-                for v in eviction.victims[index:]
-            ]
-            await record_failure(ctx, acc, back)
-            raise ServingError("CAPABILITY_UNAVAILABLE", detail) from None
 
 
 class _Step(msgspec.Struct):

@@ -22,9 +22,9 @@ from gateway.scheduler import PlacementRequest, Verdict
 from gateway.scheduler.placement import plan_placement
 from gateway.serving import liveness, node_loss, replicas, upkeep
 from gateway.serving.appends import append_to_accelerator, stage
-from gateway.serving.capacity import planned_eviction, unload_victims
 from gateway.serving.context import ServingContext
 from gateway.serving.envelopes import live_envelope
+from gateway.serving.evicting import planned_eviction, unload_victims
 from gateway.serving.loading import send_load
 from gateway.serving.node_silence import read_through
 from gateway.serving.standby import keep_standby, next_standby_due

@@ -22,8 +22,8 @@ from eventstore.errors import ConcurrencyConflict
 from gateway.scheduler import AcceleratorState, ResidencyState
 from gateway.scheduler.state import is_standby
 from gateway.serving.appends import catch_up_after, stage
-from gateway.serving.capacity import unload_victims
 from gateway.serving.context import ServingContext
+from gateway.serving.evicting import unload_victims
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
