@@ -52,8 +52,8 @@ class Asks:
             return
         now = self._clock()
         asked, lapses = self.through.get(stream, (0, now))
-        if int(seq) > asked or lapses <= now:
-            self.through[stream] = (max(int(seq), asked if lapses > now else 0), now + ASK_LAPSES_S)
+        if int(seq) > (asked if lapses > now else 0):  # further than the ask standing, if any
+            self.through[stream] = (int(seq), now + ASK_LAPSES_S)
             self.on_ask()
 
     def pending(self, submitted: Mapping[str, int]) -> bool:
