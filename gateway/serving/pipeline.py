@@ -27,7 +27,14 @@ from gateway.deployments.weights import RoutingKey
 from gateway.serving import capacity
 from gateway.serving.coalescing import Room
 from gateway.serving.context import ServingContext
-from gateway.serving.dispatch import ENVELOPE_BYTES, NODE_LOST, Invoked, NodeUnreachable, invoke
+from gateway.serving.dispatch import (
+    ENVELOPE_BYTES,
+    NODE_LOST,
+    InvokeCutOff,
+    Invoked,
+    NodeUnreachable,
+    invoke,
+)
 from gateway.serving.members import (
     Member,
     Run,
@@ -300,11 +307,16 @@ async def _elsewhere(
     lost: ServingError,
     sharing: tuple[str, ...],
 ) -> capacity.Grant:
-    """A lease for the retry, anywhere but `gone`. An unreachable agent with no other accelerator
-    to go to is answered as it was (CAPABILITY_UNAVAILABLE), not as a placement refusal."""
+    """A lease for the retry, anywhere but `gone`, where another accelerator may take it. An invoke
+    cut off by a dropped NATS connection (`InvokeCutOff`) found its agent alive, and the agent that
+    reported the drop is connected again: with no other copy to go to, it runs again on the same
+    one. An unreachable agent with no other accelerator to go to is answered as it was
+    (CAPABILITY_UNAVAILABLE), not as a placement refusal."""
     try:
         return await _lease(ctx, deployment, first, deadline, sharing, avoid=gone)
     except ServingError as refused:
-        if isinstance(lost, NodeUnreachable) and refused.code == "NO_ELIGIBLE_NODE":
-            raise lost from None
-        raise
+        if refused.code != "NO_ELIGIBLE_NODE" or not isinstance(lost, NodeUnreachable):
+            raise
+        if isinstance(lost, InvokeCutOff):
+            return await _lease(ctx, deployment, first, deadline, sharing)
+        raise lost from None

@@ -300,6 +300,38 @@ async def test_a_request_cancelled_while_its_model_runs_gives_its_lease_back_and
     assert (await failure_of(stack, request_id)).code == "REQUEST_CANCELLED"
 
 
+async def test_a_request_cut_off_by_its_agents_reconnect_runs_again_on_the_only_copy(stack: Stack) -> None:
+    # The agent that reports a drop of its NATS connection is connected again: where no other copy
+    # may take the request, it runs once more on the same one rather than failing 503.
+    assert stack.gateway.replica is not None
+    live = stack.gateway.replica.edge.ctx.live
+    request_id = f"cut-off-{new_id()[:8]}"
+    invokes = await stack.connection.client.subscribe(
+        subjects.invoke_subject(stack.node, stack.deployment_id)
+    )
+    await stack.connection.client.flush()  # the server holds the copy's interest before the request
+    with stopped(await _resident_worker(stack)):  # the model is still running it when the drop is heard
+        serving = asyncio.create_task(serve_directly(stack, request_id, ["cut off"]))
+        try:
+            while request_id.encode() not in (await invokes.next_msg(timeout=30)).data:
+                pass  # (another request's invoke)
+            latest = live.telemetry[f"{stack.node}-cpu0"]
+            live.apply_telemetry(msgspec.structs.replace(latest, reconnects=latest.reconnects + 1))
+            while request_id.encode() not in (await invokes.next_msg(timeout=30)).data:
+                pass  # its invoke once more, on the same node: no other has a copy
+        finally:
+            await invokes.unsubscribe()
+    served = await asyncio.wait_for(serving, 60)
+    assert served.deployment_id == stack.deployment_id
+    assert (await release_of(stack, request_id)).outcome == "failed"  # the cut-off run's lease
+    ended = await first_event(
+        stack,
+        subjects.REQUESTS_STREAM,
+        lambda e: isinstance(e, RequestCompleted | RequestFailed) and e.request_id == request_id,
+    )
+    assert isinstance(ended, RequestCompleted)
+
+
 async def _hang_up(call: asyncio.Future[httpx.Response]) -> None:
     """The client gives up on `call`: its connection closes."""
     call.cancel()
