@@ -61,17 +61,32 @@ def plan_batch(
     return taken, rows >= max_rows
 
 
+# How much more than an even share of a round's rows one lane may hold. A lane runs on one thread;
+# one batch runs on every thread, at ~0.9 of their sum (docs/performance.md, "Lanes"): lanes left
+# more uneven than this finish later than the same rows run as batches one after another.
+LANE_SLACK = 1.125
+
+
 def plan_lanes(
     parts: Sequence[tuple[int, int]], max_rows: int, max_padded_tokens: int | None, lanes: int
 ) -> list[int]:
     """How many leading parts each of the batches that run at once takes: one batch where the
     queue holds one batch's worth (or `lanes` is 1), else up to `lanes` batches with their rows
-    evened out, so that no lane idles while another runs a long batch on its one thread."""
+    evened out, so that no lane idles while another runs a long batch on its one thread. Parts are
+    whole (a part is one caller's rows): where they cannot be evened out (a lone row beside a full
+    batch), the first batch runs alone, on every thread, and the rest waits for the next round."""
     greedy = _consecutive(parts, max_rows, max_padded_tokens, lanes)
     if len(greedy) <= 1:
         return greedy
     rows = sum(part_rows for part_rows, _ in parts[: sum(greedy)])
-    return _consecutive(parts, min(max_rows, -(-rows // len(greedy))), max_padded_tokens, len(greedy))
+    evened = _consecutive(parts, min(max_rows, -(-rows // len(greedy))), max_padded_tokens, len(greedy))
+    lane_rows, start = [], 0
+    for count in evened:
+        lane_rows.append(sum(part_rows for part_rows, _ in parts[start : start + count]))
+        start += count
+    if max(lane_rows) * len(lane_rows) > LANE_SLACK * sum(lane_rows):
+        return greedy[:1]
+    return evened
 
 
 def _consecutive(

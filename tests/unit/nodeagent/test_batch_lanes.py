@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.worker.batching import DynamicBatcher, plan_batch, plan_lanes
+from nodeagent.worker.batching import LANE_SLACK, DynamicBatcher, plan_batch, plan_lanes
 
 shapes = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 30)), max_size=30)
 budgets = st.none() | st.integers(1, 600)
@@ -55,6 +55,23 @@ def test_work_for_one_batch_runs_as_one_batch(
     taken, _ = plan_batch(parts, max_rows, tokens)
     if taken == len(parts):
         assert plan_lanes(parts, max_rows, tokens, lanes) == ([taken] if parts else [])
+
+
+@given(shapes, st.integers(1, 32), budgets, st.integers(2, 4))
+def test_lanes_that_run_at_once_hold_about_even_rows(
+    parts: list[tuple[int, int]], max_rows: int, tokens: int | None, lanes: int
+) -> None:
+    counts = plan_lanes(parts, max_rows, tokens, lanes)
+    if len(counts) > 1:
+        ends = [sum(counts[: i + 1]) for i in range(len(counts))]
+        rows = [sum(r for r, _ in parts[end - count : end]) for end, count in zip(ends, counts, strict=True)]
+        assert max(rows) * len(rows) <= LANE_SLACK * sum(rows)
+
+
+def test_a_lone_row_beside_a_full_batch_runs_first_on_every_thread() -> None:
+    # Two lanes would run the full batch on one thread while the other idles after its one row.
+    assert plan_lanes([(1, 10), (32, 10)], max_rows=32, max_padded_tokens=None, lanes=2) == [1]
+    assert plan_lanes([(32, 10), (1, 10)], max_rows=32, max_padded_tokens=None, lanes=2) == [1]
 
 
 def test_rows_are_evened_out_over_the_lanes() -> None:
