@@ -44,8 +44,8 @@ import logging
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Final
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, Final, TypeVar
 
 from nats.aio.client import Client
 
@@ -55,7 +55,7 @@ from gateway.clients.limit_streams import LimitStreams, unavailable
 from gateway.clients.model import ClientPrincipal
 from gateway.clients.outage import Leaderless
 from gateway.clients.permit import Permit
-from gateway.clients.rate_count import RateCounter
+from gateway.clients.rate_count import Counted, RateCounter
 from streams import subjects
 from streams.codes import ServingError
 
@@ -63,6 +63,17 @@ log = logging.getLogger("modelforge.gateway.limits")
 
 WINDOW_S: Final = 60
 SLOT_ROUNDS: Final = 3  # stream-info rounds before a contended client is told QUEUE_FULL
+
+
+T = TypeVar("T")
+
+
+async def _outcome(work: Coroutine[Any, Any, T]) -> T | BaseException:
+    """What `work` returns, or the exception it raises (as `gather(return_exceptions=True)` gives)."""
+    try:
+        return await work
+    except Exception as failed:
+        return failed
 
 
 def _unheld_slot(held: set[int], max_concurrency: int) -> int | None:
@@ -139,11 +150,20 @@ class RequestLimiter:
         window = int(now // WINDOW_S)
         group = subjects.client_slots(principal.client_id)
         crowded = self._crowded_until.get(group, 0.0) > now
-        counted, slot = await asyncio.gather(
-            self._rate.count(principal, window, crowded),
-            self._take_slot(group, principal.max_concurrency, degradable=True),
-            return_exceptions=True,
-        )
+        # Most requests of a busy client are counted from a block and take a kept slot, with no
+        # message: then no task is made (two a request, and a loop turn each, at one client).
+        counted: Counted | BaseException | None = self._rate.from_block(principal.client_id, window)
+        slot: Permit | BaseException | None = self._kept_slot(group, principal.max_concurrency)
+        if counted is None and slot is None:
+            counted, slot = await asyncio.gather(
+                self._rate.count(principal, window, crowded),
+                self._take_slot(group, principal.max_concurrency, degradable=True),
+                return_exceptions=True,
+            )
+        elif counted is None:
+            counted = await _outcome(self._rate.count(principal, window, crowded))
+        elif slot is None:
+            slot = await _outcome(self._take_slot(group, principal.max_concurrency, degradable=True))
         permit = slot if isinstance(slot, Permit) else None
         rate_ok = isinstance(counted, tuple) and counted[0]
         if rate_ok and permit is not None:
@@ -193,9 +213,8 @@ class RequestLimiter:
     async def _take_slot(self, group: str, max_concurrency: int, degradable: bool = False) -> Permit | None:
         """A slot of `group`; `degradable` (a client's): from the replica's share, with no message,
         while the stream has no leader."""
-        self._sizes[group] = max_concurrency
-        if (kept := self._idle.take(group)) is not None:
-            return Permit(self, group, kept.slot, kept.sequence, kept.renewed_at)
+        if (kept := self._kept_slot(group, max_concurrency)) is not None:
+            return kept
         held = self._held.setdefault(group, set())
         if degradable and self._streams.slots.degraded():
             return self._local_slot(group, max_concurrency)
@@ -224,6 +243,12 @@ class RequestLimiter:
                 return None
             random.shuffle(candidates)
         return None
+
+    def _kept_slot(self, group: str, max_concurrency: int) -> Permit | None:
+        """A slot of `group` this replica kept idle, taken at once (no message), or None."""
+        self._sizes[group] = max_concurrency
+        kept = self._idle.take(group)
+        return None if kept is None else Permit(self, group, kept.slot, kept.sequence, kept.renewed_at)
 
     def _local_slot(self, group: str, max_concurrency: int) -> Permit | None:
         held = len(self._held.get(group, ()))

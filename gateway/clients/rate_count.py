@@ -28,8 +28,8 @@ class RateCounter:
         way the request holds a counted unit to give back if it is refused (`undo`); the surplus of
         a block that reached past the rate is given back here."""
         client_id, rpm = principal.client_id, principal.requests_per_minute
-        if self.blocks.take(client_id, window):
-            return True, False
+        if (held := self.from_block(client_id, window)) is not None:
+            return held
         seen = self.seen.get(client_id)
         seen_now = seen[1] if seen is not None and seen[0] == window else None
         size = block_size(rpm, None if crowded else seen_now)
@@ -45,6 +45,10 @@ class RateCounter:
         if size > max(admitted, 1):
             await self._give_back(client_id, window, max(admitted, 1) - size)
         return admitted > 0, False
+
+    def from_block(self, client_id: str, window: int) -> Counted | None:
+        """The request counted at once, from a block this replica holds (no message), or None."""
+        return (True, False) if self.blocks.take(client_id, window) else None
 
     async def undo(self, principal: ClientPrincipal, window: int, counted: Counted) -> None:
         """Give back the unit a refused request took: to the share, to this replica's block (a
