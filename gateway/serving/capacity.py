@@ -159,7 +159,7 @@ async def _acquire(
         if now >= deadline:
             raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline")
         if ctx.store.leaderless.is_set() and (held := take_standby(ctx, deployment.deployment_id, avoid)):
-            return _standby_grant(held, spent)  # no append can land now: room booked ahead instead
+            return _standby_grant(ctx, held, spent)  # no append can land now: room booked ahead instead
         started = time.perf_counter()
         left_ms = (deadline - now) * 1000
         async with ctx.live.decision_lock:
@@ -211,7 +211,7 @@ async def _acquire(
                     )
                 ):
                     spent["scheduling"] += (time.perf_counter() - started) * 1000
-                    return _standby_grant(held, spent)
+                    return _standby_grant(ctx, held, spent)
                 version = await _landed(ctx, step, deadline, deployment, decision.node_id or "")
         except ConcurrencyConflict as clash:
             place.admitted = False  # (it decides again, in its turn)
@@ -360,7 +360,8 @@ def _grant(
     )
 
 
-def _standby_grant(held: Held, spent: dict[str, float]) -> Grant:
+def _standby_grant(ctx: ServingContext, held: Held, spent: dict[str, float]) -> Grant:
+    ctx.metrics.ran_under_standby(held.deployment_id)
     return Grant(
         lease_id=new_id(),  # the request's own (watched while it runs), on no books
         accelerator_id=held.accelerator_id,

@@ -1,6 +1,6 @@
 """The gauges of the live view, computed when Prometheus scrapes (a custom collector): queue
-depth, background writes, and per accelerator the books (resident, leased, schedulable bytes,
-leases) and the pressure level on them.
+depth, background writes, per accelerator the books (resident, leased, schedulable bytes,
+leases) and the pressure level on them, and this gateway's standby leases (`standby_gauges`).
 
 Projection lag is not here: it is an async read of the read model and the streams, made by the
 `/metrics` handler (`gateway.http.projection_metrics`).
@@ -16,6 +16,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gateway.scheduler import account
+from gateway.scheduler.standby import StandbySlots
 from gateway.scheduler.state import SEVERITY
 
 if TYPE_CHECKING:
@@ -51,7 +52,41 @@ class LiveGauges(Collector):
             "Writes begun off a response's path (lease releases, request events) not finished yet",
             len(ctx.background),
         )
+        yield _gauge(
+            "modelforge_event_log_leaderless",
+            "1 while this gateway finds the event log (MF_EVENTS) with no leader: no lease can be "
+            "appended, and warm requests run under standby leases where it holds them",
+            1 if ctx.store.leaderless.is_set() else 0,
+        )
         yield from _accelerators(ctx)
+        yield from standby_gauges(ctx.standby)
+
+
+def standby_gauges(slots: StandbySlots | None) -> list[Metric]:
+    """This gateway's standby leases (`gateway.scheduler.standby`), per deployment and accelerator:
+    the memory each books and its requests' slots, all and in use. None where it holds none."""
+    if slots is None:
+        return []
+    labels = ["deployment", "accelerator"]
+    booked = GaugeMetricFamily(
+        "modelforge_standby_lease_bytes",
+        "Memory this gateway's standby leases book ahead for warm requests while the event log has no leader",
+        labels=labels,
+    )
+    held = GaugeMetricFamily(
+        "modelforge_standby_slots", "Requests this gateway's standby leases hold room for", labels=labels
+    )
+    in_use = GaugeMetricFamily(
+        "modelforge_standby_slots_in_use",
+        "Requests running under this gateway's standby leases",
+        labels=labels,
+    )
+    for lease in sorted(slots.held.values(), key=lambda h: h.lease_id):
+        values = [lease.deployment_id, lease.accelerator_id]
+        booked.add_metric(values, lease.reserved_bytes)
+        held.add_metric(values, slots.slots)
+        in_use.add_metric(values, slots.slots - slots.free(lease.lease_id))
+    return [booked, held, in_use]
 
 
 def _accelerators(ctx: ServingContext) -> Iterator[Metric]:

@@ -112,6 +112,15 @@ class ServingMetrics:
         self._leases = Counter(
             "modelforge_leases_granted", "Leases this gateway put on the books", registry=registry
         )
+        self._under_standby = _Labelled(
+            Counter(
+                "modelforge_standby_requests",
+                "Requests this gateway ran under a slot of its standby lease, with no lease of their own "
+                "(the event log had no leader)",
+                ["deployment"],
+                registry=registry,
+            )
+        )
         if live is not None:
             registry.register(live)
 
@@ -130,6 +139,9 @@ class ServingMetrics:
         self._verdicts(verdict.value).inc()
         if verdict.rejects and decision.reason_codes:
             self._rejections(decision.reason_codes[0].value).inc()
+
+    def ran_under_standby(self, deployment_id: str) -> None:
+        self._under_standby(deployment_id).inc()
 
     def appended(self, events: list[Event]) -> None:
         """Events this gateway appended to an accelerator (acknowledged)."""

@@ -130,6 +130,15 @@ async def test_queue_depth_background_writes_and_process_metrics_are_exposed(
     assert after["process_cpu_seconds"].type == "counter"
 
 
+async def test_the_event_logs_leader_is_a_gauge_that_is_0_while_it_has_one(
+    traffic: tuple[dict[str, Metric], dict[str, Metric]],
+) -> None:
+    _, after = traffic
+    family = after["modelforge_event_log_leaderless"]
+    assert family.type == "gauge"
+    assert value(family, "modelforge_event_log_leaderless") == 0
+
+
 async def test_the_client_limits_families_are_scraped(
     traffic: tuple[dict[str, Metric], dict[str, Metric]],
 ) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import msgspec
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from eventstore.provision import REPLICAS_ENV
 from gateway.operations.service import Operations
@@ -121,6 +122,17 @@ async def test_warm_requests_run_under_the_standby_lease_while_mf_events_has_no_
         if isinstance(e.event, s.LeaseGranted) and is_standby(e.event.lease_id)
     }
     assert await over_commits(stack.connection) == []
+    async with httpx.AsyncClient() as http:
+        scraped = (await http.get(f"{stack.gateway.url}/metrics")).text
+    metrics = {f.name: f for f in text_string_to_metric_families(scraped)}
+    (ran,) = [x.value for x in metrics["modelforge_standby_requests"].samples if x.name.endswith("_total")]
+    assert ran >= len(under_standby)
+    held = [
+        x
+        for x in metrics["modelforge_standby_slots"].samples
+        if x.labels["deployment"] == stack.deployment_id
+    ]
+    assert [x.value for x in held] == [SLOTS]
 
 
 async def test_an_operators_unload_goes_ahead_under_a_standby_lease_which_its_holder_lets_go(
