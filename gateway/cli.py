@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import socket
@@ -17,10 +18,26 @@ from streams import tracing
 from streams.subjects import token
 
 log = logging.getLogger("modelforge.gateway")
+# Python's cyclic collector runs its young generation every 700 container allocations: under load,
+# every few requests, each time traversing every request in flight (an embedding's list of floats
+# included) and promoting them, which makes the full collections that follow grow with traffic: a
+# quarter of the gateway's CPU at 64 concurrent callers. At 20,000 it runs ~30 times less often,
+# and what start-up built (the live view, the catalogue, the modules) is frozen out of every one.
+GC_YOUNG_THRESHOLD = 20_000
+
+
+def tune_collector() -> None:
+    """Freeze what exists now out of the cyclic collector's passes, and run its young generation
+    every GC_YOUNG_THRESHOLD allocations (the older generations' ratios stay Python's)."""
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
 async def run_gateway(host: str, port: int, gateway_id: str, https: dict[str, str]) -> None:
     replica = await start_replica(gateway_id)
+    tune_collector()
     server = uvicorn.Server(server_config(replica.app, host=host, port=port, log_level="warning", **https))
     log.info("gateway %s listening on %s://%s:%d", gateway_id, "https" if https else "http", host, port)
     try:
