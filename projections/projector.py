@@ -7,10 +7,11 @@ each stream's advisory lock (a second projector blocks there until the first one
 e.g. it dies), then follow the streams from their checkpoints + 1.
 Messages are queued as they arrive; the applier takes whatever is queued (up to `batch_max`) as
 one batch and commits rows, audit log and checkpoints in one transaction, so batches grow with
-load and shrink to one event when idle. Commits start at most once per `commit_interval`: a
-transaction costs far more than an event in it (bench/trickle.py), so at a steady trickle the events
-of that interval share one, and the read model lags by at most that interval; after a quiet spell
-the first event commits after a short linger for the rest of its request (`QUIET_LINGER_S`). A
+load and shrink to one event when idle. Commits start at most once per `commit_interval`, and
+less often as traffic falls (`projections.pace`): a transaction costs far more than an event in it
+(bench/trickle.py), so at a steady trickle the events of an interval share one, and the read model
+lags by at most that interval; after a quiet spell the first event commits after a short linger for
+the rest of its request (`QUIET_LINGER_S`). A
 reader waiting for a sequence asks for it (`projections.wanted`): until it is committed, nothing
 waits out the interval, so read-your-writes never pays for it.
 Meanwhile the readers leave what arrives in their sockets and take it in one read when the wait
@@ -32,6 +33,7 @@ import psycopg
 from projections import halts, source
 from projections.batch import Catalog, ProjectionHalted
 from projections.migrate import LIVE_SCHEMA, check_schema, lock_key, migrate
+from projections.pace import QUIET_LINGER_S, Pace
 from projections.pipeline import Chunk, Pipeline
 from projections.reconnect import lost, reconnect
 from projections.wanted import Asks, listen
@@ -41,9 +43,6 @@ from streams import subjects
 log = logging.getLogger("modelforge.projector")
 BATCH_MAX = 10_000
 COMMIT_INTERVAL_S = 1.0  # 0.05, then 0.25 until asks (docs/performance.md, "At a trickle")
-# A lone event after a quiet spell waits this long for the rest of its request (a warm request's
-# events span its inference, ~10 ms): one transaction per stream a request instead of two.
-QUIET_LINGER_S = 0.025
 QUEUE_CHUNKS = 64  # chunks of up to one socket read each: backpressure on the readers
 RETRY_S = 1.0
 READER_STOP_S = 10.0  # a cancelled reader deletes its consumer and closes its socket: milliseconds
@@ -204,7 +203,7 @@ async def _follow(
     # Set while events wait for the commit interval to pass (the queue keeps filling meanwhile).
     lingering: asyncio.Future[None] | None = None
     timer: asyncio.TimerHandle | None = None  # the one that ends `lingering`
-    next_start = loop.time()
+    pace = Pace(batching.commit_interval, loop.time())
 
     def applied() -> None:
         if on_batch is not None:
@@ -232,10 +231,11 @@ async def _follow(
                     if stopping.done():
                         break
                     continue
-                early = next_start - loop.time()
+                now = loop.time()
+                early = pace.next_start - now
                 if asks.pending(pipeline.prepared):
                     early = 0.0
-                elif early <= 0 and pipeline.committing is None and queue.empty():
+                elif pace.quiet(now) and pipeline.committing is None and queue.empty():
                     early = min(QUIET_LINGER_S, batching.commit_interval)
                 if early > 0 and not queue.full() and not stopping.done():
                     lingering = loop.create_future()
@@ -245,13 +245,13 @@ async def _follow(
             elif not lingering.done() and not stopping.done():
                 continue
             lingering = None
-            next_start = loop.time() + batching.commit_interval
             items, getting = [getting.result()], None
             count = _size(items[0])
             while count < batching.batch_max and not queue.empty():
                 item = queue.get_nowait()
                 items.append(item)
                 count += _size(item)
+            pace.start(count, loop.time())
             chunks: list[Chunk] = []
             for item in items:
                 if isinstance(item, BaseException):
@@ -286,7 +286,7 @@ async def _follow(
 
 class _Batching(NamedTuple):
     batch_max: int  # most events per transaction
-    commit_interval: float  # seconds from one commit's start to the next one's, at the least
+    commit_interval: float  # seconds from one commit's start to the next one's, at the least (`Pace`)
 
 
 def _settle(future: asyncio.Future[None], reading: asyncio.Event) -> None:
