@@ -181,19 +181,36 @@ async def _follow(
 ) -> None:
     queue: asyncio.Queue[_Item] = asyncio.Queue(QUEUE_CHUNKS)
     loop = asyncio.get_running_loop()
-    # Closed while events wait for the commit interval: the readers leave what arrives meanwhile in
-    # their sockets and take it in one read when it opens, instead of waking for every message.
+    # Closed while events wait for the commit interval: the readers leave what arrives meanwhile
+    # unread in their sockets (no wake-up per message) and, when it opens, take it in one chunk, up to
+    # a PING's PONG (`source.read`'s hold). Until each has, it is `behind` and the applier waits.
     reading = asyncio.Event()
     reading.set()
+    behind: set[str] = set()
+    caught_up = asyncio.Event()
+    caught_up.set()
+
+    def catch_up(stream: str) -> None:
+        behind.discard(stream)
+        if not behind:
+            caught_up.set()
 
     async def read(stream: str) -> None:
+        start = checkpoints.get(stream, 0) + 1
         try:
-            async for chunk in source.read(stream, checkpoints.get(stream, 0) + 1, urls=nats_urls):
-                await queue.put((stream, chunk))
-                await reading.wait()
+            async for chunk in source.read(stream, start, urls=nats_urls, hold=reading):
+                # Before the put: the applier, woken, takes this chunk with the rest of the queue
+                # (a put into a full queue would wait for an applier that waits for this reader).
+                catch_up(stream)
+                if chunk:
+                    await queue.put((stream, chunk))
+                if not reading.is_set():  # source.read holds before the next chunk (no await between)
+                    behind.add(stream)
+                    caught_up.clear()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # handed to the applier, which raises it
+            catch_up(stream)
             await queue.put(exc)
 
     readers = [asyncio.create_task(read(stream)) for stream in streams]
@@ -244,6 +261,8 @@ async def _follow(
                     continue
             elif not lingering.done() and not stopping.done():
                 continue
+            elif reading.is_set():  # the interval passed (or was asked away): what arrived meanwhile
+                await caught_up.wait()  # is read within a PING's round trip to NATS
             lingering = None
             items, getting = [getting.result()], None
             count = _size(items[0])
