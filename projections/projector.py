@@ -252,8 +252,9 @@ async def _follow(
                 early = pace.next_start - now
                 if asks.pending(pipeline.prepared):
                     early = 0.0
-                elif pace.quiet(now) and pipeline.committing is None and queue.empty():
-                    early = min(QUIET_LINGER_S, batching.commit_interval)
+                elif pace.quiet(now):  # a lone event lingers for the rest of its request; more go now
+                    alone = pipeline.committing is None and queue.empty()
+                    early = min(QUIET_LINGER_S, batching.commit_interval) if alone else 0.0
                 if early > 0 and not queue.full() and not stopping.done():
                     lingering = loop.create_future()
                     reading.clear()
