@@ -9,6 +9,10 @@ the CPU that the projector's processes and PostgreSQL spent per request, and how
 read model was (the last event's publish to its commit).
 
     .venv/bin/python -m bench.trickle [--rate 80] [--seconds 20] [--commit-interval-ms 50] [--durable]
+        [--by-process]
+
+`--rate 0` measures the idle floor: the same stack with nothing published for `--seconds`, in CPU
+ms a second. CPU comes from schedstat (nanoseconds) where the kernel has it, else /proc's ticks.
 
 PostgreSQL runs as the test clusters do (no fsync, no synchronous commit) unless `--durable`, which
 runs it as `modelforge up` does.
@@ -38,9 +42,44 @@ from projections.wait import ProjectionWaiter
 EVENTS_PER_REQUEST = 4
 
 
-def tree_cpu(root: int) -> float:
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _label(pid: int) -> str:
+    """What a process of the tree is: a projector worker by its stream, a PostgreSQL process by its
+    title ("walwriter", "checkpointer", a backend as "backend"), else the supervisor / postmaster."""
+    words = _cmdline(pid).split()
+    if "--stream" in words:
+        return "worker " + words[words.index("--stream") + 1]
+    if words[:1] == ["postgres:"]:
+        title = " ".join(words[1:])
+        if "127.0.0.1(" in title or "[local]" in title:
+            return "backend"
+        return title.removesuffix("process").strip() or "postgres"
+    return "postmaster" if words and words[0].endswith("postgres") else "supervisor"
+
+
+def _on_cpu_s(pid: int) -> float | None:
+    """CPU seconds of `pid`'s live threads from schedstat (nanoseconds; /proc's stat counts ticks of
+    10 ms, too coarse for a quiet process over a few seconds); None when schedstat is missing."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
+
+
+def tree_cpu(root: int) -> dict[str, float]:
     """CPU seconds of `root` and every live descendant (a projector and its worker processes;
-    PostgreSQL's postmaster and its backends), plus what their reaped children spent."""
+    PostgreSQL's postmaster and its backends), plus what their reaped children spent, by `_label`."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -52,10 +91,27 @@ def tree_cpu(root: int) -> float:
             if parent == pid and child not in members:
                 members.add(child)
                 frontier.append(child)
-    return sum(_proc_cpu(pid, True)[0] for pid in members)
+    spent: dict[str, float] = {}
+    for pid in members:
+        with_reaped, own_ticks = _proc_cpu(pid, True)[0], _proc_cpu(pid, False)[0]
+        live = _on_cpu_s(pid)
+        seconds = with_reaped if live is None else live + with_reaped - own_ticks
+        label = _label(pid)
+        spent[label] = spent.get(label, 0.0) + seconds
+    return spent
 
 
-async def main(rate: float, seconds: float, commit_interval_ms: float | None, durable: bool = False) -> None:
+def _delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {label: after.get(label, 0.0) - before.get(label, 0.0) for label in sorted({*after, *before})}
+
+
+async def main(
+    rate: float,
+    seconds: float,
+    commit_interval_ms: float | None,
+    durable: bool = False,
+    by_process: bool = False,
+) -> None:
     home = Path(tempfile.mkdtemp(prefix="mf-trickle-"))
     os.chmod(home, 0o755)
     nats = start_nats(home)
@@ -87,6 +143,8 @@ async def main(rate: float, seconds: float, commit_interval_ms: float | None, du
         before = tree_cpu(projector.pid), tree_cpu(pg.pid)
         start = time.perf_counter()
         body = messages[control:]
+        if rate <= 0:  # the idle floor: nothing published, nothing asked
+            await asyncio.sleep(seconds)
         for n in range(requests):
             # Paced as a gateway at `rate` would append: each request's four events in turn.
             due = start + n / rate
@@ -99,15 +157,25 @@ async def main(rate: float, seconds: float, commit_interval_ms: float | None, du
         for stream, seq in last.items():
             await waiter.wait(seq, stream, timeout=60)
         behind_ms = (time.perf_counter() - published) * 1000
-        spent = tree_cpu(projector.pid) - before[0], tree_cpu(pg.pid) - before[1]
+        spent = _delta(tree_cpu(projector.pid), before[0]), _delta(tree_cpu(pg.pid), before[1])
         elapsed = published - start
-        print(f"{requests} requests at {requests / elapsed:.1f} req/s for {elapsed:.1f} s")
-        print(f"{'process':<12}{'CPU ms/request':>16}{'share of a core':>18}")
-        for name, cpu_s in (("projector", spent[0]), ("postgres", spent[1]), ("both", sum(spent))):
-            print(f"{name:<12}{cpu_s * 1000 / requests:>16.3f}{cpu_s / elapsed:>18.3f}")
-        print(
-            f"target: both <= 0.5 ms/request; read model caught up {behind_ms:.0f} ms after the last publish"
-        )
+        totals = {"projector": sum(spent[0].values()), "postgres": sum(spent[1].values())}
+        totals["both"] = totals["projector"] + totals["postgres"]
+        rows: list[tuple[str, float]] = list(totals.items())
+        if by_process:
+            rows = [(f"  {label}", cpu_s) for part in spent for label, cpu_s in part.items()] + rows
+        if requests:
+            print(f"{requests} requests at {requests / elapsed:.1f} req/s for {elapsed:.1f} s")
+        else:
+            print(f"idle for {elapsed:.1f} s")
+        print(f"{'process':<24}{'CPU ms/request':>16}{'CPU ms/s':>12}")
+        for name, cpu_s in rows:
+            per_request = f"{cpu_s * 1000 / requests:.3f}" if requests else "-"
+            print(f"{name:<24}{per_request:>16}{cpu_s * 1000 / elapsed:>12.2f}")
+        if requests:
+            print(
+                f"target: both <= 0.5 ms/request; read model caught up {behind_ms:.0f} ms after the last publish"
+            )
     finally:
         projector.send_signal(signal.SIGTERM)
         await projector.wait()
@@ -119,9 +187,14 @@ async def main(rate: float, seconds: float, commit_interval_ms: float | None, du
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rate", type=float, default=80.0, help="requests per second")
+    parser.add_argument(
+        "--rate", type=float, default=80.0, help="requests per second (0: the idle floor, in CPU ms a second)"
+    )
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--commit-interval-ms", type=float, help="the projector's (default: its own)")
     parser.add_argument("--durable", action="store_true", help="PostgreSQL as `modelforge up` runs it")
+    parser.add_argument(
+        "--by-process", action="store_true", help="each process's share (workers, walwriter...)"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.rate, args.seconds, args.commit_interval_ms, args.durable))
+    asyncio.run(main(args.rate, args.seconds, args.commit_interval_ms, args.durable, args.by_process))

@@ -7,10 +7,11 @@ each stream's advisory lock (a second projector blocks there until the first one
 e.g. it dies), then follow the streams from their checkpoints + 1.
 Messages are queued as they arrive; the applier takes whatever is queued (up to `batch_max`) as
 one batch and commits rows, audit log and checkpoints in one transaction, so batches grow with
-load and shrink to one event when idle. Commits start at most once per `commit_interval`: a
-transaction costs far more than an event in it (bench/trickle.py), so at a steady trickle the events
-of that interval share one, and the read model lags by at most that interval; after a quiet spell
-the first event commits after a short linger for the rest of its request (`QUIET_LINGER_S`). A
+load and shrink to one event when idle. Commits start at most once per `commit_interval`, and
+less often as traffic falls (`projections.pace`): a transaction costs far more than an event in it
+(bench/trickle.py), so at a steady trickle the events of an interval share one, and the read model
+lags by at most that interval; after a quiet spell the first event commits after a short linger for
+the rest of its request (`QUIET_LINGER_S`). A
 reader waiting for a sequence asks for it (`projections.wanted`): until it is committed, nothing
 waits out the interval, so read-your-writes never pays for it.
 Meanwhile the readers leave what arrives in their sockets and take it in one read when the wait
@@ -32,6 +33,7 @@ import psycopg
 from projections import halts, source
 from projections.batch import Catalog, ProjectionHalted
 from projections.migrate import LIVE_SCHEMA, check_schema, lock_key, migrate
+from projections.pace import QUIET_LINGER_S, Pace
 from projections.pipeline import Chunk, Pipeline
 from projections.reconnect import lost, reconnect
 from projections.wanted import Asks, listen
@@ -41,9 +43,6 @@ from streams import subjects
 log = logging.getLogger("modelforge.projector")
 BATCH_MAX = 10_000
 COMMIT_INTERVAL_S = 1.0  # 0.05, then 0.25 until asks (docs/performance.md, "At a trickle")
-# A lone event after a quiet spell waits this long for the rest of its request (a warm request's
-# events span its inference, ~10 ms): one transaction per stream a request instead of two.
-QUIET_LINGER_S = 0.025
 QUEUE_CHUNKS = 64  # chunks of up to one socket read each: backpressure on the readers
 RETRY_S = 1.0
 READER_STOP_S = 10.0  # a cancelled reader deletes its consumer and closes its socket: milliseconds
@@ -182,19 +181,36 @@ async def _follow(
 ) -> None:
     queue: asyncio.Queue[_Item] = asyncio.Queue(QUEUE_CHUNKS)
     loop = asyncio.get_running_loop()
-    # Closed while events wait for the commit interval: the readers leave what arrives meanwhile in
-    # their sockets and take it in one read when it opens, instead of waking for every message.
+    # Closed while events wait for the commit interval: the readers leave what arrives meanwhile
+    # unread in their sockets (no wake-up per message) and, when it opens, take it in one chunk, up to
+    # a PING's PONG (`source.read`'s hold). Until each has, it is `behind` and the applier waits.
     reading = asyncio.Event()
     reading.set()
+    behind: set[str] = set()
+    caught_up = asyncio.Event()
+    caught_up.set()
+
+    def catch_up(stream: str) -> None:
+        behind.discard(stream)
+        if not behind:
+            caught_up.set()
 
     async def read(stream: str) -> None:
+        start = checkpoints.get(stream, 0) + 1
         try:
-            async for chunk in source.read(stream, checkpoints.get(stream, 0) + 1, urls=nats_urls):
-                await queue.put((stream, chunk))
-                await reading.wait()
+            async for chunk in source.read(stream, start, urls=nats_urls, hold=reading):
+                # Before the put: the applier, woken, takes this chunk with the rest of the queue
+                # (a put into a full queue would wait for an applier that waits for this reader).
+                catch_up(stream)
+                if chunk:
+                    await queue.put((stream, chunk))
+                if not reading.is_set():  # source.read holds before the next chunk (no await between)
+                    behind.add(stream)
+                    caught_up.clear()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # handed to the applier, which raises it
+            catch_up(stream)
             await queue.put(exc)
 
     readers = [asyncio.create_task(read(stream)) for stream in streams]
@@ -204,7 +220,7 @@ async def _follow(
     # Set while events wait for the commit interval to pass (the queue keeps filling meanwhile).
     lingering: asyncio.Future[None] | None = None
     timer: asyncio.TimerHandle | None = None  # the one that ends `lingering`
-    next_start = loop.time()
+    pace = Pace(batching.commit_interval, loop.time())
 
     def applied() -> None:
         if on_batch is not None:
@@ -232,11 +248,13 @@ async def _follow(
                     if stopping.done():
                         break
                     continue
-                early = next_start - loop.time()
+                now = loop.time()
+                early = pace.next_start - now
                 if asks.pending(pipeline.prepared):
                     early = 0.0
-                elif early <= 0 and pipeline.committing is None and queue.empty():
-                    early = min(QUIET_LINGER_S, batching.commit_interval)
+                elif pace.quiet(now):  # a lone event lingers for the rest of its request; more go now
+                    alone = pipeline.committing is None and queue.empty()
+                    early = min(QUIET_LINGER_S, batching.commit_interval) if alone else 0.0
                 if early > 0 and not queue.full() and not stopping.done():
                     lingering = loop.create_future()
                     reading.clear()
@@ -244,14 +262,16 @@ async def _follow(
                     continue
             elif not lingering.done() and not stopping.done():
                 continue
+            elif reading.is_set():  # the interval passed (or was asked away): what arrived meanwhile
+                await caught_up.wait()  # is read within a PING's round trip to NATS
             lingering = None
-            next_start = loop.time() + batching.commit_interval
             items, getting = [getting.result()], None
             count = _size(items[0])
             while count < batching.batch_max and not queue.empty():
                 item = queue.get_nowait()
                 items.append(item)
                 count += _size(item)
+            pace.start(count, loop.time())
             chunks: list[Chunk] = []
             for item in items:
                 if isinstance(item, BaseException):
@@ -286,7 +306,7 @@ async def _follow(
 
 class _Batching(NamedTuple):
     batch_max: int  # most events per transaction
-    commit_interval: float  # seconds from one commit's start to the next one's, at the least
+    commit_interval: float  # seconds from one commit's start to the next one's, at the least (`Pace`)
 
 
 def _settle(future: asyncio.Future[None], reading: asyncio.Event) -> None:

@@ -18,7 +18,7 @@ import ssl
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlparse
 
 import msgspec
@@ -80,6 +80,7 @@ class RawNats:
         self.reader, self.writer = reader, writer
         self.buffer = bytearray()
         self.inbox = f"_INBOX.mfproj.{uuid.uuid4().hex}"
+        self.pings = self.pongs = 0  # PINGs sent by `ping`, PONGs the server answered them with
 
     @classmethod
     async def open(cls, urls: str | None = None) -> RawNats:
@@ -130,10 +131,18 @@ class RawNats:
         head = f"PUB {subject} {reply} {len(payload)}" if reply else f"PUB {subject} {len(payload)}"
         self.writer.write(head.encode() + _CRLF + payload + _CRLF)
 
+    def ping(self) -> None:
+        """Ask the server for a PONG: it comes after everything the server sent this connection
+        before (`pongs` counts those read)."""
+        self.writer.write(b"PING\r\n")
+        self.pings += 1
+
     async def read_messages(self, timeout: float) -> list[tuple[str, bytes, bytes, bytes]]:
-        """Every complete message now in the socket: (subject, reply, header block, payload)."""
+        """Every complete message now in the socket: (subject, reply, header block, payload);
+        waits for one, or for a PONG (then the list may be empty)."""
         out: list[tuple[str, bytes, bytes, bytes]] = []
-        while not out:
+        pongs = self.pongs
+        while not out and self.pongs == pongs:
             try:
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the read's data when
                 # a cancellation arrives after the read completed (CPython gh-86296), and a reader
@@ -168,6 +177,8 @@ class RawNats:
                 continue
             if data.startswith(b"PING", pos):
                 self.writer.write(b"PONG\r\n")
+            elif data.startswith(b"PONG", pos):
+                self.pongs += 1
             elif data.startswith(b"-ERR", pos):
                 raise SourceLost(f"NATS error: {data[pos:end].decode(errors='replace')}")
             pos = end + 2
@@ -252,12 +263,20 @@ def _ack_facts(reply: bytes) -> tuple[int, int, int, int]:
 
 
 async def read(
-    stream: str, from_sequence: int, until_sequence: int | None = None, urls: str | None = None
+    stream: str,
+    from_sequence: int,
+    until_sequence: int | None = None,
+    urls: str | None = None,
+    hold: asyncio.Event | None = None,
 ) -> AsyncIterator[list[Delivery]]:
     """Messages of `stream` from `from_sequence` on, in chunks as they arrive, in order, no gaps.
 
     With `until_sequence` it ends after that sequence (or when nothing is left); without, it
     follows the stream forever, waiting server-side for new messages.
+
+    `hold`: while it is clear when the next chunk is asked for, the socket is left unread (what
+    arrives waits in the kernel's buffer: no wake-up per message); once it is set, the next chunk
+    is everything that arrived meanwhile, up to a PING's PONG, and is handed over even when empty.
     """
     if until_sequence is not None and until_sequence < from_sequence:
         return
@@ -290,36 +309,50 @@ async def read(
         )
         outstanding = 0
         last_cseq = 0
+        held = False  # the chunk being read is what arrived while held: handed over even if empty
         while True:
+            if hold is not None and not hold.is_set():
+                transport = cast(asyncio.ReadTransport, raw.writer.transport)
+                transport.pause_reading()
+                try:
+                    await hold.wait()
+                finally:
+                    transport.resume_reading()
+                raw.ping()
+                held = True
             while outstanding < 2 * PULL_BATCH:
                 raw.publish(pull_subject, pull.encode(), f"{raw.inbox}.pull")
                 outstanding += PULL_BATCH
             await raw.writer.drain()
             chunk: list[Delivery] = []
             done = False
-            for subject, reply, headers, data in await raw.read_messages(3 * HEARTBEAT_S):
-                if not reply:
-                    if headers[9:12] == b"503" and loop.time() < give_up:
-                        # No responders: on a cluster the consumer's interest reaches this server
-                        # a moment after its creation was answered. That pull went nowhere: again.
-                        outstanding -= PULL_BATCH
-                        await asyncio.sleep(NO_RESPONDERS_PAUSE_S)
+            while True:  # one read, or (after a hold) as many as it takes to reach the PONG
+                for subject, reply, headers, data in await raw.read_messages(3 * HEARTBEAT_S):
+                    if not reply:
+                        if headers[9:12] == b"503" and loop.time() < give_up:
+                            # No responders: on a cluster the consumer's interest reaches this server
+                            # a moment after its creation was answered. That pull went nowhere: again.
+                            outstanding -= PULL_BATCH
+                            await asyncio.sleep(NO_RESPONDERS_PAUSE_S)
+                            continue
+                        outstanding -= _status(headers, stream)
                         continue
-                    outstanding -= _status(headers, stream)
-                    continue
-                seq, cseq, ts, pending = _ack_facts(reply)
-                if cseq != last_cseq + 1:
-                    raise SourceLost(f"{stream}: consumer sequence jumped from {last_cseq} to {cseq}")
-                last_cseq = cseq
-                outstanding -= 1
-                if until_sequence is not None and seq > until_sequence:
-                    done = True
+                    seq, cseq, ts, pending = _ack_facts(reply)
+                    if cseq != last_cseq + 1:
+                        raise SourceLost(f"{stream}: consumer sequence jumped from {last_cseq} to {cseq}")
+                    last_cseq = cseq
+                    outstanding -= 1
+                    if until_sequence is not None and seq > until_sequence:
+                        done = True
+                        break
+                    chunk.append(Delivery(seq, subject, headers, data, ts))
+                    if until_sequence is not None and (seq >= until_sequence or pending == 0):
+                        done = True
+                        break
+                if done or raw.pongs >= raw.pings or len(chunk) >= PULL_BATCH:
                     break
-                chunk.append(Delivery(seq, subject, headers, data, ts))
-                if until_sequence is not None and (seq >= until_sequence or pending == 0):
-                    done = True
-                    break
-            if chunk:
+            if chunk or held:
+                held = False
                 yield chunk
             if done:
                 return

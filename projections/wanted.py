@@ -70,8 +70,12 @@ async def listen(database_url: str, asks: Asks, stop: asyncio.Event) -> None:
     are hints: this never stops the projector (a refused session is logged and hearing ends)."""
     what = "projector's ask listener"
 
+    def note(notify: psycopg.Notify) -> None:
+        asks.heard(notify.payload)
+
     async def listening() -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
+        conn.add_notify_handler(note)  # before LISTEN: an ask that arrives with its reply is heard too
         await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(WANT_CHANNEL)))
         return conn
 
@@ -80,8 +84,7 @@ async def listen(database_url: str, asks: Asks, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
                 conn = conn or await listening()
-                async for note in conn.notifies():
-                    asks.heard(note.payload)
+                await hear(conn)
             except psycopg.Error as exc:
                 if not lost(exc):
                     log.error("%s stopped (%s): reads wait for the commit interval", what, exc)
@@ -94,3 +97,33 @@ async def listen(database_url: str, asks: Asks, stop: asyncio.Event) -> None:
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
                 await conn.close()
+
+
+async def hear(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Hand the notifications `conn` receives to its notify handlers until its session ends (raised
+    as psycopg's error). The event loop wakes only when the server sends something: psycopg's
+    `notifies()` also wakes every 0.1 s (its wait interval, for Ctrl-C), ten times a second for each
+    idle listener, which was most of an idle projector worker's CPU (docs/performance.md, "sixth
+    session"). `conn` must do nothing else meanwhile."""
+    loop = asyncio.get_running_loop()
+    pgconn, handle = conn.pgconn, conn.pgconn.notify_handler
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        try:
+            pgconn.consume_input()  # raises once the server closed the session
+        except psycopg.Error as exc:
+            if not ended.done():
+                ended.set_exception(exc)
+            return
+        while (notify := pgconn.notifies()) is not None:
+            if handle is not None:
+                handle(notify)  # psycopg's: a `psycopg.Notify` to each of `conn`'s notify handlers
+
+    fd = pgconn.socket
+    loop.add_reader(fd, readable)
+    try:
+        readable()  # whatever arrived before the reader was added
+        await ended
+    finally:
+        loop.remove_reader(fd)

@@ -25,6 +25,14 @@ DATABASE = "modelforge"
 # kernel's page cache still holds what falls out of a smaller pool. No logical replication workers:
 # nothing subscribes, and with none allowed PostgreSQL starts no launcher process (~9 MiB RSS).
 EMBEDDED_SETTINGS = {"shared_buffers": "32MB", "max_logical_replication_workers": "0"}
+# Fewer wake-ups of the background writer and WAL writer (200 ms each by default): at a trickle
+# they were ~0.45 ms of CPU a second, as much as the projector spent on 2 requests (bench/trickle.py
+# --by-process). Neither touches what a commit guarantees: with synchronous_commit on (a durable
+# cluster) every commit flushes its own WAL, and the background writer only cleans buffers ahead
+# of the checkpointer and of backends, which write a dirty buffer themselves when they need it.
+# (Test clusters run with synchronous_commit off: there the WAL writer's delay bounds what a crash
+# loses, and they keep no data worth it.)
+QUIET_SETTINGS = {"bgwriter_delay": "10s", "wal_writer_delay": "10s"}
 
 
 class PostgresServer(msgspec.Struct):
@@ -146,6 +154,7 @@ def start_postgres(state_dir: Path, port: int | None = None, *, durable: bool = 
         )
     port = port or free_port()
     options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c max_connections=200"
+    options += "".join(f" -c {name}={value}" for name, value in QUIET_SETTINGS.items())
     if durable:
         options += "".join(f" -c {name}={value}" for name, value in EMBEDDED_SETTINGS.items())
     else:  # test clusters: speed over crash safety and memory

@@ -203,6 +203,7 @@ async def halted_by_an_unknown_event(
     model = gateway.replica.edge.read_models.get()
     assert model is not None
     assert model.waiter is not None
-    async with asyncio.timeout(30), model.waiter.changed:  # the halt's notification reaches it
-        await model.waiter.changed.wait_for(lambda: subjects.EVENTS_STREAM in model.waiter.halted)
+    waiter = model.waiter
+    async with asyncio.timeout(30):  # the halt's notification reaches it
+        await waiter.until(lambda: subjects.EVENTS_STREAM in waiter.halted)
     return unknown

@@ -1,6 +1,6 @@
 """The commit interval bounds how often a projector commits under steady traffic, never how long
 the first events after a quiet spell wait (those commit after a short linger for the rest of
-their request, `projections.projector.QUIET_LINGER_S`), nor how long a reader waiting for a
+their request, `projections.pace.QUIET_LINGER_S`), nor how long a reader waiting for a
 sequence waits (it asks for it: `projections.wanted`)."""
 
 from __future__ import annotations
