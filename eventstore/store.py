@@ -143,6 +143,7 @@ class EventStore:
         self.publish_timeout = publish_timeout  # one attempt's wait for its acknowledgement
         self.retry_s = retry_s  # how long an append whose outcome is unknown keeps being resent
         self.last_sequence = 0  # highest MF_EVENTS sequence this process has seen acked (read-your-writes)
+        self.last_request_sequence = 0  # the same of MF_REQUESTS (a request history read waits for it)
         # Set while MF_EVENTS appends meet no responders (its leader is being elected), cleared by the
         # next acknowledged one: a caller with room booked ahead (a standby lease) need not wait.
         # Watched only where `notes_leader` (a gateway holding standby leases): watching costs a task
@@ -281,6 +282,8 @@ class EventStore:
             raise PublishFailed(outgoing[0].subject, 0, _unacknowledged(self.retry_s, exc)) from None
         if events_stream:
             self.last_sequence = max(self.last_sequence, seq)
+        else:
+            self.last_request_sequence = max(self.last_request_sequence, seq)
         return seq
 
     async def _answered(self, attempt: Callable[[], Awaitable[T]]) -> T:

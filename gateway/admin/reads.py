@@ -26,10 +26,12 @@ STALE_REASON_HEADER = "x-read-model-stale-reason"  # why: the projection halted,
 
 
 async def fresh_for(model: ReadModel, call: Call) -> None:
-    """Read-your-writes for an admin read: wait until this gateway's last append is applied; a
-    response read without it, or while the projection is halted, says so and why
-    (STALE_HEADER, STALE_REASON_HEADER)."""
-    reason = await model.stale_because(call.edge.ctx.store.last_sequence)
+    """Read-your-writes for an admin read: wait until this gateway's last append and its last
+    request event are applied (the projector commits at once for a reader that waits, however long
+    its interval at a trickle); a response read without them, or while the projection is halted,
+    says so and why (STALE_HEADER, STALE_REASON_HEADER)."""
+    store = call.edge.ctx.store
+    reason = await model.stale_because(store.last_sequence, store.last_request_sequence)
     if reason is not None:
         call.headers[STALE_HEADER] = "true"
         call.headers[STALE_REASON_HEADER] = reason

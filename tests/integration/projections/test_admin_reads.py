@@ -44,6 +44,40 @@ async def test_a_read_the_projector_has_not_caught_up_with_is_marked_stale_and_a
             await running
 
 
+async def test_the_request_history_shows_this_gateways_last_request_under_a_long_commit_interval(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At a trickle the projector commits as seldom as every 10 s (projections.pace); the history
+    # read asks for the gateway's last MF_REQUESTS sequence, so it is answered at once with it.
+    await register_contracts(private_store)
+    await migrated(fresh_database)
+    monkeypatch.setenv("DATABASE_URL", fresh_database)
+    stop = asyncio.Event()
+    running = asyncio.create_task(
+        projector.run(fresh_database, private_nats.url, stop=stop, telemetry=False, commit_interval=3600)
+    )
+    try:
+        async with admin_gateway(private_nats.url) as (gateway, admin):
+            created = await admin.post("/clients", json={"name": "historian", "scopes": ["rag.embedding@1"]})
+            assert created.status_code == 200, created.text
+            key = created.json()["key"]
+            async with httpx.AsyncClient(base_url=gateway.url, timeout=60) as http:
+                refused = await http.post(  # no deployment serves it: refused, and recorded so
+                    "/v1/embeddings", json={"input": "x"}, headers={"authorization": f"Bearer {key}"}
+                )
+            assert refused.status_code == 503, refused.text
+            await gateway.settled()  # its RequestRejected acknowledged
+            async with asyncio.timeout(30):  # (far less than the commit interval)
+                history = await admin.get("/requests")
+            assert history.status_code == 200, history.text
+            assert STALE_HEADER not in history.headers
+            assert refused.headers["x-request-id"] in {row["request_id"] for row in history.json()}
+    finally:
+        stop.set()
+        async with asyncio.timeout(10):
+            await running
+
+
 async def test_a_read_while_the_projection_is_halted_is_marked_stale_naming_where_it_halted(
     private_nats: NatsServer, private_store: EventStore, fresh_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
