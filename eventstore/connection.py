@@ -80,8 +80,32 @@ class Connection:
         return True
 
     async def close(self) -> None:
+        # An ordered consumer whose heartbeats stopped (its stream electing a leader) is re-created
+        # by a task nats-py starts and does not keep; one still waiting on its request (up to the
+        # JetStream timeout) would outlive the connection, and hold its drain up meanwhile. It has
+        # nothing left to do: it goes first.
+        leftover = consumer_recreations(self.client)
+        for task in leftover:
+            task.cancel()
+        if leftover:
+            await asyncio.wait(leftover, timeout=1.0)
         if not self.client.is_closed:
             await self.client.drain()
+
+
+def consumer_recreations(client: Client) -> list[asyncio.Task[Any]]:
+    """nats-py's ordered-consumer re-creations for `client` still running (nats-py 2.x: a task of
+    `JetStreamContext._JSI.recreate_consumer` whose subscription's connection is `client`)."""
+    found: list[asyncio.Task[Any]] = []
+    for task in asyncio.all_tasks():
+        coro = task.get_coro()
+        if task.done() or not getattr(coro, "__qualname__", "").endswith("_JSI.recreate_consumer"):
+            continue
+        frame = getattr(coro, "cr_frame", None)
+        owner = frame.f_locals.get("self") if frame is not None else None
+        if getattr(owner, "_conn", None) is client:
+            found.append(task)
+    return found
 
 
 class OrderedFlushClient(Client):
