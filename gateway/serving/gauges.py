@@ -64,7 +64,8 @@ class LiveGauges(Collector):
 
 def standby_gauges(slots: StandbySlots | None) -> list[Metric]:
     """This gateway's standby leases (`gateway.scheduler.standby`), per deployment and accelerator:
-    the memory each books and its requests' slots, all and in use. None where it holds none."""
+    the memory each books and its requests' slots, all and in use. No families at all where
+    standby leases are off (`slots` None)."""
     if slots is None:
         return []
     labels = ["deployment", "accelerator"]
