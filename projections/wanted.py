@@ -108,11 +108,21 @@ async def hear(conn: psycopg.AsyncConnection[Any]) -> None:
     loop = asyncio.get_running_loop()
     pgconn, handle = conn.pgconn, conn.pgconn.notify_handler
     ended: asyncio.Future[None] = loop.create_future()
+    fd = pgconn.socket
+    watched = [True]
+
+    def unwatch() -> None:
+        if watched[0]:
+            watched[0] = False
+            loop.remove_reader(fd)
 
     def readable() -> None:
         try:
             pgconn.consume_input()  # raises once the server closed the session
         except psycopg.Error as exc:
+            # libpq has closed the socket by now: the next one opened (another session's) may get
+            # its number before this task resumes, and must not find this reader on it.
+            unwatch()
             if not ended.done():
                 ended.set_exception(exc)
             return
@@ -120,10 +130,9 @@ async def hear(conn: psycopg.AsyncConnection[Any]) -> None:
             if handle is not None:
                 handle(notify)  # psycopg's: a `psycopg.Notify` to each of `conn`'s notify handlers
 
-    fd = pgconn.socket
     loop.add_reader(fd, readable)
     try:
         readable()  # whatever arrived before the reader was added
         await ended
     finally:
-        loop.remove_reader(fd)
+        unwatch()
