@@ -1,12 +1,14 @@
 """Standby leases: room a gateway replica books on the log ahead of time, so that warm requests
-keep being served while MF_EVENTS elects a leader (no append can land then).
+run without a lease append of their own, and keep being served while MF_EVENTS elects a leader
+(no append can land then).
 
 A standby lease is an ordinary `LeaseGranted` (every replica's placement and the replay's
 over-commit check count its bytes) whose id starts with `STANDBY_PREFIX`. A replica holds at
 most one per resident deployment and accelerator, sized for `slots` requests of the deployment
-(`slots` × its warm per-request bytes). While its appends meet no responders, a warm request takes
-a free slot of one with no append; the slots are this replica's alone (`StandbySlots`), so
-never more requests run under a standby lease than its bytes were booked for.
+(`slots` × its warm per-request bytes). A warm request takes a free slot of one with no append;
+the slots are this replica's alone (`StandbySlots`), so never more requests run under a standby
+lease than its bytes were booked for. Their use reaches the books with the lease's renewal
+(`Wanted.used_at`), which comes early once a slot has been taken.
 
 Which residents get one (`plan_standby`), decided here without I/O:
 
@@ -17,8 +19,8 @@ Which residents get one (`plan_standby`), decided here without I/O:
   (booking one is not a placement decision, only a lease within headroom).
 
 A standby lease does not make its resident busy: the live view counts it neither as an active
-lease nor as a use (`is_standby`), so keep-warm TTLs, idle replicas, placement's evictions and an
-operator's unload go ahead as if it were not there. Once such an eviction lands, the resident is
+lease nor, but for a renewal's `used_at`, as a use (`is_standby`), so keep-warm TTLs, idle
+replicas, placement's evictions and an operator's unload go ahead as if it were not there. Once such an eviction lands, the resident is
 UNLOADING and every holder lets its standby lease go on its next upkeep round: a standby lease
 never blocks an unload. Held leases are also let go when their resident or accelerator stops
 qualifying, when the room is wanted (less headroom than one normal request, HIGH or CRITICAL
@@ -57,6 +59,7 @@ class Held(msgspec.Struct, frozen=True, kw_only=True):
     deployment_id: str
     reserved_bytes: int
     expires_at: float  # POSIX s
+    granted_at: float = 0.0  # POSIX s (0: not known, as for one adopted after a restart)
 
 
 class Wanted(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,6 +69,7 @@ class Wanted(msgspec.Struct, frozen=True, kw_only=True):
     node_id: str
     deployment_id: str
     reserved_bytes: int
+    used_at: float | None = None  # a renewal's: the last request run under the lease it replaces
 
 
 class StandbyPlan(msgspec.Struct, frozen=True):
@@ -83,11 +87,16 @@ def plan_standby(
     policy: SchedulerPolicy,
     now: float,
     renew_within_s: float,
+    unrecorded_use: Mapping[str, float] | None = None,
+    record_use_s: float = 0.0,
 ) -> StandbyPlan:
     """What the replica should book, renew and let go now. `per_request`: each deployment's warm
     per-request bytes (absent: not known, no standby lease); `held`: the replica's standby leases
     on the books; `in_use`: their slots in use, by lease id; `renew_within_s`: a lease expiring
-    sooner than this is renewed."""
+    sooner than this is renewed. `unrecorded_use`: when a slot of a held lease was last taken, for
+    uses not yet on the books; a lease so used is renewed once it is `record_use_s` old, its
+    successor carrying that use (`Wanted.used_at`)."""
+    unrecorded = unrecorded_use or {}
     states = {state.accelerator_id: state for state in accelerators}
     kept: dict[tuple[str, str], Held] = {}
     book: list[Wanted] = []
@@ -104,8 +113,13 @@ def plan_standby(
             state.pressure.level in _CRAMPED or _headroom(state, policy, now) < _largest(state, per_request)
         ):
             release.append(lease)  # the room is wanted by normal requests
-        elif lease.reserved_bytes != size or lease.expires_at - now <= renew_within_s:
-            renew.append((lease, Wanted(**_where(lease), reserved_bytes=size)))
+        elif (
+            lease.reserved_bytes != size
+            or lease.expires_at - now <= renew_within_s
+            or (lease.lease_id in unrecorded and now - lease.granted_at >= record_use_s)
+        ):
+            used = unrecorded.get(lease.lease_id)
+            renew.append((lease, Wanted(**_where(lease), reserved_bytes=size, used_at=used)))
             kept[key] = lease
         else:
             kept[key] = lease
@@ -167,6 +181,10 @@ class StandbySlots:
         self.slots = slots
         self.held: dict[str, Held] = {}
         self.in_use: dict[str, int] = {}
+        # when a slot of each held lease was last taken, for uses not yet on the books (a renewal
+        # records them: `plan_standby`)
+        self.unrecorded_use: dict[str, float] = {}
+        self.on_first_use: Callable[[], None] | None = None  # called when a lease gets its first such use
         self._moved: dict[str, str] = {}  # a renewed lease -> its successor (where its slots went)
         self._freed: list[Callable[[], None]] = []  # called once, at the next slot given back
 
@@ -182,10 +200,12 @@ class StandbySlots:
 
     def drop(self, lease_id: str) -> None:
         self.held.pop(lease_id, None)
+        self.unrecorded_use.pop(lease_id, None)
 
     def renewed(self, old: str, new: Held) -> None:
         """`new` replaces `old`: requests running under `old` now count against `new` too."""
         self.held.pop(old, None)
+        self.unrecorded_use.pop(old, None)  # on the books now, in `new`'s grant
         self.held[new.lease_id] = new
         carried = self.in_use.pop(old, 0)
         if carried:
@@ -196,10 +216,14 @@ class StandbySlots:
         return self.slots - self.in_use.get(lease_id, 0) if lease_id in self.held else 0
 
     def take(
-        self, deployment_id: str, avoid: str = "", usable: Callable[[Held], bool] | None = None
+        self,
+        deployment_id: str,
+        avoid: str = "",
+        usable: Callable[[Held], bool] | None = None,
+        at: float = 0.0,
     ) -> Held | None:
         """A slot of a held lease of the deployment (the one with the most free, then by id; not on
-        `avoid`, and only one `usable` says may serve now), or None."""
+        `avoid`, and only one `usable` says may serve now), taken at `at` (POSIX s), or None."""
         best: Held | None = None
         best_free = 0
         for lease in sorted(self.held.values(), key=lambda h: h.lease_id):
@@ -212,6 +236,10 @@ class StandbySlots:
                 best, best_free = lease, free
         if best is not None:
             self.in_use[best.lease_id] = self.in_use.get(best.lease_id, 0) + 1
+            first = best.lease_id not in self.unrecorded_use
+            self.unrecorded_use[best.lease_id] = at
+            if first and self.on_first_use is not None:
+                self.on_first_use()
         return best
 
     def give_back(self, lease_id: str) -> None:

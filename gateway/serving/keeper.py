@@ -55,6 +55,8 @@ async def run_upkeep(ctx: ServingContext, stop: asyncio.Event) -> None:
     live = ctx.live
     changed = asyncio.Event()  # set by the live view on every change; cheaper to wait on than its Condition
     live.listeners.append(changed.set)
+    if ctx.standby is not None:  # a standby lease's first use since its grant: when to record it
+        ctx.standby.on_first_use = changed.set
     stop_waiting = asyncio.ensure_future(stop.wait())
     stop_waiting.add_done_callback(lambda _: changed.set())
     loop = asyncio.get_running_loop()

@@ -1,7 +1,7 @@
 """Standby leases at the I/O edge: the upkeep books, renews and lets go this replica's standby
-leases as ordinary lease events (`keep_standby`), and a warm request whose lease cannot be
-appended because MF_EVENTS has no leader takes a slot of one instead (`take_standby`,
-`standby_instead`). What to hold and the slots' accounting are `gateway.scheduler.standby`'s.
+leases as ordinary lease events (`keep_standby`); a warm request takes a free slot of one instead
+of appending a lease (`take_standby`), and one whose lease cannot be appended because MF_EVENTS
+has no leader waits for a slot (`standby_instead`). What to hold and the slots' accounting are `gateway.scheduler.standby`'s.
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ RENEW_FRACTION = 3  # a standby lease is renewed once less than a third of its T
 # an MF_EVENTS leader that was lost with it: the store asks the stream whether it has one
 # (`EventStore.probe_leader`), and again each time as long, while the request holds on.
 PROBE_AFTER_S = 0.5
+# A request run under a slot appends no lease: its resident's use reaches the books with the
+# lease's next renewal, which comes this long after the lease was granted once a slot is used
+# (sooner for a shorter keep-warm TTL, never more often than MIN_RECORD_USE_S).
+RECORD_USE_S, MIN_RECORD_USE_S = 10.0, 0.5
 
 
 def take_standby(ctx: ServingContext, deployment_id: str, avoid: str = "") -> Held | None:
@@ -45,7 +49,7 @@ def take_standby(ctx: ServingContext, deployment_id: str, avoid: str = "") -> He
     is still loaded and may be served (not `avoid`), or None."""
     if ctx.standby is None:
         return None
-    return ctx.standby.take(deployment_id, avoid, lambda held: _servable(ctx, held))
+    return ctx.standby.take(deployment_id, avoid, lambda held: _servable(ctx, held), time.time())
 
 
 def _servable(ctx: ServingContext, held: Held) -> bool:
@@ -130,10 +134,25 @@ def _wake(waiter: asyncio.Future[object]) -> None:
 
 def next_standby_due(ctx: ServingContext) -> float | None:
     """When the first of this replica's standby leases is due for renewal (None: none held)."""
-    if ctx.standby is None or not ctx.standby.held:
+    slots = ctx.standby
+    if slots is None or not slots.held:
         return None
-    within = ctx.lease_ttl_s / RENEW_FRACTION
-    return min(held.expires_at for held in ctx.standby.held.values()) - within
+    within, record_use_s = ctx.lease_ttl_s / RENEW_FRACTION, _record_use_s(ctx)
+    return min(
+        min(held.expires_at - within, held.granted_at + record_use_s)
+        if held.lease_id in slots.unrecorded_use
+        else held.expires_at - within
+        for held in slots.held.values()
+    )
+
+
+def _record_use_s(ctx: ServingContext) -> float:
+    """How long a standby lease's uses may stay off the books: `RECORD_USE_S`, or less where a
+    keep-warm TTL or the idle time of an extra replica is shorter, so that no resident in use
+    looks idle for that long."""
+    deployments = ctx.live.catalog.deployments.values()
+    idle_limits = [ctx.live.policy.replica_idle_seconds, *(d.residency.keep_warm_ttl_s for d in deployments)]
+    return max(MIN_RECORD_USE_S, min([RECORD_USE_S, *(t / 2 for t in idle_limits if t > 0)]))
 
 
 async def keep_standby(ctx: ServingContext, now: float) -> None:
@@ -162,6 +181,8 @@ async def keep_standby(ctx: ServingContext, now: float) -> None:
             live.policy,
             now,
             within,
+            slots.unrecorded_use,
+            _record_use_s(ctx),
         )
         for wanted in plan.book:
             grant, booked = _grant(ctx, wanted, now)
@@ -199,7 +220,7 @@ def _sync(ctx: ServingContext, slots: StandbySlots) -> None:
             slots.hold(_held(grant, state.node_id if state is not None else ""))
 
 
-def _held(grant: s.LeaseGranted, node_id: str) -> Held:
+def _held(grant: s.LeaseGranted, node_id: str, granted_at: float = 0.0) -> Held:
     return Held(
         lease_id=grant.lease_id,
         accelerator_id=grant.accelerator_id,
@@ -207,6 +228,7 @@ def _held(grant: s.LeaseGranted, node_id: str) -> Held:
         deployment_id=grant.deployment_id,
         reserved_bytes=grant.reserved_bytes,
         expires_at=grant.expires_at.timestamp(),
+        granted_at=granted_at,
     )
 
 
@@ -221,8 +243,9 @@ def _grant(ctx: ServingContext, wanted: Wanted, now: float) -> tuple[s.LeaseGran
         reserved_bytes=wanted.reserved_bytes,
         expires_at=datetime.fromtimestamp(expires, UTC),
         decision_fingerprint="standby",
+        used_at=None if wanted.used_at is None else datetime.fromtimestamp(wanted.used_at, UTC),
     )
-    return grant, _held(grant, wanted.node_id)
+    return grant, _held(grant, wanted.node_id, now)
 
 
 def _released(held: Held) -> s.LeaseReleased:

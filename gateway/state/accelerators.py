@@ -107,7 +107,9 @@ def evolve_accelerator(
             )
             state = msgspec.structs.replace(state, leases=(*state.leases, lease))
             if is_standby(event.lease_id):  # booked room, not a use: its resident stays idle
-                return state
+                if event.used_at is None:
+                    return state
+                return _lease_count(state, event.deployment_id, 0, event.used_at.timestamp())
             return _lease_count(state, event.deployment_id, +1, when)
         case s.LeaseReleased() | s.LeaseExpired():
             state, gone = _without_lease(state, event.lease_id)

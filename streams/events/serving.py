@@ -148,6 +148,10 @@ class LeaseGranted(Event, frozen=True):
     # every request the lease serves (requests sharing one run: gateway.serving.coalescing);
     # empty in events written before it was added, where `request_id` is the only one
     request_ids: list[str] = msgspec.field(default_factory=list)
+    # a standby lease's renewal only: when a request last ran under a slot of the lease it
+    # replaces. Such requests append no lease of their own, so this is their resident's use on the
+    # books (keep-warm TTLs, idle replicas and eviction order count it).
+    used_at: datetime | None = None
 
 
 class LeaseReleased(Event, frozen=True):

@@ -146,19 +146,24 @@ def test_a_request_lease_still_makes_its_resident_busy() -> None:
     assert decide_unload(state, "minilm", "operator") is None
 
 
-def test_the_live_view_counts_a_standby_lease_as_booked_bytes_but_not_as_a_use() -> None:
-    at = datetime.fromtimestamp(NOW, UTC)
-    before = gpu(residents=(resident("minilm", 1, last_used_at=NOW - 100),))
-    grant = s.LeaseGranted(
-        lease_id=standby_lease_id("y"),
+def _standby_grant(lease_id: str, expires_at: datetime, used_at: datetime | None = None) -> s.LeaseGranted:
+    return s.LeaseGranted(
+        lease_id=lease_id,
         accelerator_id="gpu-0",
         deployment_id="minilm",
         request_id="",
         client_id="standby:gw-1",
         reserved_bytes=gib(0.25),
-        expires_at=at,
+        expires_at=expires_at,
         decision_fingerprint="standby",
+        used_at=used_at,
     )
+
+
+def test_the_live_view_counts_a_standby_lease_as_booked_bytes_but_not_as_a_use() -> None:
+    at = datetime.fromtimestamp(NOW, UTC)
+    before = gpu(residents=(resident("minilm", 1, last_used_at=NOW - 100),))
+    grant = _standby_grant(standby_lease_id("y"), at)
     after = evolve_accelerator(before, grant, at, Catalog())
     assert [item.lease_id for item in after.leases] == [grant.lease_id]
     assert after.residents[0].active_leases == 0
@@ -171,6 +176,50 @@ def test_the_live_view_counts_a_standby_lease_as_booked_bytes_but_not_as_a_use()
     )
     assert released.leases == ()
     assert released.residents == before.residents
+
+
+def test_a_standby_renewal_that_carries_a_use_puts_it_on_the_books_but_keeps_the_resident_idle() -> None:
+    at = datetime.fromtimestamp(NOW, UTC)
+    before = gpu(residents=(resident("minilm", 1, last_used_at=NOW - 100),))
+    renewal = _standby_grant(standby_lease_id("z"), at, used_at=datetime.fromtimestamp(NOW - 3, UTC))
+    after = evolve_accelerator(before, renewal, at, Catalog())
+    assert after.residents[0].last_used_at == NOW - 3
+    assert after.residents[0].active_leases == 0
+    assert busy_deployments(after) == frozenset()
+
+
+def test_a_used_standby_lease_is_renewed_with_its_last_use_once_it_is_old_enough_to_record() -> None:
+    young = msgspec.structs.replace(held(), granted_at=NOW - 5)
+    old = msgspec.structs.replace(held(), granted_at=NOW - 10)
+    state = gpu(residents=(resident("minilm", 1),))
+
+    def renewals(lease: Held, used: dict[str, float]) -> tuple[tuple[Held, Wanted], ...]:
+        return plan_standby([state], PER_REQUEST, [lease], {}, 4, POLICY, NOW, WITHIN, used, 10.0).renew
+
+    assert renewals(old, {}) == ()  # not used since its grant: nothing to record
+    assert renewals(young, {young.lease_id: NOW - 1}) == ()  # recorded once 10 s old
+    ((renewed, successor),) = renewals(old, {old.lease_id: NOW - 1})
+    assert renewed == old
+    assert successor.used_at == NOW - 1
+    assert successor.reserved_bytes == old.reserved_bytes
+
+
+def test_a_slot_taken_is_a_use_to_record_and_the_first_since_the_grant_is_announced_once() -> None:
+    slots = StandbySlots(2)
+    heard: list[None] = []
+    slots.on_first_use = lambda: heard.append(None)
+    old, new = held(), msgspec.structs.replace(held(), lease_id=standby_lease_id("new"))
+    slots.hold(old)
+    slots.take("minilm", at=NOW - 2)
+    slots.take("minilm", at=NOW - 1)
+    assert slots.unrecorded_use == {old.lease_id: NOW - 1}
+    assert len(heard) == 1
+    slots.renewed(old.lease_id, new)  # its successor's grant carried the use
+    assert slots.unrecorded_use == {}
+    slots.give_back(old.lease_id)
+    slots.take("minilm", at=NOW)
+    assert slots.unrecorded_use == {new.lease_id: NOW}
+    assert len(heard) == 2
 
 
 def test_only_ids_with_the_standby_prefix_are_standby_leases() -> None:
