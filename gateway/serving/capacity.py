@@ -158,8 +158,13 @@ async def _acquire(
         now = time.time()
         if now >= deadline:
             raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline")
-        if ctx.store.leaderless.is_set() and (held := take_standby(ctx, deployment.deployment_id, avoid)):
-            return _standby_grant(ctx, held, spent)  # no append can land now: room booked ahead instead
+        # Room booked ahead: a free slot of this replica's standby lease runs the request with no
+        # append of its own, unless a request of the deployment waits in line ahead of it (while
+        # MF_EVENTS has no leader, when no append could land anyway, whatever the line).
+        if (ctx.store.leaderless.is_set() or not waits_behind(ctx.waiting, place)) and (
+            held := take_standby(ctx, deployment.deployment_id, avoid)
+        ):
+            return _standby_grant(ctx, held, spent)
         started = time.perf_counter()
         left_ms = (deadline - now) * 1000
         async with ctx.live.decision_lock:

@@ -232,8 +232,8 @@ async def _invoked(
                 ctx.spawn(capacity.release(ctx, grant, "failed"))
             elif grant.run_slot is not None:  # the lease went with its node; its run slot goes now
                 ctx.spawn(grant.run_slot.release())
-            gone, grant = grant.accelerator_id, None
-            grant = await _elsewhere(ctx, deployment, first, deadline, gone, lost, sharing)
+            gone, under_slot, grant = grant.accelerator_id, bool(grant.standby_lease_id), None
+            grant = await _elsewhere(ctx, deployment, first, deadline, gone, lost, sharing, under_slot)
             invoked = await invoke(
                 ctx, grant, first.capability, request_id, payload, deadline, reader, first.input_type
             )
@@ -306,17 +306,21 @@ async def _elsewhere(
     gone: str,
     lost: ServingError,
     sharing: tuple[str, ...],
+    under_slot: bool = False,
 ) -> capacity.Grant:
     """A lease for the retry, anywhere but `gone`, where another accelerator may take it. An invoke
     cut off by a dropped NATS connection (`InvokeCutOff`) found its agent alive, and the agent that
     reported the drop is connected again: with no other copy to go to, it runs again on the same
-    one. An unreachable agent with no other accelerator to go to is answered as it was
-    (CAPABILITY_UNAVAILABLE), not as a placement refusal."""
+    one. So does one that ran under a standby slot (`under_slot`) and found nobody taking its
+    deployment's invokes: its resident may have begun to unload there (no lease of its own kept
+    it busy), and placement decides afresh what serves it. Any other unreachable agent with no
+    other accelerator to go to is answered as it was (CAPABILITY_UNAVAILABLE), not as a placement
+    refusal."""
     try:
         return await _lease(ctx, deployment, first, deadline, sharing, avoid=gone)
     except ServingError as refused:
         if refused.code != "NO_ELIGIBLE_NODE" or not isinstance(lost, NodeUnreachable):
             raise
-        if isinstance(lost, InvokeCutOff):
+        if isinstance(lost, InvokeCutOff) or under_slot:
             return await _lease(ctx, deployment, first, deadline, sharing)
         raise lost from None

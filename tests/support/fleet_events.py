@@ -106,8 +106,9 @@ async def loaded_on(
     return loaded
 
 
-async def completions(connection: Connection, since: int, served: set[str]) -> None:
-    """Wait until every request in `served` has its RequestCompleted (fails after WAIT_S)."""
+async def completions(connection: Connection, since: int, served: set[str]) -> list[RequestCompleted]:
+    """Wait until every request in `served` has its RequestCompleted (fails after WAIT_S); those
+    stored from `since` on, in stream order."""
     missing = set(served)
 
     def all_in(stored: StoredEvent) -> bool:
@@ -115,8 +116,10 @@ async def completions(connection: Connection, since: int, served: set[str]) -> N
             missing.discard(stored.event.request_id)
         return not missing
 
-    if missing:
-        await stored_until(connection, subjects.REQUESTS_STREAM, since, all_in)
+    if not missing:
+        return []
+    found = await stored_until(connection, subjects.REQUESTS_STREAM, since, all_in)
+    return [e.event for e in found if isinstance(e.event, RequestCompleted) and e.event.request_id in served]
 
 
 async def lease_ends(connection: Connection, since: int, requests: set[str]) -> dict[str, float]:

@@ -7,6 +7,8 @@ import asyncio
 import time
 from datetime import UTC, datetime
 
+import httpx
+
 from eventstore.store import ExpectedVersion
 from gateway.serving.context import ServingContext
 from streams.envelope import new_id
@@ -19,6 +21,29 @@ from tests.support.events import lease_granted
 def serving_ctx(stack: Stack) -> ServingContext:
     assert stack.gateway.replica is not None
     return stack.gateway.replica.edge.ctx
+
+
+async def embed(http: httpx.AsyncClient, stack: Stack, text: str, deadline_ms: int = 0) -> httpx.Response:
+    """`text` embedded through the stack's gateway over HTTP (given `deadline_ms`, if any)."""
+    headers = {"authorization": f"Bearer {stack.key.key}"}
+    if deadline_ms:
+        headers["x-request-timeout-ms"] = str(deadline_ms)
+    return await http.post(
+        f"{stack.gateway.url}/v1/embeddings",
+        json={"model": "rag.embedding@1", "input": text},
+        headers=headers,
+    )
+
+
+async def holding_standby(ctx: ServingContext) -> str:
+    """The standby lease the gateway holds for its deployment, once its upkeep has booked it."""
+    for _ in range(200):  # (the upkeep books it on its first rounds after the model is resident)
+        assert ctx.standby is not None
+        if ctx.standby.held:
+            (lease_id,) = ctx.standby.held
+            return lease_id
+        await asyncio.sleep(0.05)
+    raise AssertionError("no standby lease was booked")
 
 
 async def make_resident(stack: Stack) -> str:

@@ -5,7 +5,6 @@ never holds up an operator's unload (its holder lets it go once the unload lands
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import httpx
@@ -18,12 +17,11 @@ from gateway.operations.service import Operations
 from gateway.process import STANDBY_LEASES_ENV
 from gateway.promotion.context import PromotionContext
 from gateway.scheduler.standby import is_standby
-from gateway.serving.context import ServingContext
 from streams import subjects
 from streams.envelope import Actor, ActorKind
 from streams.events import serving as s
-from streams.events.requests import RequestCompleted
 from tests.integration.gateway.conftest import Stack
+from tests.integration.gateway.residents import embed, holding_standby, serving_ctx
 from tests.support.cluster import Cluster, elected, lead_from, running_cluster
 from tests.support.fleet_events import completions, last_sequence, over_commits, stored_events
 
@@ -60,37 +58,13 @@ async def module_nats(cluster: Cluster) -> ClusterUrl:
     return ClusterUrl(cluster.members[0].url)
 
 
-def _ctx(stack: Stack) -> ServingContext:
-    assert stack.gateway.replica is not None
-    return stack.gateway.replica.edge.ctx
-
-
-async def _holding_standby(ctx: ServingContext) -> str:
-    """The standby lease the gateway holds for its deployment, once its upkeep has booked it."""
-    for _ in range(200):  # (the upkeep books it on its first rounds after the model is resident)
-        assert ctx.standby is not None
-        if ctx.standby.held:
-            (lease_id,) = ctx.standby.held
-            return lease_id
-        await asyncio.sleep(0.05)
-    raise AssertionError("no standby lease was booked")
-
-
-async def _embed(http: httpx.AsyncClient, stack: Stack, text: str) -> httpx.Response:
-    return await http.post(
-        f"{stack.gateway.url}/v1/embeddings",
-        json={"model": "rag.embedding@1", "input": text},
-        headers={"authorization": f"Bearer {stack.key.key}", "x-request-timeout-ms": str(DEADLINE_MS)},
-    )
-
-
 async def test_warm_requests_run_under_the_standby_lease_while_mf_events_has_no_leader(
     stack: Stack, cluster: Cluster
 ) -> None:
-    ctx = _ctx(stack)
+    ctx = serving_ctx(stack)
     async with httpx.AsyncClient(timeout=60) as http:  # the first request loads the model
-        assert (await _embed(http, stack, "first")).status_code == 200
-    standby = await _holding_standby(ctx)
+        assert (await embed(http, stack, "first", DEADLINE_MS)).status_code == 200
+    standby = await holding_standby(ctx)
     (grant,) = [g for g in ctx.live.lease_grants.values() if g.lease_id == standby]
     assert grant.reserved_bytes > 0
     # MF_EVENTS led by a server nobody is connected to; every other stream by the one they are
@@ -101,18 +75,13 @@ async def test_warm_requests_run_under_the_standby_lease_while_mf_events_has_no_
         await lead_from(stack.connection, stream, keeper)
     requests_from = await last_sequence(stack.connection, subjects.REQUESTS_STREAM) + 1
     async with httpx.AsyncClient(timeout=60) as http:
-        assert (await _embed(http, stack, "before")).status_code == 200
+        assert (await embed(http, stack, "before", DEADLINE_MS)).status_code == 200
         cluster.kill(doomed)
-        during = [await _embed(http, stack, f"during {i}") for i in range(SLOTS)]
+        during = [await embed(http, stack, f"during {i}", DEADLINE_MS) for i in range(SLOTS)]
         assert [r.status_code for r in during] == [200] * SLOTS, [r.text for r in during]
         await stack.gateway.settled()
     served = {r.headers["x-request-id"] for r in during}
-    await completions(stack.connection, requests_from, served)
-    completed = [
-        e.event
-        for e in await stored_events(stack.connection, subjects.REQUESTS_STREAM, requests_from)
-        if isinstance(e.event, RequestCompleted) and e.event.request_id in served
-    ]
+    completed = await completions(stack.connection, requests_from, served)
     assert sorted(c.request_id for c in completed) == sorted(served)  # one each
     under_standby = [c for c in completed if c.standby_lease_id]
     assert under_standby, "no request ran under the standby lease"
@@ -138,10 +107,10 @@ async def test_warm_requests_run_under_the_standby_lease_while_mf_events_has_no_
 async def test_an_operators_unload_goes_ahead_under_a_standby_lease_which_its_holder_lets_go(
     stack: Stack,
 ) -> None:
-    ctx = _ctx(stack)
+    ctx = serving_ctx(stack)
     async with httpx.AsyncClient(timeout=60) as http:  # resident (again), with a standby lease
-        assert (await _embed(http, stack, "resident")).status_code == 200
-    standby = await _holding_standby(ctx)
+        assert (await embed(http, stack, "resident", DEADLINE_MS)).status_code == 200
+    standby = await holding_standby(ctx)
     await stack.gateway.settled()  # the request's own lease given back
     operations = Operations(PromotionContext(ctx, Actor(ActorKind.OPERATOR, "tests")))
     was_resident, reclaimed = await operations.unload(stack.deployment_id)
