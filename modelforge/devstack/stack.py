@@ -41,9 +41,11 @@ class StackState(msgspec.Struct):
 NODE_ID = "local"
 DEFAULT_GATEWAY_PORT = 8080
 OPERATOR_ROLE = "provisioner"  # whose certificate `up` and the CLI verbs use on the cluster
-# On a cluster the gateway holds standby leases of this many requests per resident (docs/event-log.md,
-# "When a server dies"), unless the environment `up` runs in sets MODELFORGE_STANDBY_LEASES itself.
-STANDBY_LEASES_ENV, CLUSTER_STANDBY_SLOTS = "MODELFORGE_STANDBY_LEASES", "4"
+# The gateway holds standby leases of this many requests per resident: a warm request runs under a
+# free slot with no lease of its own (docs/scheduler.md, "Standby leases"), and on a cluster they
+# keep it serving while a server dies (docs/event-log.md). The environment `up` runs in may set
+# MODELFORGE_STANDBY_LEASES itself (0: a lease per request).
+STANDBY_LEASES_ENV, STANDBY_SLOTS = "MODELFORGE_STANDBY_LEASES", "4"
 
 
 class StackRefused(Exception):
@@ -60,22 +62,21 @@ def components(home: Path, state: StackState) -> list[tuple[str, list[str], dict
         settings = extra_node_settings(home, index)
         Path(settings.get(ARTIFACT_ROOT_ENV, home / "artifacts")).mkdir(parents=True, exist_ok=True)
         agents.append(("agent" if index == 1 else f"agent-{index}", ["agent"], settings))
+    standby = {STANDBY_LEASES_ENV: os.environ.get(STANDBY_LEASES_ENV) or STANDBY_SLOTS}
     started = [
         ("projector", ["projector"], {}),
         *agents,
-        ("gateway", ["gateway", "--port", port, "--gateway-id", "local"], {}),
+        ("gateway", ["gateway", "--port", port, "--gateway-id", "local"], standby),
     ]
     if not clustered(state):
         return started
     roles = {"projector": "projector", "gateway": "gateway"}  # every agent: "agent"
-    standby = {STANDBY_LEASES_ENV: os.environ.get(STANDBY_LEASES_ENV) or CLUSTER_STANDBY_SLOTS}
     return [
         (
             name,
             argv,
             {
                 **nats_cluster.client_environment(home, roles.get(name, "agent")),
-                **(standby if name == "gateway" else {}),
                 **own,
             },
         )

@@ -60,12 +60,12 @@ def _gateway_env(home: Path, cluster: bool) -> dict[str, str]:
     return env
 
 
-def test_up_cluster_gives_its_gateway_standby_leases_and_one_server_none(
+def test_up_gives_its_gateway_standby_leases_on_a_cluster_and_on_one_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(stack.STANDBY_LEASES_ENV, raising=False)
-    assert _gateway_env(tmp_path, cluster=True)[stack.STANDBY_LEASES_ENV] == stack.CLUSTER_STANDBY_SLOTS
-    assert stack.STANDBY_LEASES_ENV not in _gateway_env(tmp_path, cluster=False)
+    assert _gateway_env(tmp_path, cluster=True)[stack.STANDBY_LEASES_ENV] == stack.STANDBY_SLOTS
+    assert _gateway_env(tmp_path, cluster=False)[stack.STANDBY_LEASES_ENV] == stack.STANDBY_SLOTS
 
 
 def test_up_cluster_keeps_the_standby_slots_its_environment_sets(
