@@ -20,7 +20,10 @@ class Edge:
     limiter: RequestLimiter
     operator_token: str = ""  # the shared admin key (empty: named operators only)
     operators: OperatorFile = field(default_factory=lambda: OperatorFile(None))
-    read_models: ReadModels = field(default_factory=ReadModels)  # closed by the replica's close
     fleet_metrics: FleetMetrics | None = None  # the agents' metrics, for /metrics (closed likewise)
     ready: bool = False
     usage: UsageMarks = field(default_factory=UsageMarks)  # when to record a key's use
+
+    @property
+    def read_models(self) -> ReadModels:  # closed by the replica's close
+        return self.ctx.read_models

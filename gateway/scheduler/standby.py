@@ -39,6 +39,7 @@ from gateway.scheduler.state import STANDBY_PREFIX, AcceleratorState, Pressure, 
 
 __all__ = ["STANDBY_PREFIX", "Held", "StandbyPlan", "StandbySlots", "Wanted", "is_standby", "plan_standby"]
 _CRAMPED = (Pressure.HIGH, Pressure.CRITICAL)
+_HOLDER = "standby:"
 
 
 def standby_lease_id(unique: str) -> str:
@@ -47,7 +48,12 @@ def standby_lease_id(unique: str) -> str:
 
 def holder_of(replica_id: str) -> str:
     """The `client_id` a replica's standby leases carry: whose they are."""
-    return f"standby:{replica_id}"
+    return f"{_HOLDER}{replica_id}"
+
+
+def replica_of(client_id: str) -> str:
+    """The replica whose standby lease carries `client_id` ("": not a standby lease's)."""
+    return client_id.removeprefix(_HOLDER) if client_id.startswith(_HOLDER) else ""
 
 
 class Held(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,6 +14,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from eventstore.store import EventStore
+from gateway.read_models import ReadModels
 from gateway.scheduler.standby import StandbySlots
 from gateway.serving.caps import DeploymentGate
 from gateway.serving.coalescing import Coalescer
@@ -70,6 +71,9 @@ class ServingContext:
     # this replica's standby leases and their slots (gateway.scheduler.standby), when
     # MODELFORGE_STANDBY_LEASES is set: warm requests run under them while MF_EVENTS has no leader
     standby: StandbySlots | None = None
+    # the PostgreSQL read model (its sessions closed with the replica): what the HTTP API's reads
+    # and the upkeep's search for requests a vanished replica left open (gateway.serving.vanished) use
+    read_models: ReadModels = field(default_factory=ReadModels)
     metrics: ServingMetrics = field(init=False)  # this replica's /metrics, its live gauges included
 
     def __post_init__(self) -> None:

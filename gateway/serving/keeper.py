@@ -20,6 +20,7 @@ from eventstore.errors import ConcurrencyConflict
 from eventstore.store import ExpectedVersion
 from gateway.scheduler import PlacementRequest, Verdict
 from gateway.scheduler.placement import plan_placement
+from gateway.scheduler.standby import is_standby
 from gateway.serving import liveness, node_loss, replicas, upkeep
 from gateway.serving.appends import append_to_accelerator, stage
 from gateway.serving.context import ServingContext
@@ -29,6 +30,7 @@ from gateway.serving.loading import send_load
 from gateway.serving.node_silence import read_through
 from gateway.serving.standby import keep_standby, next_standby_due
 from gateway.serving.unloading import unload_idle
+from gateway.serving.vanished import fail_left_open, record_lease_timeout
 from gateway.state.evictions import (
     evicting_for,
     evictions_ended,
@@ -39,7 +41,6 @@ from gateway.state.loads import loads_overdue, next_load_due
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import control as c
-from streams.events import requests as r
 from streams.events import serving as s
 from streams.subjects import Aggregate
 
@@ -205,20 +206,17 @@ async def _declare_lost_nodes(ctx: ServingContext, now: float) -> None:
 
 
 async def _record_lease_timeout(ctx: ServingContext, grant: s.LeaseGranted) -> None:
-    """The request that held an expired lease ended without its gateway saying how (it vanished):
-    its history says so. Lease TTLs outlast every request deadline, so it is not still running."""
+    """The request that held an expired lease, or, for another replica's standby lease, every
+    request that replica left open (`gateway.serving.vanished`)."""
+    if is_standby(grant.lease_id):
+        await fail_left_open(ctx, grant)
+        return
     deployment = ctx.live.catalog.deployments.get(grant.deployment_id)
     if deployment is None or not grant.request_id:
         return
-    failed = r.RequestFailed(
-        request_id=grant.request_id,
-        client_id=grant.client_id,
-        capability=deployment.capability,
-        code="LEASE_TIMEOUT",
-        http_status=409,
-        deployment_id=grant.deployment_id,
+    await record_lease_timeout(
+        ctx, grant.request_id, grant.client_id, deployment.capability, grant.deployment_id
     )
-    await ctx.store.record_request(deployment.capability, grant.request_id, failed, actor=ctx.actor)
 
 
 async def _load_copy(ctx: ServingContext, deployment_id: str, reason: str, may_evict: bool) -> None:

@@ -114,6 +114,7 @@ def accept(ctx: ServingContext, member: Member) -> None:
             items=request.shape.items,
             trace_id=member.trace_id,
             input_type=request.input_type,
+            gateway_id=ctx.gateway_id,
         ),
     )
 

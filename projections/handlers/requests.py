@@ -39,17 +39,16 @@ def _finished(event: r.RequestCompleted | r.RequestFailed, columns: dict[str, An
 def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
     match event:
         case r.RequestAccepted():
-            return _request(
-                event,
-                "accepted",
-                {
-                    "input_sha256": event.input_sha256,
-                    "shape_bucket": event.shape_bucket,
-                    "items": event.items,
-                    "input_type": event.input_type,
-                    "accepted_at": at,
-                },
-            )
+            accepted = {
+                "input_sha256": event.input_sha256,
+                "shape_bucket": event.shape_bucket,
+                "items": event.items,
+                "input_type": event.input_type,
+                "accepted_at": at,
+            }
+            if event.gateway_id:  # (events from before it was kept leave the column null)
+                accepted["accepted_by"] = event.gateway_id
+            return _request(event, "accepted", accepted)
         case r.RequestCompleted():
             done = {
                 "deployment_id": event.deployment_id,

@@ -39,6 +39,9 @@ class RequestAccepted(Event, frozen=True):
     items: int
     trace_id: str = ""  # the request's W3C trace (32 hex digits): joins traces, logs and events
     input_type: str = ""  # an embedding request's "query" | "document" ("": not given, or before it was kept)
+    # the gateway replica that accepted it and serves it ("": before it was kept); should that
+    # replica vanish, a survivor fails what it left open (gateway.serving.vanished)
+    gateway_id: str = ""
 
 
 class RequestCompleted(Event, frozen=True):

@@ -34,6 +34,7 @@ from streams.contracts import EmbeddingInput
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.events.requests import RequestFailed, RequestRejected
+from tests.integration.projections.helpers import migrated
 from tests.support.agents import MINILM, WAIT_S, AgentProcess
 from tests.support.events import lease_granted
 from tests.support.serving import (
@@ -484,3 +485,16 @@ async def ready_through(urls: list[str], clients_applied: int, timeout: float) -
                 f"{url}/readyz", params={"clients_applied": clients_applied}, timeout=timeout + 5
             )
             assert response.json()["checks"]["clients_applied"], response.text
+
+
+@pytest.fixture
+async def read_model_database(
+    stack: Stack, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[str]:
+    """A fresh, migrated read model the stack's gateway reads (DATABASE_URL) while the test runs;
+    the gateway's session on it is closed before the database is dropped."""
+    await migrated(fresh_database)
+    monkeypatch.setenv("DATABASE_URL", fresh_database)
+    yield fresh_database
+    assert stack.gateway.replica is not None
+    await stack.gateway.replica.edge.read_models.close()

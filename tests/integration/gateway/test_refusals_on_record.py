@@ -5,7 +5,6 @@ scheduler's metrics; a dry run's refusal is recorded marked as one."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -22,7 +21,6 @@ from streams.envelope import new_id
 from streams.events import serving as s
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack, coalescing_after, serve_directly
-from tests.integration.projections.helpers import migrated
 
 TOKEN = "operator-token-for-refusal-tests"
 BEYOND_ANY_GPU = 1 << 50  # a petabyte: no accelerator can hold it
@@ -123,19 +121,6 @@ async def test_a_refused_dry_run_is_recorded_as_a_dry_run(stack: Stack) -> None:
     [event] = await recorded_refusals(stack, deployment_id)
 
     assert (event.dry_run, event.count, event.verdict) == (True, 1, plan.json()["verdict"])
-
-
-@pytest.fixture
-async def read_model_database(
-    stack: Stack, fresh_database: str, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[str]:
-    """A fresh, migrated read model the stack's gateway reads (DATABASE_URL) while the test runs;
-    the gateway's session on it is closed before the database is dropped."""
-    await migrated(fresh_database)
-    monkeypatch.setenv("DATABASE_URL", fresh_database)
-    yield fresh_database
-    assert stack.gateway.replica is not None
-    await stack.gateway.replica.edge.read_models.close()
 
 
 async def history_and_metrics(stack: Stack, database: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:

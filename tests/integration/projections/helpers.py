@@ -129,7 +129,7 @@ async def publish_raw(store: EventStore, subject: str, event_type: str, data: by
     return ack.seq
 
 
-def accepted(rid: str) -> r.RequestAccepted:
+def accepted(rid: str, gateway_id: str = "") -> r.RequestAccepted:
     return r.RequestAccepted(
         request_id=rid,
         client_id="c",
@@ -137,6 +137,7 @@ def accepted(rid: str) -> r.RequestAccepted:
         input_sha256="0" * 64,
         shape_bucket="items:1",
         items=1,
+        gateway_id=gateway_id,
     )
 
 
