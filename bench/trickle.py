@@ -9,7 +9,10 @@ the CPU that the projector's processes and PostgreSQL spent per request, and how
 read model was (the last event's publish to its commit).
 
     .venv/bin/python -m bench.trickle [--rate 80] [--seconds 20] [--commit-interval-ms 50] [--durable]
-        [--by-process]
+        [--by-process] [--standby]
+
+`--standby` publishes each request as one run under a standby slot does (`docs/scheduler.md`):
+its RequestAccepted and its outcome, with no lease events on MF_EVENTS.
 
 `--rate 0` measures the idle floor: the same stack with nothing published for `--seconds`, in CPU
 ms a second. CPU comes from schedstat (nanoseconds) where the kernel has it, else /proc's ticks.
@@ -40,6 +43,7 @@ from modelforge.devstack.processes import stop_pid
 from projections.wait import ProjectionWaiter
 
 EVENTS_PER_REQUEST = 4
+STANDBY_EVENTS_PER_REQUEST = 2  # a request under a standby slot: RequestAccepted and its outcome
 
 
 def _cmdline(pid: int) -> str:
@@ -111,6 +115,7 @@ async def main(
     commit_interval_ms: float | None,
     durable: bool = False,
     by_process: bool = False,
+    standby: bool = False,
 ) -> None:
     home = Path(tempfile.mkdtemp(prefix="mf-trickle-"))
     os.chmod(home, 0o755)
@@ -133,6 +138,10 @@ async def main(
         requests = int(rate * seconds)
         messages = build(requests * EVENTS_PER_REQUEST + 64)
         control = len(messages) - requests * EVENTS_PER_REQUEST
+        events_per_request = EVENTS_PER_REQUEST
+        if standby:  # under a standby slot: a request's own events only, no lease on MF_EVENTS
+            messages = messages[:control] + [m for m in messages[control:] if not m[0].startswith("mf.evt")]
+            events_per_request = STANDBY_EVENTS_PER_REQUEST
         last: dict[str, int] = {}
         for subject, data, headers in messages[:control]:
             stream = "MF_EVENTS" if subject.startswith("mf.evt") else "MF_REQUESTS"
@@ -146,11 +155,11 @@ async def main(
         if rate <= 0:  # the idle floor: nothing published, nothing asked
             await asyncio.sleep(seconds)
         for n in range(requests):
-            # Paced as a gateway at `rate` would append: each request's four events in turn.
+            # Paced as a gateway at `rate` would append: each request's events in turn.
             due = start + n / rate
             if (delay := due - time.perf_counter()) > 0:
                 await asyncio.sleep(delay)
-            for subject, data, headers in body[n * EVENTS_PER_REQUEST : (n + 1) * EVENTS_PER_REQUEST]:
+            for subject, data, headers in body[n * events_per_request : (n + 1) * events_per_request]:
                 stream = "MF_EVENTS" if subject.startswith("mf.evt") else "MF_REQUESTS"
                 last[stream] = (await js.publish(subject, data, headers=headers)).seq
         published = time.perf_counter()
@@ -196,5 +205,12 @@ if __name__ == "__main__":
     parser.add_argument(
         "--by-process", action="store_true", help="each process's share (workers, walwriter...)"
     )
+    parser.add_argument(
+        "--standby",
+        action="store_true",
+        help="requests as under a standby slot: no lease events of their own",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.rate, args.seconds, args.commit_interval_ms, args.durable, args.by_process))
+    asyncio.run(
+        main(args.rate, args.seconds, args.commit_interval_ms, args.durable, args.by_process, args.standby)
+    )
