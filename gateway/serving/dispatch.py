@@ -114,7 +114,8 @@ async def _invoke(
             if task is not None:
                 task.cancel()
 
-    ctx.live.watch_lease(grant.lease_id, lambda: stop_waiting(NODE_LOST))
+    on_books = grant.standby_lease_id or grant.lease_id  # under a slot: its standby lease's fate
+    ctx.live.watch_lease(grant.lease_id, lambda: stop_waiting(NODE_LOST), on_books)
     ctx.store.connection.watch_drop(grant.lease_id, lambda: stop_waiting(_CUT_OFF["gateway"]))
     ctx.live.reconnects.watch(grant.node_id, grant.lease_id, lambda: stop_waiting(_CUT_OFF["agent"]))
     try:

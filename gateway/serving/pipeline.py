@@ -228,7 +228,7 @@ async def _invoked(
             # Its node was lost mid-flight (the lease left the books with it), or its agent is gone
             # (the lease goes back now): once more, on another accelerator.
             log.warning("request %s: %s; trying it again", first.request_id, lost.message)
-            if isinstance(lost, NodeUnreachable):
+            if isinstance(lost, NodeUnreachable) or grant.standby_lease_id:  # (a slot: given back)
                 ctx.spawn(capacity.release(ctx, grant, "failed"))
             elif grant.run_slot is not None:  # the lease went with its node; its run slot goes now
                 ctx.spawn(grant.run_slot.release())

@@ -96,7 +96,8 @@ class LiveState:
         self.loads: dict[str, PendingLoad] = {}  # load id -> one requested, not yet reported on
         self.outgrown: dict[str, Outgrown] = {}  # deployment id -> its last load past its envelope
         self.node_versions: dict[str, int] = {}  # node id -> its aggregate's version (NodeLost expects it)
-        self.lease_watchers: dict[str, Callable[[], None]] = {}  # in-flight invokes (`watch_lease`)
+        # in-flight invokes (`watch_lease`): watch key -> (the lease on the books, what to call)
+        self.lease_watchers: dict[str, tuple[str, Callable[[], None]]] = {}
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
         self.staged: dict[str, list[Event]] = {}
@@ -214,19 +215,22 @@ class LiveState:
             log.warning("refused telemetry on %s: it speaks for node %s", subject, forged.claimed_node_id)
             self.forged[(subject, sequence)] = forged
 
-    def watch_lease(self, lease_id: str, ended: Callable[[], None]) -> None:
-        """Call `ended` if the lease leaves the books with its node (lost, or restarted without what
-        the lease was for: `ResidencyReconciled`). `unwatch_lease` when done with it."""
-        self.lease_watchers[lease_id] = ended
+    def watch_lease(self, key: str, ended: Callable[[], None], lease_id: str = "") -> None:
+        """Call `ended` if the lease `lease_id` (else `key`) leaves the books with its node (lost, or
+        restarted without what the lease was for: `ResidencyReconciled`). `key` names this watch,
+        for `unwatch_lease` when done with it: requests under one standby lease's slots each watch
+        that lease."""
+        self.lease_watchers[key] = (lease_id or key, ended)
 
-    def unwatch_lease(self, lease_id: str) -> None:
-        self.lease_watchers.pop(lease_id, None)
+    def unwatch_lease(self, key: str) -> None:
+        self.lease_watchers.pop(key, None)
 
     def _ended_by_others(self, before: AcceleratorState, after: AcceleratorState) -> None:
-        remaining = {lease.lease_id for lease in after.leases}
-        for lease in before.leases:
-            if lease.lease_id not in remaining and lease.lease_id in self.lease_watchers:
-                self.lease_watchers.pop(lease.lease_id)()
+        gone = {lease.lease_id for lease in before.leases} - {lease.lease_id for lease in after.leases}
+        for key, (lease_id, ended) in list(self.lease_watchers.items()):
+            if lease_id in gone:
+                del self.lease_watchers[key]
+                ended()
 
     def _prove(self, event: s.CoResidencyProven) -> None:
         pair = CoResidencyPair(

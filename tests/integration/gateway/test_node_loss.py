@@ -11,7 +11,9 @@ from pathlib import Path
 
 import httpx
 import msgspec
+import pytest
 
+from gateway.process import STANDBY_LEASES_ENV
 from gateway.serving.keeper import upkeep_once
 from gateway.serving.node_loss import GONE_REASON
 from modelforge.devstack.nats_server import NatsServer
@@ -21,14 +23,17 @@ from streams.events import serving as s
 from streams.events.requests import RequestFailed
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import one_model_stack
+from tests.integration.gateway.residents import holding_standby
 from tests.support.agents import MINILM, aggregate_events
 from tests.support.fleet_events import StoredEvent, last_sequence, stored_until
 from tests.support.serving import InProcessGateway, events_until
 
 
+@pytest.mark.parametrize("slots", [0, 2], ids=["its own lease", "a standby slot"])
 async def test_a_request_in_flight_to_a_node_that_stops_answering_ends_when_the_node_is_declared_lost(
-    module_nats: NatsServer, minilm_root: Path, scratch: Path
+    module_nats: NatsServer, minilm_root: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch, slots: int
 ) -> None:
+    monkeypatch.setenv(STANDBY_LEASES_ENV, str(slots))  # a request under a slot holds no lease of its own
     async with one_model_stack(module_nats.url, minilm_root, scratch, MINILM, "rag.embedding@1") as stack:
         other = InProcessGateway()  # a second replica: the node is declared lost once all the same
         await other.start(module_nats.url)
@@ -37,6 +42,9 @@ async def test_a_request_in_flight_to_a_node_that_stops_answering_ends_when_the_
             async with httpx.AsyncClient(timeout=120) as http:
                 warm = await http.post(f"{stack.url}/v1/embeddings", json={"input": "warm"}, headers=headers)
                 assert warm.status_code == 200  # resident on the node's accelerator
+                assert stack.gateway.replica is not None
+                if slots:
+                    await holding_standby(stack.gateway.replica.edge.ctx)
                 assert stack.agent.process is not None
                 stack.agent.process.send_signal(signal.SIGSTOP)  # hung: connected, answering nothing
                 try:
