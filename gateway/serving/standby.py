@@ -53,8 +53,15 @@ def take_standby(ctx: ServingContext, deployment_id: str, avoid: str = "") -> He
 
 
 def _servable(ctx: ServingContext, held: Held) -> bool:
-    state = ctx.live.view(held.accelerator_id)
-    if state is None or not state.available or not ctx.live.holds_lease(held.accelerator_id, held.lease_id):
+    """Whether a request may run under `held` now: as placement would place one there (its node
+    enabled and live, the deployment loaded there), on a lease still on the books. The upkeep lets
+    a lease go once it stops qualifying; until its release lands, no request takes it."""
+    live = ctx.live
+    state = live.view(held.accelerator_id)
+    if state is None or not live.holds_lease(held.accelerator_id, held.lease_id):
+        return False
+    node = live.catalog.nodes.get(state.node_id)
+    if node is None or not node.schedulable or not live.node_live(node.node_id):
         return False
     return any(
         r.deployment_id == held.deployment_id and r.state is ResidencyState.LOADED for r in state.residents

@@ -14,7 +14,9 @@ import pytest
 from eventstore.store import ExpectedVersion
 from gateway.process import STANDBY_LEASES_ENV
 from gateway.scheduler.standby import is_standby
+from gateway.serving.standby import give_back, take_standby
 from streams import subjects
+from streams.events import control as c
 from streams.events import serving as s
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import Stack
@@ -89,3 +91,22 @@ async def test_a_resident_served_only_under_slots_stays_warm_past_its_keep_warm_
     used = [e for e in events if isinstance(e, s.LeaseGranted) and e.used_at is not None]
     assert used, "no renewal put the slots' use on the books"
     assert time.time() - resident.last_used_at < TTL_S
+
+
+async def test_no_request_takes_a_slot_on_a_node_the_operator_disabled(stack: Stack) -> None:
+    ctx = serving_ctx(stack)
+    async with httpx.AsyncClient(timeout=60) as http:
+        assert (await embed(http, stack, "resident")).status_code == 200
+    await holding_standby(ctx)
+    taken = take_standby(ctx, stack.deployment_id)
+    assert taken is not None
+    give_back(ctx, taken.lease_id)
+    disabled = c.NodeDisabled(node_id=stack.node, reason="maintenance")
+    await stack.store.append(Aggregate.NODE, stack.node, [disabled], ExpectedVersion.ANY)
+    try:
+        assert await ctx.live.wait_for(lambda: not ctx.live.catalog.nodes[stack.node].schedulable, 10)
+        assert take_standby(ctx, stack.deployment_id) is None  # before the upkeep lets the lease go
+    finally:
+        enabled = c.NodeEnabled(node_id=stack.node)
+        await stack.store.append(Aggregate.NODE, stack.node, [enabled], ExpectedVersion.ANY)
+        assert await ctx.live.wait_for(lambda: ctx.live.catalog.nodes[stack.node].schedulable, 10)
