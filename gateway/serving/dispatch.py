@@ -19,7 +19,7 @@ from nats.errors import MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from opentelemetry.trace import SpanKind
 
-from eventstore.replies import inbox_of
+from eventstore.replies import inbox_of, resend_while_leaderless
 from gateway.serving.capacity import Grant
 from gateway.serving.context import ServingContext
 from gateway.serving.outputs import Output, OutputReader
@@ -31,6 +31,9 @@ from streams.tracing import inject, span
 # An invoke whose node was lost mid-flight: its result never comes. Every capability's invoke is a
 # pure function of its input, so the pipeline tries it once more elsewhere.
 NODE_LOST = "WORKER_RESTART_RECONCILED"
+# How long an invoke that finds no responder is sent again (50 ms, doubling) before its agent counts
+# as unreachable: an agent reconnects to another server of the cluster within this (bench.fleet).
+NO_RESPONDER_WAIT_S = 1.0
 # What the invocation adds around the contract input (request id, capability, deployment id,
 # deadline, field names): a few hundred bytes, with room to spare.
 ENVELOPE_BYTES = 1024
@@ -118,9 +121,13 @@ async def _invoke(
     ctx.live.watch_lease(grant.lease_id, lambda: stop_waiting(NODE_LOST), on_books)
     ctx.store.connection.watch_drop(grant.lease_id, lambda: stop_waiting(_CUT_OFF["gateway"]))
     ctx.live.reconnects.watch(grant.node_id, grant.lease_id, lambda: stop_waiting(_CUT_OFF["agent"]))
+    inbox, headers = inbox_of(ctx.client), inject({})
     try:
-        msg = await inbox_of(ctx.client).request(
-            subject, data, max(0.001, deadline - time.time()), headers=inject({})
+        # No responder can be an agent between two connections (a NATS server lost, its reconnect
+        # under way): asked again for a moment before it counts as unreachable.
+        msg = await resend_while_leaderless(
+            lambda: inbox.request(subject, data, max(0.001, deadline - time.time()), headers=headers),
+            min(NO_RESPONDER_WAIT_S, max(0.0, deadline - time.time())),
         )
     except asyncio.CancelledError:
         if not ended or task is None or task.uncancel():

@@ -8,15 +8,20 @@ import contextlib
 import logging
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 import msgspec
 import pytest
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 from eventstore.store import ExpectedVersion
 from gateway.serving.appends import stage
-from gateway.serving.capacity import release
+from gateway.serving.capacity import Grant, release
+from gateway.serving.dispatch import invoke
+from gateway.serving.outputs import JSON_OUTPUT
 from gateway.serving.requests import Served
 from streams import subjects
 from streams.codes import ServingError
@@ -24,7 +29,7 @@ from streams.envelope import new_id
 from streams.events import control as c
 from streams.events import serving as s
 from streams.events.requests import RequestCompleted, RequestFailed
-from streams.messages import QueueDepth
+from streams.messages import InvokeReply, QueueDepth
 from streams.subjects import Aggregate
 from tests.integration.gateway.conftest import (
     PRESSURE_PAST_BUDGET,
@@ -522,3 +527,42 @@ async def test_a_request_with_another_pipelined_behind_it_leaves_the_line_when_i
         writer.close()  # the client gives up on both
         await writer.wait_closed()
         await _left_the_line(stack, depth, gone.client_id)
+
+
+async def test_an_invoke_that_finds_no_responder_is_sent_again_while_its_agent_reconnects(
+    stack: Stack,
+) -> None:
+    # An agent between two NATS connections answers nothing for a moment: its invoke is asked
+    # again rather than failed as unreachable (here the "agent" subscribes 0.3 s after the first try).
+    assert stack.gateway.replica is not None
+    ctx = stack.gateway.replica.edge.ctx
+    node, deployment = f"reconnecting-{new_id()[:6]}", "reconnecting-copy"
+    answer = InvokeReply(ok=True, result=msgspec.Raw(b'{"data": []}'))
+
+    async def reply(msg: Msg) -> None:
+        await msg.respond(msgspec.json.encode(answer))
+
+    async def subscribe_late() -> Subscription:
+        await asyncio.sleep(0.3)  # the agent's reconnect, as it were
+        subscription = await stack.connection.client.subscribe(
+            subjects.invoke_subject(node, deployment), cb=reply
+        )
+        await stack.connection.client.flush()
+        return subscription
+
+    late = asyncio.create_task(subscribe_late())
+    grant = Grant(
+        lease_id=new_id(),
+        accelerator_id=f"{node}-cpu0",
+        node_id=node,
+        deployment_id=deployment,
+        cold=False,
+        fingerprint="f",
+    )
+    try:
+        invoked = await invoke(
+            ctx, grant, "rag.embedding@1", new_id(), b'{"input": ["x"]}', time.time() + 10, JSON_OUTPUT
+        )
+    finally:
+        await (await late).unsubscribe()
+    assert invoked.result == b'{"data": []}'
