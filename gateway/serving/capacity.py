@@ -59,8 +59,8 @@ class Grant(msgspec.Struct, kw_only=True):
     load_ms: float = 0.0
     queue_ms: float = 0.0
     run_slot: Permit | None = None  # the deployment's cap (gateway.serving.caps), let go after the lease
-    # set when the request runs under a slot of this replica's standby lease (no lease of its own:
-    # MF_EVENTS had no leader), which its RequestCompleted names; `lease_id` is then the request's own
+    # set when the request runs under a slot of this replica's standby lease (no lease of its own
+    # appended), which its RequestCompleted names; `lease_id` is then the request's own
     standby_lease_id: str = ""
 
 

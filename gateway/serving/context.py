@@ -69,7 +69,8 @@ class ServingContext:
     # deployment, by default (MODELFORGE_COALESCE_AFTER); its members are the pipeline's
     coalescing: Coalescer[Any] = field(default_factory=lambda: Coalescer(COALESCE_AFTER))
     # this replica's standby leases and their slots (gateway.scheduler.standby), when
-    # MODELFORGE_STANDBY_LEASES is set: warm requests run under them while MF_EVENTS has no leader
+    # MODELFORGE_STANDBY_LEASES is set: a warm request runs under a free slot with no lease of its
+    # own, and waits for one while MF_EVENTS has no leader
     standby: StandbySlots | None = None
     # the PostgreSQL read model (its sessions closed with the replica): what the HTTP API's reads
     # and the upkeep's search for requests a vanished replica left open (gateway.serving.vanished) use

@@ -1,7 +1,8 @@
 """Standby leases at the I/O edge: the upkeep books, renews and lets go this replica's standby
 leases as ordinary lease events (`keep_standby`); a warm request takes a free slot of one instead
 of appending a lease (`take_standby`), and one whose lease cannot be appended because MF_EVENTS
-has no leader waits for a slot (`standby_instead`). What to hold and the slots' accounting are `gateway.scheduler.standby`'s.
+has no leader waits for a slot (`standby_instead`). What to hold and the slots' accounting are
+`gateway.scheduler.standby`'s.
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ def _wake(waiter: asyncio.Future[object]) -> None:
 
 
 def next_standby_due(ctx: ServingContext) -> float | None:
-    """When the first of this replica's standby leases is due for renewal (None: none held)."""
+    """When the first of this replica's standby leases is due for renewal, before it expires or to
+    record its slots' use (None: none held)."""
     slots = ctx.standby
     if slots is None or not slots.held:
         return None

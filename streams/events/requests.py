@@ -55,8 +55,8 @@ class RequestCompleted(Event, frozen=True):
     latency: LatencyBreakdown
     usage: Usage
     trace_id: str = ""
-    # the standby lease it ran under (a slot of its gateway's, while MF_EVENTS had no leader: no
-    # lease of its own was appended); "" for a request that had its own lease, and in older events
+    # the standby lease it ran under (a slot of its gateway's: no lease of its own was appended);
+    # "" for a request that had its own lease, and in older events
     standby_lease_id: str = ""
 
 

@@ -1,5 +1,5 @@
-"""Standby leases (`gateway.scheduler.standby`): which a replica books, renews and lets go, and the
-slots requests take of them while MF_EVENTS has no leader."""
+"""Standby leases (`gateway.scheduler.standby`): which a replica books, renews and lets go, the
+slots requests take of them, and how the use of those slots reaches the books."""
 
 from __future__ import annotations
 
