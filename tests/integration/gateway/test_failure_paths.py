@@ -446,29 +446,6 @@ async def test_a_request_whose_worker_is_killed_mid_invoke_gets_a_503_and_the_ne
 
 
 # It kills the stack's agent: the tests after it need no model to run.
-async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_recorded_failed(
-    stack: Stack,
-) -> None:
-    headers = {"authorization": f"Bearer {stack.key.key}"}
-    async with httpx.AsyncClient(timeout=60) as http:
-        warm = await http.post(f"{stack.gateway.url}/v1/embeddings", json={"input": "warm"}, headers=headers)
-        assert warm.status_code == 200  # MiniLM is resident on the agent's accelerator
-        stack.agent.kill()
-        # nats-server drops the dead agent's interest as soon as it sees the socket close; should the
-        # call beat that, it goes unanswered and times out instead. Either way it fails after its lease.
-        response = await http.post(
-            f"{stack.gateway.url}/v1/embeddings",
-            json={"input": "x"},
-            headers={**headers, "x-request-timeout-ms": "3000"},
-        )
-    code = response.json()["error"]["code"]
-    assert (response.status_code, code) in {(503, "CAPABILITY_UNAVAILABLE"), (504, "REQUEST_TIMEOUT")}
-    request_id = response.headers["x-request-id"]
-
-    assert (await failure_of(stack, request_id)).code == code
-    assert (await release_of(stack, request_id)).outcome == "failed"
-
-
 async def _left_the_line(stack: Stack, depth: Callable[[], Awaitable[int]], client_id: str) -> None:
     """The client's request, which waited in line when its client left, is recorded cancelled,
     the line empties, and it never got a lease."""
@@ -566,3 +543,28 @@ async def test_an_invoke_that_finds_no_responder_is_sent_again_while_its_agent_r
     finally:
         await (await late).unsubscribe()
     assert invoked.result == b'{"data": []}'
+
+
+async def test_a_request_whose_agent_died_fails_gives_its_lease_back_and_is_recorded_failed(
+    stack: Stack,
+) -> None:
+    # Last in this module: it leaves the stack's agent dead, and its node soon counts as lost, so a
+    # test after it could not wait in line for that node's device.
+    headers = {"authorization": f"Bearer {stack.key.key}"}
+    async with httpx.AsyncClient(timeout=60) as http:
+        warm = await http.post(f"{stack.gateway.url}/v1/embeddings", json={"input": "warm"}, headers=headers)
+        assert warm.status_code == 200  # MiniLM is resident on the agent's accelerator
+        stack.agent.kill()
+        # nats-server drops the dead agent's interest as soon as it sees the socket close; should the
+        # call beat that, it goes unanswered and times out instead. Either way it fails after its lease.
+        response = await http.post(
+            f"{stack.gateway.url}/v1/embeddings",
+            json={"input": "x"},
+            headers={**headers, "x-request-timeout-ms": "3000"},
+        )
+    code = response.json()["error"]["code"]
+    assert (response.status_code, code) in {(503, "CAPABILITY_UNAVAILABLE"), (504, "REQUEST_TIMEOUT")}
+    request_id = response.headers["x-request-id"]
+
+    assert (await failure_of(stack, request_id)).code == code
+    assert (await release_of(stack, request_id)).outcome == "failed"
