@@ -18,13 +18,14 @@ Which residents get one (`plan_standby`), decided here without I/O:
   standby lease never takes the last room a normal request needs, and never causes an eviction
   (booking one is not a placement decision, only a lease within headroom).
 
-A standby lease does not make its resident busy: the live view counts it neither as an active
-lease nor, but for a renewal's `used_at`, as a use (`is_standby`), so keep-warm TTLs, idle
-replicas, placement's evictions and an operator's unload go ahead as if it were not there. Once such an eviction lands, the resident is
-UNLOADING and every holder lets its standby lease go on its next upkeep round: a standby lease
-never blocks an unload. Held leases are also let go when their resident or accelerator stops
-qualifying, when the room is wanted (less headroom than one normal request, HIGH or CRITICAL
-pressure; only while no slot of it is in use), and replaced (renewed) before they expire.
+A standby lease does not make its resident busy: the live view counts it neither as an active lease
+nor, but for a renewal's `used_at`, as a use (`is_standby`), so keep-warm TTLs, idle replicas,
+placement's evictions and an operator's unload go ahead as if it were not there. Once such an
+eviction lands, the resident is UNLOADING and every holder lets its standby lease go on its next
+upkeep round: a standby lease never blocks an unload. Held leases are also let go when their
+resident or accelerator stops qualifying, when the room is wanted (less headroom than one normal
+request, HIGH or CRITICAL pressure; only while no slot of it is in use), and replaced (renewed)
+before they expire.
 """
 
 from __future__ import annotations
