@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import msgspec
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -24,6 +25,8 @@ from streams.events import Event
 from streams.events import serving as s
 from streams.events.requests import RequestCompleted
 from tests.support.agents import WAIT_S
+
+T = TypeVar("T")
 
 
 class StoredEvent(msgspec.Struct, frozen=True):
@@ -52,16 +55,7 @@ async def stored_until(
             pending_bytes_limit=-1,
         )
 
-    # The consumer is made by the stream's leader: asked again while the stream elects one (a
-    # request answered fast enough comes right after the server that led it was lost).
-    give_up = time.monotonic() + WAIT_S
-    while True:
-        try:
-            sub = await resend_while_leaderless(subscribe, give_up - time.monotonic())
-            break
-        except NatsTimeoutError:
-            if time.monotonic() >= give_up:
-                raise
+    sub = await _once_led(subscribe)
     try:
         async with asyncio.timeout(WAIT_S):
             async for msg in sub.messages:
@@ -86,7 +80,20 @@ async def stored_events(connection: Connection, stream: str, from_sequence: int)
 
 
 async def last_sequence(connection: Connection, stream: str) -> int:
-    return (await connection.client.jetstream().stream_info(stream)).state.last_seq
+    return (await _once_led(lambda: connection.client.jetstream().stream_info(stream))).state.last_seq
+
+
+async def _once_led(ask: Callable[[], Awaitable[T]]) -> T:
+    """`ask()` of a stream's leader, asked again while the stream elects one (fails after WAIT_S):
+    a test reads the stream right after killing the server that led it, and a leaderless stream's
+    API request may go unanswered (a timeout) as well as find no responders."""
+    give_up = time.monotonic() + WAIT_S
+    while True:
+        try:
+            return await resend_while_leaderless(ask, give_up - time.monotonic())
+        except NatsTimeoutError:
+            if time.monotonic() >= give_up:
+                raise
 
 
 async def loaded_on(

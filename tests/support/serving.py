@@ -235,6 +235,19 @@ async def events_until(
     raise AssertionError("unreachable: subscribe never ends")
 
 
+async def folded_through(connection: Connection, urls: list[str], last: Callable[[object], bool]) -> None:
+    """Wait for the first MF_EVENTS event for which `last` holds, then until every gateway at `urls`
+    has folded it into its serving state."""
+    async with asyncio.timeout(20):
+        async for record in subscribe(connection.client, 1):
+            if last(record.event):
+                break
+    async with httpx.AsyncClient(timeout=30) as http:
+        for url in urls:
+            ready = await http.get(f"{url}/readyz", params={"applied": record.sequence})
+            assert ready.status_code == 200, ready.text
+
+
 async def revise_policy(store: EventStore, urls: list[str], policy: c.SchedulerPolicyRevised) -> None:
     """Revise the scheduler policy; return once every gateway at `urls` has applied it."""
     seq = await store.append(Aggregate.SCHEDULER_POLICY, "default", [policy], ExpectedVersion.ANY)
