@@ -32,7 +32,12 @@ EMBEDDED_SETTINGS = {"shared_buffers": "32MB", "max_logical_replication_workers"
 # of the checkpointer and of backends, which write a dirty buffer themselves when they need it.
 # (Test clusters run with synchronous_commit off: there the WAL writer's delay bounds what a crash
 # loses, and they keep no data worth it.)
-QUIET_SETTINGS = {"bgwriter_delay": "10s", "wal_writer_delay": "10s"}
+# Autovacuum looks at each database every 5 minutes, not every minute: each look forks a worker
+# that reads the catalogs, and on a young read model (a table analyzed every 50 rows changed) also
+# analyzes it. At 1 request/s that was 0.2-0.5 ms of CPU a second, more than the projector's whole
+# share (bench/trickle.py --by-process, "postmaster" with its reaped workers). A table still gets
+# vacuumed and analyzed once past its thresholds, up to 5 minutes later.
+QUIET_SETTINGS = {"bgwriter_delay": "10s", "wal_writer_delay": "10s", "autovacuum_naptime": "300s"}
 
 
 class PostgresServer(msgspec.Struct):
