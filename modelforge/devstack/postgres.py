@@ -37,7 +37,7 @@ EMBEDDED_SETTINGS = {"shared_buffers": "32MB", "max_logical_replication_workers"
 # analyzes it. At 1 request/s that was 0.2-0.5 ms of CPU a second, more than the projector's whole
 # share (bench/trickle.py --by-process, "postmaster" with its reaped workers). A table still gets
 # vacuumed and analyzed once past its thresholds, up to 5 minutes later.
-QUIET_SETTINGS = {"bgwriter_delay": "10s", "wal_writer_delay": "10s", "autovacuum_naptime": "300s"}
+QUIET_SETTINGS = {"bgwriter_delay": "10s", "wal_writer_delay": "10s", "autovacuum_naptime": "5min"}
 
 
 class PostgresServer(msgspec.Struct):
