@@ -207,9 +207,10 @@ async def _declare_lost_nodes(ctx: ServingContext, now: float) -> None:
 
 async def _record_lease_timeout(ctx: ServingContext, grant: s.LeaseGranted) -> None:
     """The request that held an expired lease, or, for another replica's standby lease, every
-    request that replica left open (`gateway.serving.vanished`)."""
+    request that replica left open (`gateway.serving.vanished`: off the round, which must not wait
+    for the read model to catch up)."""
     if is_standby(grant.lease_id):
-        await fail_left_open(ctx, grant)
+        ctx.spawn(fail_left_open(ctx, grant))
         return
     deployment = ctx.live.catalog.deployments.get(grant.deployment_id)
     if deployment is None or not grant.request_id:
