@@ -69,6 +69,9 @@ class LiveState:
         self.accelerators: dict[str, AcceleratorState] = {}
         self.versions: dict[str, int] = {}  # accelerator id -> its aggregate version
         self.telemetry: dict[str, AcceleratorTelemetry] = {}
+        # The same samples by node: whether a node is live is asked per node on every placement and
+        # every request under a standby slot, and a fleet's samples are many.
+        self._node_samples: dict[str, dict[str, AcceleratorTelemetry]] = {}
         self.telemetry_seq = 0  # the MF_TELEMETRY sequence of the last sample read
         self.applied = 0
         # The last MF_EVENTS sequence the subscription delivered: `applied` may run ahead of it
@@ -294,7 +297,11 @@ class LiveState:
         return new_accelerator(accelerator_id, node.node_id if node else "", spec.total_bytes if spec else 0)
 
     def apply_telemetry(self, sample: AcceleratorTelemetry) -> None:
+        previous = self.telemetry.get(sample.accelerator_id)
+        if previous is not None and previous.node_id != sample.node_id:  # moved to another node
+            self._node_samples[previous.node_id].pop(sample.accelerator_id, None)
         self.telemetry[sample.accelerator_id] = sample
+        self._node_samples.setdefault(sample.node_id, {})[sample.accelerator_id] = sample
         self.reconnects.saw(sample)
         observed_at = sample.observed_at_unix_ms / 1000
         for table in (self.accelerators, self.tentative):
@@ -314,10 +321,9 @@ class LiveState:
         """Whether the node's newest sample says it is up and it has not been silent for longer than
         the staleness bound while the telemetry feed could carry its samples."""
         now = time.time() if now is None else now
-        samples = [t for t in self.telemetry.values() if t.node_id == node_id]
         return any(
             t.healthy and silent_for(t.observed_at_unix_ms / 1000, self.feed, now) <= self.telemetry_stale_s
-            for t in samples
+            for t in self._node_samples.get(node_id, {}).values()
         )
 
     def heard_from_feed(self, now: float) -> None:

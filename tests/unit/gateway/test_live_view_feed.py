@@ -1,4 +1,5 @@
-"""The live view's node liveness counts a node's silence only while its telemetry feed was up."""
+"""The live view's node liveness: from the node's own samples, counting its silence only while its
+telemetry feed was up."""
 
 from __future__ import annotations
 
@@ -8,12 +9,40 @@ from streams.messages import AcceleratorTelemetry
 T0 = 1_700_000_000.0
 
 
-def sampled(live: LiveState, at: float) -> None:
+def sampled(
+    live: LiveState, at: float, node: str = "n1", accelerator: str = "n1-cpu0", healthy: bool = True
+) -> None:
     sample = AcceleratorTelemetry(
-        node_id="n1", accelerator_id="n1-cpu0", generation=1, total_bytes=1 << 30, used_bytes=0,
-        process_bytes=0, observed_at_unix_ms=int(at * 1000), residencies=[], healthy=True,
+        node_id=node, accelerator_id=accelerator, generation=1, total_bytes=1 << 30, used_bytes=0,
+        process_bytes=0, observed_at_unix_ms=int(at * 1000), residencies=[], healthy=healthy,
     )  # fmt: skip
     live.apply_telemetry(sample)
+
+
+def test_a_node_is_live_on_its_own_samples_not_another_nodes() -> None:
+    live = LiveState(telemetry_stale_s=10.0)
+    live.heard_from_feed(T0)
+    sampled(live, T0, node="n2", accelerator="n2-gpu0")
+    assert live.node_live("n2", T0)
+    assert not live.node_live("n1", T0)  # never heard from
+
+
+def test_a_node_with_one_fresh_healthy_accelerator_is_live() -> None:
+    live = LiveState(telemetry_stale_s=10.0)
+    live.heard_from_feed(T0)
+    sampled(live, T0, accelerator="n1-gpu0", healthy=False)
+    assert not live.node_live("n1", T0)
+    sampled(live, T0, accelerator="n1-gpu1")
+    assert live.node_live("n1", T0)
+
+
+def test_an_accelerator_that_reports_from_another_node_counts_for_that_node_only() -> None:
+    live = LiveState(telemetry_stale_s=10.0)
+    live.heard_from_feed(T0)
+    sampled(live, T0, node="n1", accelerator="gpu-a")
+    sampled(live, T0 + 1.0, node="n2", accelerator="gpu-a")  # moved (re-registered on n2)
+    assert live.node_live("n2", T0 + 1.0)
+    assert not live.node_live("n1", T0 + 1.0)
 
 
 def test_a_node_silent_past_the_bound_on_a_healthy_feed_is_not_live() -> None:
