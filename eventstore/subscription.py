@@ -19,6 +19,7 @@ from datetime import datetime
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.client import JetStreamContext
 
 from eventstore.records import RecordedEvent, record_from
 from streams import subjects
@@ -73,6 +74,7 @@ async def subscribe(
         pending_msgs_limit=-1,
         pending_bytes_limit=-1,
     )
+    _without_flow_control_poll(sub)
     last = max(0, from_sequence - 1)
     try:
         while True:
@@ -89,6 +91,17 @@ async def subscribe(
                 yield record_from(sequence, msg.subject, msg.headers, msg.data)
     finally:
         await sub.unsubscribe()
+
+
+def _without_flow_control_poll(sub: JetStreamContext.PushSubscription) -> None:
+    """Stop nats-py's flow-control poll of this ordered consumer: a task that wakes four times a
+    second to send a flow-control reply it put off, for each subscription, the process idle or not.
+    A callback subscription never puts one off (nats-py counts its deliveries as they arrive, so
+    each flow-control message is answered at once), and a stalled consumer's heartbeat carries the
+    reply to send, which nats-py answers when it arrives."""
+    polling = getattr(getattr(sub._sub, "_jsi", None), "_fctask", None)
+    if isinstance(polling, asyncio.Task):
+        polling.cancel()
 
 
 def stream_sequence(msg: Msg) -> int:

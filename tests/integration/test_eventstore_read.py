@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -151,6 +152,31 @@ async def test_subscribe_across_a_server_restart_delivers_every_event_once(tmp_p
     finally:
         await conn.close()
         stop_pid(server.pid)
+
+
+async def test_a_catch_up_past_flow_control_arrives_whole_with_no_flow_control_poll(
+    private_store: EventStore,
+) -> None:
+    client = private_store.connection.client
+    subject = f"mf.evt.client.{new_id()}.Bulky"  # 4 MB: the server asks for flow control twice
+    for _ in range(999):
+        await client.publish(subject, b"x" * 4096)
+    last = (await client.jetstream().publish(subject, b"x" * 4096)).seq
+    seen: list[int] = []
+    polls: list[asyncio.Task[object]] = []
+    async with asyncio.timeout(20), contextlib.aclosing(subscribe(client, 1)) as records:
+        async for record in records:
+            if not seen:  # nats-py's poll of the consumer's flow control, were it running
+                polls = [
+                    task
+                    for task in asyncio.all_tasks()
+                    if "check_flow_control_response" in getattr(task.get_coro(), "__qualname__", "")
+                ]
+            seen.append(record.sequence)
+            if record.sequence == last:
+                break
+    assert seen == list(range(1, last + 1))
+    assert polls == []
 
 
 async def test_audit_tail_prints_matching_events_as_they_happen(nats_url: str, store: EventStore) -> None:
