@@ -1,11 +1,14 @@
 """The agents' metrics, fleet-wide, on the gateway's `/metrics`: each agent sends a snapshot of its
 own families (`modelforge_agent_*`, Prometheus text) with every telemetry round on core NATS
-(`mf.metrics.<node>`); the gateway keeps each node's latest, parsed as it arrives, and a scrape
-shows them for the nodes that are live now, every sample labelled `node`. A scraper needs to reach
-only the gateway, not every agent's port.
+(`mf.metrics.<node>`); the gateway keeps each node's latest, and a scrape shows them for the
+nodes that are live now, every sample labelled `node`. A scraper needs to reach only the gateway,
+not every agent's port.
 
-What a snapshot holds is checked on arrival: text that does not parse, or a family not of the
-agent's own, is left out (and logged), so no agent can shadow the gateway's own series.
+A snapshot is parsed by the first scrape that shows it, not as it arrives: every node sends one
+every telemetry round (~0.5 ms of parsing each), and scrapes come less often, or never. What it
+holds is checked then: text that does not parse, or a family not of the agent's own, is left out
+(and logged), and the node's last good snapshot is shown instead, so no agent can shadow the
+gateway's own series.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ class FleetMetrics(Collector):
 
     def __init__(self, client: Client, live: Callable[[str], bool]) -> None:
         self.client, self.live = client, live
-        self._latest: dict[str, list[Metric]] = {}
+        self._arrived: dict[str, bytes] = {}  # each node's latest snapshot, not yet parsed
+        self._shown: dict[str, list[Metric]] = {}  # each node's last snapshot that parsed
         self._lock = threading.Lock()  # a scrape may collect on another thread
         self._subscription: Subscription | None = None
 
@@ -71,17 +75,23 @@ class FleetMetrics(Collector):
 
     async def _heard(self, msg: Msg) -> None:
         node = msg.subject.rsplit(".", 1)[-1]
-        try:
-            if len(msg.data) > MAX_SNAPSHOT_BYTES:
-                raise ValueError(f"{len(msg.data)} bytes")
-            families = parsed(msg.data.decode())
-        except Exception as error:  # whatever the parser raises on odd text: that snapshot only
-            log.warning("metrics snapshot of node %s left out: %s", node, error)
+        if len(msg.data) > MAX_SNAPSHOT_BYTES:
+            log.warning("metrics snapshot of node %s left out: %d bytes", node, len(msg.data))
             return
         with self._lock:
-            self._latest[node] = families
+            self._arrived[node] = msg.data
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            latest = dict(self._latest)
-        yield from merged({node: families for node, families in latest.items() if self.live(node)})
+            arrived, self._arrived = self._arrived, {}
+        for node, data in arrived.items():
+            try:
+                families = parsed(data.decode())
+            except Exception as error:  # whatever the parser raises on odd text: that snapshot only
+                log.warning("metrics snapshot of node %s left out: %s", node, error)
+                continue
+            with self._lock:
+                self._shown[node] = families
+        with self._lock:
+            shown = dict(self._shown)
+        yield from merged({node: families for node, families in shown.items() if self.live(node)})
