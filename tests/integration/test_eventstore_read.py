@@ -166,17 +166,23 @@ async def test_a_catch_up_past_flow_control_arrives_whole_with_no_flow_control_p
     polls: list[asyncio.Task[object]] = []
     async with asyncio.timeout(20), contextlib.aclosing(subscribe(client, 1)) as records:
         async for record in records:
-            if not seen:  # nats-py's poll of the consumer's flow control, were it running
-                polls = [
-                    task
-                    for task in asyncio.all_tasks()
-                    if "check_flow_control_response" in getattr(task.get_coro(), "__qualname__", "")
-                ]
+            if not seen:  # nats-py's poll of this connection's consumers' flow control, were it running
+                polls = [task for task in asyncio.all_tasks() if _flow_control_poll_of(client, task)]
             seen.append(record.sequence)
             if record.sequence == last:
                 break
     assert seen == list(range(1, last + 1))
     assert polls == []
+
+
+def _flow_control_poll_of(client: object, task: asyncio.Task[object]) -> bool:
+    """Whether `task` is nats-py's flow-control poll of a consumer on `client` (other tests' gateways
+    share this process, and their own subscriptions may run one)."""
+    coro = task.get_coro()
+    if task.done() or "check_flow_control_response" not in getattr(coro, "__qualname__", ""):
+        return False
+    frame = getattr(coro, "cr_frame", None)
+    return frame is not None and getattr(frame.f_locals.get("self"), "_conn", None) is client
 
 
 async def test_audit_tail_prints_matching_events_as_they_happen(nats_url: str, store: EventStore) -> None:
