@@ -84,14 +84,13 @@ class FleetMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             arrived, self._arrived = self._arrived, {}
+        good: dict[str, list[Metric]] = {}
         for node, data in arrived.items():
             try:
-                families = parsed(data.decode())
+                good[node] = parsed(data.decode())
             except Exception as error:  # whatever the parser raises on odd text: that snapshot only
                 log.warning("metrics snapshot of node %s left out: %s", node, error)
-                continue
-            with self._lock:
-                self._shown[node] = families
         with self._lock:
+            self._shown.update(good)
             shown = dict(self._shown)
         yield from merged({node: families for node, families in shown.items() if self.live(node)})

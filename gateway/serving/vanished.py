@@ -50,19 +50,18 @@ async def record_lease_timeout(
     await ctx.store.record_request(capability, request_id, failed, actor=ctx.actor)
 
 
-async def fail_left_open(
-    ctx: ServingContext, expired: s.LeaseGranted, wait_s: float = CATCH_UP_WAIT_S
-) -> int:
+async def fail_left_open(ctx: ServingContext, expired: s.LeaseGranted) -> int:
     """Once this replica has expired another's standby lease (`expired`): fail every request its
     holder accepted and left open, but those a lease on the books still names. The read model is
-    asked once the projector has applied all of MF_REQUESTS there is, waited for up to `wait_s`;
+    asked once the projector has applied all of MF_REQUESTS there is, waited for up to
+    `CATCH_UP_WAIT_S`;
     past that (or halted), nothing is failed and a warning says why. How many it failed."""
     holder = replica_of(expired.client_id)
     model = ctx.read_models.get()
     if not holder or holder == ctx.gateway_id or model is None:
         return 0
     last = (await ctx.client.jetstream().stream_info(subjects.REQUESTS_STREAM)).state.last_seq
-    stale = await _applied_through(ctx, model, last, wait_s)
+    stale = await _applied_through(ctx, model, last)
     if stale is not None:
         log.warning("requests gateway %s left open are not failed: %s", holder, stale)
         return 0
@@ -81,10 +80,10 @@ async def fail_left_open(
     return failed
 
 
-async def _applied_through(ctx: ServingContext, model: ReadModel, sequence: int, wait_s: float) -> str | None:
+async def _applied_through(ctx: ServingContext, model: ReadModel, sequence: int) -> str | None:
     """None once the read model has applied MF_REQUESTS through `sequence`; else why not (behind
-    after `wait_s`, halted, or this replica closing first)."""
-    checking = asyncio.ensure_future(model.stale_because(0, sequence, timeout=wait_s))
+    after `CATCH_UP_WAIT_S`, halted, or this replica closing first)."""
+    checking = asyncio.ensure_future(model.stale_because(0, sequence, timeout=CATCH_UP_WAIT_S))
     closing = asyncio.ensure_future(ctx.closing.wait())
     try:
         await asyncio.wait([checking, closing], return_when=asyncio.FIRST_COMPLETED)
