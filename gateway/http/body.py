@@ -4,6 +4,7 @@ a time limit (a client that declares more than it sends must not hold the reques
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import TypeAlias, TypeVar
 
 import msgspec
@@ -52,6 +53,11 @@ def decode_json(body: bytes) -> JsonValue:
     """The body as JSON: an object, array, string, number, bool or null (a dialect converts it)."""
     if not body:
         raise ServingError("INVALID_INPUT", "the request body is empty; send a JSON object", http_status=400)
+    # No cyclic collection while msgspec recurses: one that came due at the depth of a deeply nested
+    # body would run other objects' finalizers (Python code) with the interpreter's recursion budget
+    # all but spent, and they would fail (a RecursionError each, reported as unraisable).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         value: JsonValue = msgspec.json.decode(body)
         return value
@@ -63,6 +69,9 @@ def decode_json(body: bytes) -> JsonValue:
         raise ServingError(
             "INVALID_INPUT", "the request body nests arrays or objects too deeply", http_status=400
         ) from None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def convert(raw: object, type_: type[T], what: str, *, strict: bool = True) -> T:
