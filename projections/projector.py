@@ -183,12 +183,13 @@ async def _follow(
     loop = asyncio.get_running_loop()
     # Closed while events wait for the commit interval: the readers leave what arrives meanwhile
     # unread in their sockets (no wake-up per message) and, when it opens, take it in one chunk, up to
-    # a PING's PONG (`source.read`'s hold). Until each has, it is `behind` and the applier waits.
+    # a PING's PONG (`source.read`'s hold). Until each has, it is `behind` and the applier waits;
+    # every reader is behind at the start, until it has handed over its stream's backlog (so that
+    # the first commit holds every stream's, the whole of a request's events).
     reading = asyncio.Event()
     reading.set()
-    behind: set[str] = set()
+    behind: set[str] = set(streams)
     caught_up = asyncio.Event()
-    caught_up.set()
 
     def catch_up(stream: str) -> None:
         behind.discard(stream)
@@ -262,8 +263,8 @@ async def _follow(
                     continue
             elif not lingering.done() and not stopping.done():
                 continue
-            elif reading.is_set():  # the interval passed (or was asked away): what arrived meanwhile
-                await caught_up.wait()  # is read within a PING's round trip to NATS
+            if reading.is_set():  # at the start, or the interval passed (or was asked away): what
+                await caught_up.wait()  # arrived meanwhile is read within a PING's round trip to NATS
             lingering = None
             items, getting = [getting.result()], None
             count = _size(items[0])

@@ -16,7 +16,7 @@ import contextlib
 import json
 import ssl
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
 from typing import Any, cast
 from urllib.parse import unquote, urlparse
@@ -268,11 +268,15 @@ async def read(
     until_sequence: int | None = None,
     urls: str | None = None,
     hold: asyncio.Event | None = None,
-) -> AsyncIterator[list[Delivery]]:
+) -> AsyncGenerator[list[Delivery], None]:
     """Messages of `stream` from `from_sequence` on, in chunks as they arrive, in order, no gaps.
 
     With `until_sequence` it ends after that sequence (or when nothing is left); without, it
     follows the stream forever, waiting server-side for new messages.
+
+    Following, the first chunk is the stream's backlog at the start, whole (however many socket
+    reads it takes, up to `PULL_BATCH` a chunk), and is handed over even when empty: a follower
+    that has yielded once has caught up with what the stream held when it started.
 
     `hold`: while it is clear when the next chunk is asked for, the socket is left unread (what
     arrives waits in the kernel's buffer: no wake-up per message); once it is set, the next chunk
@@ -309,6 +313,12 @@ async def read(
         )
         outstanding = 0
         last_cseq = 0
+        # How much of what the stream held from `from_sequence` on when the consumer was made is
+        # still to come (a follower's first chunk is all of it); the last delivery's pending bounds
+        # it, should the stream lose messages meanwhile.
+        backlog = int(created.get("num_pending", 0)) if until_sequence is None else 0
+        if until_sequence is None and backlog == 0:
+            yield []  # the stream held nothing: caught up at once
         held = False  # the chunk being read is what arrived while held: handed over even if empty
         while True:
             if hold is not None and not hold.is_set():
@@ -326,7 +336,7 @@ async def read(
             await raw.writer.drain()
             chunk: list[Delivery] = []
             done = False
-            while True:  # one read, or (after a hold) as many as it takes to reach the PONG
+            while True:  # one read, or as many as the backlog or (after a hold) the PONG takes
                 for subject, reply, headers, data in await raw.read_messages(3 * HEARTBEAT_S):
                     if not reply:
                         if headers[9:12] == b"503" and loop.time() < give_up:
@@ -346,10 +356,11 @@ async def read(
                         done = True
                         break
                     chunk.append(Delivery(seq, subject, headers, data, ts))
+                    backlog = min(backlog - 1, pending)
                     if until_sequence is not None and (seq >= until_sequence or pending == 0):
                         done = True
                         break
-                if done or raw.pongs >= raw.pings or len(chunk) >= PULL_BATCH:
+                if done or (raw.pongs >= raw.pings and backlog <= 0) or len(chunk) >= PULL_BATCH:
                     break
             if chunk or held:
                 held = False
