@@ -330,7 +330,7 @@ async def read(
                     transport.resume_reading()
                 raw.ping()
                 held = True
-            while outstanding < 2 * PULL_BATCH:
+            for _ in range(pulls_wanted(outstanding)):
                 raw.publish(pull_subject, pull.encode(), f"{raw.inbox}.pull")
                 outstanding += PULL_BATCH
             await raw.writer.drain()
@@ -372,6 +372,15 @@ async def read(
         # The projector's user may delete no consumer (a name is one token: one it could delete,
         # it could delete any, a gateway's included).
         await raw.close()
+
+
+def pulls_wanted(outstanding: int) -> int:
+    """How many pulls of `PULL_BATCH` to send with `outstanding` messages asked for and not come.
+
+    A second pull only once the first is half taken: enough to keep messages coming at volume,
+    while an idle reader keeps one pull waiting (the server sends each waiting pull its heartbeats,
+    and each expiry is a message and a new pull)."""
+    return 1 if outstanding <= PULL_BATCH // 2 else 0
 
 
 def _status(headers: bytes, stream: str) -> int:
