@@ -4,7 +4,8 @@ instance per stream.
 `run` projects the streams it is given (`modelforge projector` runs one worker process per
 stream, see projections.supervisor; the two touch disjoint tables). Start: migrate, then take
 each stream's advisory lock (a second projector blocks there until the first one's session ends,
-e.g. it dies), then follow the streams from their checkpoints + 1.
+e.g. it dies), then follow the streams from their checkpoints + 1; the first commit waits until
+each stream followed has handed over what it held at the start.
 Messages are queued as they arrive; the applier takes whatever is queued (up to `batch_max`) as
 one batch and commits rows, audit log and checkpoints in one transaction, so batches grow with
 load and shrink to one event when idle. Commits start at most once per `commit_interval`, and
@@ -185,7 +186,7 @@ async def _follow(
     # unread in their sockets (no wake-up per message) and, when it opens, take it in one chunk, up to
     # a PING's PONG (`source.read`'s hold). Until each has, it is `behind` and the applier waits;
     # every reader is behind at the start, until it has handed over its stream's backlog (so that
-    # the first commit holds every stream's, the whole of a request's events).
+    # the first commit holds all of it, not what one socket read or the first linger caught).
     reading = asyncio.Event()
     reading.set()
     behind: set[str] = set(streams)

@@ -360,7 +360,9 @@ async def read(
                     if until_sequence is not None and (seq >= until_sequence or pending == 0):
                         done = True
                         break
-                if done or (raw.pongs >= raw.pings and backlog <= 0) or len(chunk) >= PULL_BATCH:
+                # (No pull left waiting, one having expired: the next is sent before reading on.)
+                caught_up = raw.pongs >= raw.pings and backlog <= 0
+                if done or caught_up or len(chunk) >= PULL_BATCH or outstanding <= 0:
                     break
             if chunk or held:
                 held = False
