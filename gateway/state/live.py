@@ -99,8 +99,8 @@ class LiveState:
         self.loads: dict[str, PendingLoad] = {}  # load id -> one requested, not yet reported on
         self.outgrown: dict[str, Outgrown] = {}  # deployment id -> its last load past its envelope
         self.node_versions: dict[str, int] = {}  # node id -> its aggregate's version (NodeLost expects it)
-        # in-flight invokes (`watch_lease`): watch key -> (the lease on the books, what to call)
-        self.lease_watchers: dict[str, tuple[str, Callable[[], None]]] = {}
+        # in-flight invokes (`watch_lease`): watch key -> (the leases that carry it, what to call)
+        self.lease_watchers: dict[str, tuple[set[str], Callable[[], None]]] = {}
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
         self.staged: dict[str, list[Event]] = {}
@@ -219,19 +219,27 @@ class LiveState:
             self.forged[(subject, sequence)] = forged
 
     def watch_lease(self, key: str, ended: Callable[[], None], lease_id: str = "") -> None:
-        """Call `ended` if the lease `lease_id` (else `key`) leaves the books with its node (lost, or
-        restarted without what the lease was for: `ResidencyReconciled`). `key` names this watch,
-        for `unwatch_lease` when done with it: requests under one standby lease's slots each watch
-        that lease."""
-        self.lease_watchers[key] = (lease_id or key, ended)
+        """Call `ended` if the lease `lease_id` (else `key`), or one that replaced it
+        (`follow_lease`), leaves the books with its node (lost, or restarted without what the lease
+        was for: `ResidencyReconciled`). `key` names this watch, for `unwatch_lease` when done with
+        it: requests under one standby lease's slots each watch that lease."""
+        self.lease_watchers[key] = ({lease_id or key}, ended)
 
     def unwatch_lease(self, key: str) -> None:
         self.lease_watchers.pop(key, None)
 
+    def follow_lease(self, old: str, new: str) -> None:
+        """The watches of lease `old` watch `new` too: a standby lease's renewal, from the moment it
+        is decided (requests under its slots run on under the successor; should the node go before
+        the renewal is acknowledged, either lease is the one dropped)."""
+        for carriers, _ended in self.lease_watchers.values():
+            if old in carriers:
+                carriers.add(new)
+
     def _ended_by_others(self, before: AcceleratorState, after: AcceleratorState) -> None:
         gone = {lease.lease_id for lease in before.leases} - {lease.lease_id for lease in after.leases}
-        for key, (lease_id, ended) in list(self.lease_watchers.items()):
-            if lease_id in gone:
+        for key, (carriers, ended) in list(self.lease_watchers.items()):
+            if not carriers.isdisjoint(gone):
                 del self.lease_watchers[key]
                 ended()
 

@@ -1,0 +1,85 @@
+"""A request in flight watches the lease that carries it (`LiveState.watch_lease`): told when that
+lease leaves the books with its node, including a standby lease renewed while the request ran."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gateway.state.live import LiveState
+from streams.events import serving as s
+from streams.events.base import Event
+from tests.support.events import lease_granted, residency_loaded
+from tests.support.records import record
+
+ACCELERATOR = "n1-cpu0"
+LATER = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def _on_books(live: LiveState, sequence: int, *events: Event) -> None:
+    for offset, event in enumerate(events):
+        live.apply(record(sequence + offset, "accelerator", ACCELERATOR, event))
+
+
+def _node_lost(live: LiveState, sequence: int) -> None:
+    reconciled = s.ResidencyReconciled(accelerator_id=ACCELERATOR, generation=2, held=(), dropped=("emb",))
+    _on_books(live, sequence, reconciled)
+
+
+def _resident_with_standby_lease(lease_id: str) -> LiveState:
+    live = LiveState()
+    _on_books(
+        live,
+        1,
+        residency_loaded("l1", ACCELERATOR, measured_bytes=100),
+        lease_granted(lease_id, ACCELERATOR, LATER),
+    )
+    return live
+
+
+def test_a_request_under_a_standby_lease_is_told_when_its_node_drops_the_lease() -> None:
+    live = _resident_with_standby_lease("standby-1")
+    told: list[str] = []
+    live.watch_lease("request-1", lambda: told.append("request-1"), "standby-1")
+
+    _node_lost(live, 3)
+
+    assert told == ["request-1"]
+
+
+def test_a_request_under_a_renewed_standby_lease_is_told_when_its_node_drops_the_successor() -> None:
+    live = _resident_with_standby_lease("standby-1")
+    told: list[str] = []
+    live.watch_lease("request-1", lambda: told.append("request-1"), "standby-1")
+    live.follow_lease("standby-1", "standby-2")  # the renewal, decided
+    _on_books(
+        live,
+        3,
+        lease_granted("standby-2", ACCELERATOR, LATER),
+        s.LeaseReleased(lease_id="standby-1", accelerator_id=ACCELERATOR, outcome="completed"),
+    )
+
+    _node_lost(live, 5)
+
+    assert told == ["request-1"]
+
+
+def test_a_renewal_decided_but_not_yet_on_the_books_when_the_node_goes_still_tells_the_request() -> None:
+    live = _resident_with_standby_lease("standby-1")
+    told: list[str] = []
+    live.watch_lease("request-1", lambda: told.append("request-1"), "standby-1")
+    live.follow_lease("standby-1", "standby-2")
+
+    _node_lost(live, 3)
+
+    assert told == ["request-1"]
+
+
+def test_a_request_whose_watch_ended_is_not_told() -> None:
+    live = _resident_with_standby_lease("standby-1")
+    told: list[str] = []
+    live.watch_lease("request-1", lambda: told.append("request-1"), "standby-1")
+    live.unwatch_lease("request-1")
+
+    _node_lost(live, 3)
+
+    assert told == []
