@@ -25,21 +25,23 @@ def _node_lost(live: LiveState, sequence: int) -> None:
     _on_books(live, sequence, reconciled)
 
 
-def _resident_with_standby_lease(lease_id: str) -> LiveState:
+def _watching_a_standby_lease() -> tuple[LiveState, list[str]]:
+    """A resident with the standby lease `standby-1` on the books, and a request (`request-1`) in
+    flight under one of its slots, watching it; what the request is told."""
     live = LiveState()
     _on_books(
         live,
         1,
         residency_loaded("l1", ACCELERATOR, measured_bytes=100),
-        lease_granted(lease_id, ACCELERATOR, LATER),
+        lease_granted("standby-1", ACCELERATOR, LATER),
     )
-    return live
+    told: list[str] = []
+    live.watch_lease("request-1", lambda: told.append("request-1"), "standby-1")
+    return live, told
 
 
 def test_a_request_under_a_standby_lease_is_told_when_its_node_drops_the_lease() -> None:
-    live = _resident_with_standby_lease("standby-1")
-    told: list[str] = []
-    live.watch_lease("request-1", lambda: told.append("request-1"), "standby-1")
+    live, told = _watching_a_standby_lease()
 
     _node_lost(live, 3)
 
@@ -47,9 +49,7 @@ def test_a_request_under_a_standby_lease_is_told_when_its_node_drops_the_lease()
 
 
 def test_a_request_under_a_renewed_standby_lease_is_told_when_its_node_drops_the_successor() -> None:
-    live = _resident_with_standby_lease("standby-1")
-    told: list[str] = []
-    live.watch_lease("request-1", lambda: told.append("request-1"), "standby-1")
+    live, told = _watching_a_standby_lease()
     live.follow_lease("standby-1", "standby-2")  # the renewal, decided
     _on_books(
         live,
@@ -64,9 +64,7 @@ def test_a_request_under_a_renewed_standby_lease_is_told_when_its_node_drops_the
 
 
 def test_a_renewal_decided_but_not_yet_on_the_books_when_the_node_goes_still_tells_the_request() -> None:
-    live = _resident_with_standby_lease("standby-1")
-    told: list[str] = []
-    live.watch_lease("request-1", lambda: told.append("request-1"), "standby-1")
+    live, told = _watching_a_standby_lease()
     live.follow_lease("standby-1", "standby-2")
 
     _node_lost(live, 3)
@@ -75,9 +73,7 @@ def test_a_renewal_decided_but_not_yet_on_the_books_when_the_node_goes_still_tel
 
 
 def test_a_request_whose_watch_ended_is_not_told() -> None:
-    live = _resident_with_standby_lease("standby-1")
-    told: list[str] = []
-    live.watch_lease("request-1", lambda: told.append("request-1"), "standby-1")
+    live, told = _watching_a_standby_lease()
     live.unwatch_lease("request-1")
 
     _node_lost(live, 3)
