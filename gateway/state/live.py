@@ -55,6 +55,9 @@ from streams.events.identity import ForgedEventRefused
 from streams.messages import AcceleratorTelemetry
 
 log = logging.getLogger("modelforge.gateway.state")
+# How long a decided standby renewal is remembered for watches made after it (`follow_lease`): a
+# request that took a slot of the old lease watches it within an event-loop turn or two.
+RENEWAL_MEMORY_S = 60.0
 
 
 def policy_from(event: c.SchedulerPolicyRevised) -> SchedulerPolicy:
@@ -101,6 +104,8 @@ class LiveState:
         self.node_versions: dict[str, int] = {}  # node id -> its aggregate's version (NodeLost expects it)
         # in-flight invokes (`watch_lease`): watch key -> (the leases that carry it, what to call)
         self.lease_watchers: dict[str, tuple[set[str], Callable[[], None]]] = {}
+        # standby renewals decided lately (`follow_lease`): lease -> (its successor, when, monotonic)
+        self._renewed: dict[str, tuple[str, float]] = {}
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
         self.staged: dict[str, list[Event]] = {}
@@ -223,7 +228,11 @@ class LiveState:
         (`follow_lease`), leaves the books with its node (lost, or restarted without what the lease
         was for: `ResidencyReconciled`). `key` names this watch, for `unwatch_lease` when done with
         it: requests under one standby lease's slots each watch that lease."""
-        self.lease_watchers[key] = ({lease_id or key}, ended)
+        carriers = {lease := lease_id or key}
+        while lease in self._renewed:  # a slot taken just before its lease's renewal was decided
+            lease = self._renewed[lease][0]
+            carriers.add(lease)
+        self.lease_watchers[key] = (carriers, ended)
 
     def unwatch_lease(self, key: str) -> None:
         self.lease_watchers.pop(key, None)
@@ -231,7 +240,11 @@ class LiveState:
     def follow_lease(self, old: str, new: str) -> None:
         """The watches of lease `old` watch `new` too: a standby lease's renewal, from the moment it
         is decided (requests under its slots run on under the successor; should the node go before
-        the renewal is acknowledged, either lease is the one dropped)."""
+        the renewal is acknowledged, either lease is the one dropped). So does a watch of `old` made
+        a little later, by a request that took its slot just before (`RENEWAL_MEMORY_S`)."""
+        now = time.monotonic()
+        self._renewed = {o: (n, at) for o, (n, at) in self._renewed.items() if now - at < RENEWAL_MEMORY_S}
+        self._renewed[old] = (new, now)
         for carriers, _ended in self.lease_watchers.values():
             if old in carriers:
                 carriers.add(new)

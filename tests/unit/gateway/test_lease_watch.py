@@ -79,3 +79,19 @@ def test_a_request_whose_watch_ended_is_not_told() -> None:
     _node_lost(live, 3)
 
     assert told == []
+
+
+def test_a_watch_made_just_after_its_leases_renewal_was_decided_follows_the_renewal() -> None:
+    live, told = _watching_a_standby_lease()
+    live.follow_lease("standby-1", "standby-2")
+    live.watch_lease("request-2", lambda: told.append("request-2"), "standby-1")  # took its slot just before
+    _on_books(
+        live,
+        3,
+        lease_granted("standby-2", ACCELERATOR, LATER),
+        s.LeaseReleased(lease_id="standby-1", accelerator_id=ACCELERATOR, outcome="completed"),
+    )
+
+    _node_lost(live, 5)
+
+    assert sorted(told) == ["request-1", "request-2"]
