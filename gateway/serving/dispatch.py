@@ -118,7 +118,7 @@ async def _invoke(
                 task.cancel()
 
     on_books = grant.standby_lease_id or grant.lease_id  # under a slot: its standby lease's fate
-    ctx.live.watch_lease(grant.lease_id, lambda: stop_waiting(NODE_LOST), on_books)
+    ctx.live.lease_watches.watch(grant.lease_id, lambda: stop_waiting(NODE_LOST), on_books)
     ctx.store.connection.watch_drop(grant.lease_id, lambda: stop_waiting(_CUT_OFF["gateway"]))
     ctx.live.reconnects.watch(grant.node_id, grant.lease_id, lambda: stop_waiting(_CUT_OFF["agent"]))
     inbox, headers = inbox_of(ctx.client), inject({})
@@ -158,7 +158,7 @@ async def _invoke(
             "REQUEST_TIMEOUT", "the model did not answer before the request's deadline"
         ) from None
     finally:
-        ctx.live.unwatch_lease(grant.lease_id)
+        ctx.live.lease_watches.unwatch(grant.lease_id)
         ctx.store.connection.unwatch_drop(grant.lease_id)
         ctx.live.reconnects.unwatch(grant.node_id, grant.lease_id)
     done = time.perf_counter()

@@ -5,7 +5,7 @@ stopped, or whose credentials were revoked), while it holds residents or leases 
 aggregate, once (the aggregate's expected version: of several gateway replicas one wins, the others
 conflict and see it done). Each of its accelerators is then reconciled to cold
 (`ResidencyReconciled`, nothing held), which ends its leases and residencies; an invoke still in
-flight to it fails at once (`LiveState.watch_lease`) rather than at its deadline, and is tried once
+flight to it fails at once (`LiveState.lease_watches`) rather than at its deadline, and is tried once
 more elsewhere. Its next `WorkerStarted` brings the node back.
 
 Silence counts only while this gateway's telemetry feed is up (`gateway.state.feed`): a stream

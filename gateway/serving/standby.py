@@ -198,7 +198,7 @@ async def keep_standby(ctx: ServingContext, now: float) -> None:
             changes.append((stage(ctx, wanted.accelerator_id, [grant]), booked, None))
         for renewed, wanted in plan.renew:
             grant, successor = _grant(ctx, wanted, now)
-            live.follow_lease(renewed.lease_id, grant.lease_id)  # requests under its slots
+            live.lease_watches.follow(renewed.lease_id, grant.lease_id)  # requests under its slots
             events: list[Event] = [grant, _released(renewed)]
             changes.append((stage(ctx, wanted.accelerator_id, events), successor, renewed))
         for gone in plan.release:

@@ -42,6 +42,7 @@ from gateway.state.evictions import PendingEviction, fold_evictions
 from gateway.state.feed import TelemetryFeed, feed_down, feed_up, silent_for
 from gateway.state.feed_watch import watch_feed
 from gateway.state.following import follow_telemetry, hear_drops
+from gateway.state.lease_watches import LeaseWatches
 from gateway.state.loads import LoadFailure, Outgrown, PendingLoad, fold_loads, outgrown
 from gateway.state.reconnects import ReconnectWatch
 from gateway.state.senders import forged_event, forged_telemetry
@@ -55,9 +56,6 @@ from streams.events.identity import ForgedEventRefused
 from streams.messages import AcceleratorTelemetry
 
 log = logging.getLogger("modelforge.gateway.state")
-# How long a decided standby renewal is remembered for watches made after it (`follow_lease`): a
-# request that took a slot of the old lease watches it within an event-loop turn or two.
-RENEWAL_MEMORY_S = 60.0
 
 
 def policy_from(event: c.SchedulerPolicyRevised) -> SchedulerPolicy:
@@ -102,10 +100,7 @@ class LiveState:
         self.loads: dict[str, PendingLoad] = {}  # load id -> one requested, not yet reported on
         self.outgrown: dict[str, Outgrown] = {}  # deployment id -> its last load past its envelope
         self.node_versions: dict[str, int] = {}  # node id -> its aggregate's version (NodeLost expects it)
-        # in-flight invokes (`watch_lease`): watch key -> (the leases that carry it, what to call)
-        self.lease_watchers: dict[str, tuple[set[str], Callable[[], None]]] = {}
-        # standby renewals decided lately (`follow_lease`): lease -> (its successor, when, monotonic)
-        self._renewed: dict[str, tuple[str, float]] = {}
+        self.lease_watches = LeaseWatches()  # in-flight invokes, told when their node drops their lease
         # This replica's decided-but-unacknowledged events per accelerator, and the view with them
         # folded in: the next decision must see them (group commit, see gateway.serving.writer).
         self.staged: dict[str, list[Event]] = {}
@@ -182,8 +177,11 @@ class LiveState:
                     state, event, envelope.occurred_at, self.catalog
                 )
                 self.versions[acc_id] = record.sequence
-                if self.lease_watchers and isinstance(event, s.ResidencyReconciled):
-                    self._ended_by_others(state, self.accelerators[acc_id])
+                if self.lease_watches and isinstance(event, s.ResidencyReconciled):
+                    self.lease_watches.dropped(
+                        (lease.lease_id for lease in state.leases),
+                        (lease.lease_id for lease in self.accelerators[acc_id].leases),
+                    )
         elif isinstance(event, c.SchedulerPolicyRevised):
             self.policy = policy_from(event)
         else:
@@ -222,39 +220,6 @@ class LiveState:
             self._claims_refused.add((subject, forged.claimed_node_id))
             log.warning("refused telemetry on %s: it speaks for node %s", subject, forged.claimed_node_id)
             self.forged[(subject, sequence)] = forged
-
-    def watch_lease(self, key: str, ended: Callable[[], None], lease_id: str = "") -> None:
-        """Call `ended` if the lease `lease_id` (else `key`), or one that replaced it
-        (`follow_lease`), leaves the books with its node (lost, or restarted without what the lease
-        was for: `ResidencyReconciled`). `key` names this watch, for `unwatch_lease` when done with
-        it: requests under one standby lease's slots each watch that lease."""
-        carriers = {lease := lease_id or key}
-        while lease in self._renewed:  # a slot taken just before its lease's renewal was decided
-            lease = self._renewed[lease][0]
-            carriers.add(lease)
-        self.lease_watchers[key] = (carriers, ended)
-
-    def unwatch_lease(self, key: str) -> None:
-        self.lease_watchers.pop(key, None)
-
-    def follow_lease(self, old: str, new: str) -> None:
-        """The watches of lease `old` watch `new` too: a standby lease's renewal, from the moment it
-        is decided (requests under its slots run on under the successor; should the node go before
-        the renewal is acknowledged, either lease is the one dropped). So does a watch of `old` made
-        a little later, by a request that took its slot just before (`RENEWAL_MEMORY_S`)."""
-        now = time.monotonic()
-        self._renewed = {o: (n, at) for o, (n, at) in self._renewed.items() if now - at < RENEWAL_MEMORY_S}
-        self._renewed[old] = (new, now)
-        for carriers, _ended in self.lease_watchers.values():
-            if old in carriers:
-                carriers.add(new)
-
-    def _ended_by_others(self, before: AcceleratorState, after: AcceleratorState) -> None:
-        gone = {lease.lease_id for lease in before.leases} - {lease.lease_id for lease in after.leases}
-        for key, (carriers, ended) in list(self.lease_watchers.items()):
-            if not carriers.isdisjoint(gone):
-                del self.lease_watchers[key]
-                ended()
 
     def _prove(self, event: s.CoResidencyProven) -> None:
         pair = CoResidencyPair(

@@ -1,4 +1,4 @@
-"""A request in flight watches the lease that carries it (`LiveState.watch_lease`): told when that
+"""A request in flight watches the lease that carries it (`gateway.state.lease_watches`): told when that
 lease leaves the books with its node, including a standby lease renewed while the request ran."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _watching_a_standby_lease() -> tuple[LiveState, list[str]]:
         lease_granted("standby-1", ACCELERATOR, LATER),
     )
     told: list[str] = []
-    live.watch_lease("request-1", lambda: told.append("request-1"), "standby-1")
+    live.lease_watches.watch("request-1", lambda: told.append("request-1"), "standby-1")
     return live, told
 
 
@@ -50,7 +50,7 @@ def test_a_request_under_a_standby_lease_is_told_when_its_node_drops_the_lease()
 
 def test_a_request_under_a_renewed_standby_lease_is_told_when_its_node_drops_the_successor() -> None:
     live, told = _watching_a_standby_lease()
-    live.follow_lease("standby-1", "standby-2")  # the renewal, decided
+    live.lease_watches.follow("standby-1", "standby-2")  # the renewal, decided
     _on_books(
         live,
         3,
@@ -65,7 +65,7 @@ def test_a_request_under_a_renewed_standby_lease_is_told_when_its_node_drops_the
 
 def test_a_renewal_decided_but_not_yet_on_the_books_when_the_node_goes_still_tells_the_request() -> None:
     live, told = _watching_a_standby_lease()
-    live.follow_lease("standby-1", "standby-2")
+    live.lease_watches.follow("standby-1", "standby-2")
 
     _node_lost(live, 3)
 
@@ -74,7 +74,7 @@ def test_a_renewal_decided_but_not_yet_on_the_books_when_the_node_goes_still_tel
 
 def test_a_request_whose_watch_ended_is_not_told() -> None:
     live, told = _watching_a_standby_lease()
-    live.unwatch_lease("request-1")
+    live.lease_watches.unwatch("request-1")
 
     _node_lost(live, 3)
 
@@ -83,8 +83,10 @@ def test_a_request_whose_watch_ended_is_not_told() -> None:
 
 def test_a_watch_made_just_after_its_leases_renewal_was_decided_follows_the_renewal() -> None:
     live, told = _watching_a_standby_lease()
-    live.follow_lease("standby-1", "standby-2")
-    live.watch_lease("request-2", lambda: told.append("request-2"), "standby-1")  # took its slot just before
+    live.lease_watches.follow("standby-1", "standby-2")
+    live.lease_watches.watch(
+        "request-2", lambda: told.append("request-2"), "standby-1"
+    )  # took its slot just before
     _on_books(
         live,
         3,
