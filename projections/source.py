@@ -330,7 +330,7 @@ async def read(
                     transport.resume_reading()
                 raw.ping()
                 held = True
-            for _ in range(pulls_wanted(outstanding)):
+            if pull_wanted(outstanding):
                 raw.publish(pull_subject, pull.encode(), f"{raw.inbox}.pull")
                 outstanding += PULL_BATCH
             await raw.writer.drain()
@@ -376,13 +376,13 @@ async def read(
         await raw.close()
 
 
-def pulls_wanted(outstanding: int) -> int:
-    """How many pulls of `PULL_BATCH` to send with `outstanding` messages asked for and not come.
+def pull_wanted(outstanding: int) -> bool:
+    """Whether to send a pull of `PULL_BATCH` with `outstanding` messages asked for and not come.
 
     A second pull only once the first is half taken: enough to keep messages coming at volume,
     while an idle reader keeps one pull waiting (the server sends each waiting pull its heartbeats,
     and each expiry is a message and a new pull)."""
-    return 1 if outstanding <= PULL_BATCH // 2 else 0
+    return outstanding <= PULL_BATCH // 2
 
 
 def _status(headers: bytes, stream: str) -> int:
