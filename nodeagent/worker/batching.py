@@ -5,10 +5,13 @@ Submissions queue up; a worker task takes as many whole submissions as fit the b
 them in one runtime call on an executor thread (or, `inline`, on the event loop's own thread),
 and routes each caller's rows back to it. Waiting is on an asyncio event with a timeout: no polling.
 
-Lanes: where the runtime offers a one-thread way to run (`run_lane`, `lanes` > 1), a round that
-finds more than one batch's worth queued runs up to `lanes` batches at once, each on one thread,
+Lanes: where the runtime offers a one-thread way to run (`run_lane`, `lanes` > 1) and more than
+one batch's worth is queued, up to `lanes` batches run at once, each on one executor thread,
 rather than one batch on all of them (a runtime's second intra-op thread costs more CPU per row
-than a second batch does); a lone batch still runs through `run_batch`, on every thread.
+than a second batch does). Lanes run on, not in rounds: a lane that ends takes the next batch
+while the others still run, so no lane waits for the slowest, and the event loop answers and
+takes requests meanwhile. A lone batch with no lane busy still runs through `run_batch`, on every
+thread.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def plan_batch(
     return taken, rows >= max_rows
 
 
-# How much more than an even share of a round's rows one lane may hold. A lane runs on one thread;
+# How much more than an even share of the rows planned at once one lane may hold. A lane runs on one thread;
 # one batch runs on every thread, at ~0.9 of their sum (docs/performance.md, "Lanes"): lanes left
 # more uneven than this finish later than the same rows run as batches one after another.
 LANE_SLACK = 1.125
@@ -70,11 +73,12 @@ LANE_SLACK = 1.125
 def plan_lanes(
     parts: Sequence[tuple[int, int]], max_rows: int, max_padded_tokens: int | None, lanes: int
 ) -> list[int]:
-    """How many leading parts each of the batches that run at once takes: one batch where the
-    queue holds one batch's worth (or `lanes` is 1), else up to `lanes` batches with their rows
-    evened out, so that no lane idles while another runs a long batch on its one thread. Parts are
-    whole (a part is one caller's rows): where they cannot be evened out (a lone row beside a full
-    batch), the first batch runs alone, on every thread, and the rest waits for the next round."""
+    """How many leading parts each of the batches that start at once, with no lane busy, takes:
+    one batch where the queue holds one batch's worth (or `lanes` is 1), else up to `lanes`
+    batches with their rows evened out, so that no lane idles while another runs a long batch on
+    its one thread. Parts are whole (a part is one caller's rows): where they cannot be evened out
+    (a lone row beside a full batch), the first batch runs alone, on every thread, and the rest
+    waits for it."""
     greedy = _consecutive(parts, max_rows, max_padded_tokens, lanes)
     if len(greedy) <= 1:
         return greedy
@@ -135,7 +139,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self._queue: deque[_Part[ItemT, ResultT]] = deque()
         self._wakeup = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
-        self._in_flight: list[_Part[ItemT, ResultT]] = []
+        self._in_flight: list[list[_Part[ItemT, ResultT]]] = []  # one entry a running batch
+        self._lanes_running: set[asyncio.Task[None]] = set()
         self._closed = False
         self.runtime_calls = 0
         self.rows_run = 0
@@ -162,12 +167,12 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
 
     async def close(self) -> None:
         self._closed = True
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
+        tasks = [task for task in (self._worker, *self._lanes_running) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         # Parts of a batch cut short by the cancel would otherwise wait forever.
-        for part in [*self._in_flight, *self._queue]:
+        for part in [*(part for batch in self._in_flight for part in batch), *self._queue]:
             _fail(part, ServingError(codes.INFERENCE_FAILED.code, "the batcher closed"))
         self._queue.clear()
         self._in_flight = []
@@ -200,9 +205,9 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         while True:
             while self._queue and self._queue[0].future.done():
                 self._queue.popleft()  # cancelled callers
-            if not self._queue:
+            if not self._queue or len(self._lanes_running) >= self._lane_count():
                 self._wakeup.clear()
-                await self._wakeup.wait()
+                await self._wakeup.wait()  # a submission, or a lane that ended
                 continue
             deadline = self._queue[0].enqueued_at + self.max_wait_s
             while not self._plan()[1] and (remaining := deadline - loop.time()) > 0:
@@ -210,27 +215,42 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(remaining):
                         await self._wakeup.wait()
-            batches = [[self._queue.popleft() for _ in range(count)] for count in self._lane_plan()]
+            # With lanes busy, what is queued goes to one more lane; with none, it is planned over
+            # all of them, and runs as one batch on every thread where it is one batch's worth.
+            counts = self._lane_plan() if not self._lanes_running else [self._plan()[0]]
+            batches = [[self._queue.popleft() for _ in range(count)] for count in counts]
             live = [
                 alive for batch in batches if (alive := [part for part in batch if not part.future.done()])
             ]
-            if live:
-                self._in_flight = [part for batch in live for part in batch]
-                await self._round(live)
-                self._in_flight = []
+            if not self._lanes_running and len(batches) == 1 and live:
+                self._in_flight.append(live[0])
+                await self._execute(live[0], self._run_batch, inline=self.inline)
+                self._in_flight.remove(live[0])
+                continue
+            for batch in live:
+                self._start_lane(batch)
+
+    def _lane_count(self) -> int:
+        return self.lanes if self.run_lane is not None else 1
 
     def _lane_plan(self) -> list[int]:
-        lanes = self.lanes if self.run_lane is not None else 1
-        return plan_lanes(self._shapes(), self.max_batch_size, self.max_batch_tokens, lanes)
+        return plan_lanes(self._shapes(), self.max_batch_size, self.max_batch_tokens, self._lane_count())
 
-    async def _round(self, batches: list[list[_Part[ItemT, ResultT]]]) -> None:
-        if len(batches) == 1:
-            await self._execute(batches[0], self._run_batch, inline=self.inline)
-            return
-        run_lane = self.run_lane or self._run_batch
-        # The other lanes go to threads first; then the first runs, inline where the batcher does.
-        others = [self._execute(batch, run_lane, inline=False) for batch in batches[1:]]
-        await asyncio.gather(*others, self._execute(batches[0], run_lane, inline=self.inline))
+    def _start_lane(self, batch: list[_Part[ItemT, ResultT]]) -> None:
+        self._in_flight.append(batch)
+        task = asyncio.get_running_loop().create_task(self._run_lane(batch))
+        self._lanes_running.add(task)
+        task.add_done_callback(self._lane_ended)
+
+    async def _run_lane(self, batch: list[_Part[ItemT, ResultT]]) -> None:
+        try:
+            await self._execute(batch, self.run_lane or self._run_batch, inline=False)
+        finally:
+            self._in_flight.remove(batch)
+
+    def _lane_ended(self, task: asyncio.Task[None]) -> None:
+        self._lanes_running.discard(task)
+        self._wakeup.set()
 
     async def _execute(
         self,

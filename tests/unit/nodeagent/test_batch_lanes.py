@@ -140,3 +140,25 @@ async def test_a_failing_row_in_one_lane_fails_only_its_caller() -> None:
     assert isinstance(outcomes[1], ValueError)
     assert outcomes[2:] == [["C"], ["D"]]
     await batcher.close()
+
+
+async def test_a_lane_that_ends_takes_the_next_batch_while_another_still_runs() -> None:
+    # Lanes in rounds would hold "late" back until "slow" ended, and "slow" waits for "late".
+    late_ran = threading.Event()
+
+    def run_lane(rows: Sequence[str]) -> list[str]:
+        if "slow" in rows and not late_ran.wait(timeout=10):
+            raise TimeoutError("the next batch never started beside a running lane")
+        if "late" in rows:
+            late_ran.set()
+        return [row.upper() for row in rows]
+
+    batcher: DynamicBatcher[str, str] = DynamicBatcher(
+        refuse, max_batch_size=1, max_wait_s=0.0, inline=True, lanes=2, run_lane=run_lane
+    )
+    async with asyncio.timeout(60):
+        slow = asyncio.ensure_future(batcher.submit(["slow"]))
+        assert await batcher.submit(["fast"]) == ["FAST"]
+        assert await batcher.submit(["late"]) == ["LATE"]
+        assert await slow == ["SLOW"]
+    await batcher.close()
