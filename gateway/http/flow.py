@@ -290,7 +290,8 @@ async def _serve(
             call.interruption,
         )
     finally:
-        edge.ctx.spawn(admission.close())
+        if not admission.close_now():
+            edge.ctx.spawn(admission.close())
 
 
 def _serve_request(call: _Call, principal: ClientPrincipal, prepared: Prepared, route: Route) -> ServeRequest:

@@ -412,6 +412,15 @@ async def _queue(ctx: ServingContext, place: Place, deadline: float, decide_by: 
         raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline") from None
 
 
+def release_soon(ctx: ServingContext, grant: Grant, outcome: str) -> None:
+    """Give the grant back off the response's path: at once where that takes no append and no
+    run slot (a standby slot's), else in a background task (`release`)."""
+    if grant.standby_lease_id and grant.run_slot is None:
+        give_back(ctx, grant.standby_lease_id)
+    else:
+        ctx.spawn(release(ctx, grant, outcome))
+
+
 async def release(ctx: ServingContext, grant: Grant, outcome: str) -> None:
     if grant.standby_lease_id:
         give_back(ctx, grant.standby_lease_id)  # a slot, not a lease: nothing to append
