@@ -6,6 +6,7 @@ can never widen a subscription or land an event on another aggregate's subjects.
 
 from __future__ import annotations
 
+import functools
 import re
 from enum import StrEnum
 
@@ -49,6 +50,10 @@ class Aggregate(StrEnum):
     CLIENT = "client"
     PROJECT = "project"
     SCHEDULER_POLICY = "policy"
+
+
+# Subjects the gateway builds for every request, from a few names: each name is checked once.
+_per_request = functools.lru_cache(maxsize=4096)
 
 
 class InvalidSubjectToken(ValueError):
@@ -96,6 +101,7 @@ def aggregate_type_filter(aggregate: Aggregate | None = None, event_type: str | 
     return f"{EVENTS_PREFIX}.{agg}.*.{evt}"
 
 
+@_per_request
 def request_subject(capability: str, event_type: str) -> str:
     return f"{REQUESTS_PREFIX}.{capability_token(capability)}.{token(event_type, 'event type')}"
 
@@ -109,6 +115,7 @@ def node_jobs_filter(node_id: str) -> str:
     return f"{WORK_PREFIX}.{token(node_id, 'node id')}.>"
 
 
+@_per_request
 def invoke_subject(node_id: str, deployment_id: str) -> str:
     return f"{INVOKE_PREFIX}.{token(node_id, 'node id')}.{token(deployment_id, 'deployment id')}"
 
@@ -166,6 +173,7 @@ def rate_window_subject(client_id: str, window: int) -> str:
     return f"{LIMIT_RATE_PREFIX}.{token(client_id, 'client id')}.{int(window)}"
 
 
+@_per_request
 def client_slots(client_id: str) -> str:
     """The group of a client's `max_concurrency` slots (`slot_subject` names each)."""
     return f"{LIMIT_CONCURRENCY_PREFIX}.{token(client_id, 'client id')}"
