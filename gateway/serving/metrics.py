@@ -1,6 +1,6 @@
-"""This replica's Prometheus metrics: counters and histograms updated where a request ends, a
-placement is decided or an append lands; the gauges of the live view are read at scrape time
-(`gateway.serving.gauges`).
+"""This replica's Prometheus metrics: counters and histograms updated where a request ends
+(`gateway.serving.request_tally`), a placement is decided or an append lands; the gauges of the
+live view are read at scrape time (`gateway.serving.gauges`).
 
 Each replica has a registry of its own, not prometheus_client's global one: several replicas in
 one process (the tests') would otherwise collide. Latencies are in seconds, as Prometheus names
@@ -9,41 +9,24 @@ them. Label children are cached: `labels()` takes a lock and builds a tuple on e
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Generic, TypeVar
-
-from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector, ProcessCollector
+from prometheus_client import CollectorRegistry, Counter, PlatformCollector, ProcessCollector
 from prometheus_client.registry import Collector
 
 from gateway.scheduler import PlacementDecision
+from gateway.serving.request_tally import RequestTally
 from streams.events import serving as s
 from streams.events.base import Event
 from streams.events.requests import LatencyBreakdown
 
-# From a warm embedding (a few ms) to a long transcription or a cold load (a minute).
-SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
-# The stages of a served request's LatencyBreakdown an operator tunes against: waiting for
-# capacity, deciding it, loading a model, the round trip to the agent, and the model itself.
-STAGES: tuple[tuple[str, Callable[[LatencyBreakdown], float]], ...] = (
-    ("queue", lambda latency: latency.queue_ms),
-    ("scheduling", lambda latency: latency.scheduling_ms),
-    ("load", lambda latency: latency.load_ms),
-    ("dispatch", lambda latency: latency.dispatch_ms),
-    ("engine", lambda latency: latency.worker_inference_ms),
-)
+class _Labelled:
+    """A labelled counter with its children cached by label values."""
 
-Metric = TypeVar("Metric", Counter, Histogram)
+    def __init__(self, metric: Counter) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Counter] = {}
 
-
-class _Labelled(Generic[Metric]):
-    """A labelled family with its children cached by label values."""
-
-    def __init__(self, metric: Metric) -> None:
-        self._metric: Metric = metric
-        self._children: dict[tuple[str, ...], Metric] = {}
-
-    def __call__(self, *labels: str) -> Metric:
+    def __call__(self, *labels: str) -> Counter:
         child = self._children.get(labels)
         if child is None:
             child = self._children[labels] = self._metric.labels(*labels)
@@ -56,33 +39,8 @@ class ServingMetrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         registry = self.registry
-        self._requests = _Labelled(
-            Counter(
-                "modelforge_requests",
-                "Capability requests this gateway answered, by capability, code (OK when served) and HTTP status",
-                ["capability", "code", "status"],
-                registry=registry,
-            )
-        )
-        self._duration = _Labelled(
-            Histogram(
-                "modelforge_request_duration_seconds",
-                "Wall time of a capability request at this gateway, refusals included",
-                ["capability"],
-                buckets=SECONDS_BUCKETS,
-                registry=registry,
-            )
-        )
-        self._stages = _Labelled(
-            Histogram(
-                "modelforge_request_stage_seconds",
-                "Time a served request spent in each stage: queue (for capacity and in the worker), "
-                "scheduling, load (cold load or eviction), dispatch (round trip to the agent), engine (inference)",
-                ["capability", "stage"],
-                buckets=SECONDS_BUCKETS,
-                registry=registry,
-            )
-        )
+        self._tally = RequestTally()
+        registry.register(self._tally)
         self._verdicts = _Labelled(
             Counter(
                 "modelforge_placement_decisions",
@@ -128,11 +86,7 @@ class ServingMetrics:
         self, capability: str, code: str, status: int, seconds: float, latency: LatencyBreakdown | None = None
     ) -> None:
         """One answered request; `latency` (a served request's breakdown) adds its stages."""
-        self._requests(capability, code, str(status)).inc()
-        self._duration(capability).observe(seconds)
-        if latency is not None:
-            for stage, of in STAGES:
-                self._stages(capability, stage).observe(of(latency) / 1000)
+        self._tally.ended(capability, code, status, seconds, latency)
 
     def decided(self, decision: PlacementDecision) -> None:
         verdict = decision.verdict

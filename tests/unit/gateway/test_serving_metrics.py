@@ -4,20 +4,24 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from prometheus_client import generate_latest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from gateway.scheduler import PlacementDecision, ReasonCode, Verdict
 from gateway.serving.metrics import ServingMetrics
+from gateway.serving.request_tally import SECONDS_BUCKETS
 from streams.events import serving as s
 from streams.events.requests import LatencyBreakdown
 
 EMBEDDING = "rag.embedding@1"
 
 
-def samples(metrics: ServingMetrics) -> list[Sample]:
-    text = generate_latest(metrics.registry).decode()
+def samples(metrics: ServingMetrics | CollectorRegistry) -> list[Sample]:
+    registry = metrics.registry if isinstance(metrics, ServingMetrics) else metrics
+    text = generate_latest(registry).decode()
     return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
 
 
@@ -75,6 +79,24 @@ def test_a_served_requests_stages_are_observed_in_seconds() -> None:
     assert value(metrics, stage_sum, capability=EMBEDDING, stage="queue") == 0.03
     assert value(metrics, stage_sum, capability=EMBEDDING, stage="engine") == 0.004
     assert value(metrics, "modelforge_request_duration_seconds_sum", capability=EMBEDDING) == 0.04
+
+
+@given(st.lists(st.sampled_from(SECONDS_BUCKETS) | st.floats(0, 100), max_size=40))
+def test_durations_fall_in_the_buckets_prometheus_clients_own_histogram_puts_them_in(
+    durations: list[float],
+) -> None:
+    metrics, registry = ServingMetrics(), CollectorRegistry()
+    name = "modelforge_request_duration_seconds"
+    reference = Histogram(name, "the same", ["capability"], buckets=SECONDS_BUCKETS, registry=registry)
+    for seconds in durations:
+        metrics.request_ended(EMBEDDING, "OK", 200, seconds)
+        reference.labels(EMBEDDING).observe(seconds)
+
+    def series(source: ServingMetrics | CollectorRegistry) -> dict[tuple[str, str], float]:
+        found = [x for x in samples(source) if x.name.startswith(name) and not x.name.endswith("_created")]
+        return {(x.name, x.labels.get("le", "")): x.value for x in found}
+
+    assert series(metrics) == series(registry)
 
 
 def test_placement_verdicts_are_counted_and_a_rejection_by_its_first_reason() -> None:
