@@ -176,9 +176,16 @@ async def _invoked(
         return None  # every client went away before the run started
     first = members[0].request
     deadline = min(m.request.deadline for m in members)
-    taken: asyncio.Future[ServingError | None] = asyncio.get_running_loop().create_future()
+    loop = asyncio.get_running_loop()
+    taken: asyncio.Future[ServingError | None] = loop.create_future()
     sharing = tuple(m.request.request_id for m in members[1:])
-    seeking = asyncio.ensure_future(_lease(ctx, deployment, first, deadline, sharing, taken=taken))
+    seeking: asyncio.Future[capacity.Grant]
+    if (at_once := capacity.acquire_now(ctx, deployment, deadline, first.priority)) is not None:
+        seeking = loop.create_future()  # a standby slot, taken with no search
+        seeking.set_result(at_once)
+        taken.set_result(None)
+    else:
+        seeking = asyncio.ensure_future(_lease(ctx, deployment, first, deadline, sharing, taken=taken))
     try:
         await admitted()
         # A request its deployment's queue refuses (QUEUE_FULL) is refused, as one over its
