@@ -15,10 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import nkeys
-from nats.aio.client import DEFAULT_FLUSH_TIMEOUT, DEFAULT_INBOX_PREFIX, Client, _validate_subject
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
-from nats.errors import BadHeaderError, BadSubjectError
+from nats.aio.client import DEFAULT_FLUSH_TIMEOUT, DEFAULT_INBOX_PREFIX, Client
 from nats.protocol.command import hpub_cmd
 
 from eventstore.nats_headers import header_block, parse_header_lines
@@ -127,32 +124,11 @@ class OrderedFlushClient(Client):
     for the flusher instead would wait outside the flush's timeout (and swallow a cancellation)
     while a reconnect holds the flusher up. tests/integration/test_eventstore_flush_order.py checks
     the order on the wire against the installed nats-py.
-
-    Messages of a subscription handed to `deliver_directly` go to its handler as they are read,
-    not through the subscription's queue and task: a reply inbox's handler only resolves a future,
-    which needs no queue's put, task wake-up and `get` in between.
     """
 
     # Header blocks (every event carries its envelope in seven or more headers) read and written
     # by `eventstore.nats_headers`: nats-py's own rules, in fewer Python steps.
     _parse_header_lines = staticmethod(parse_header_lines)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._direct: dict[int, Callable[[Msg], None]] = {}
-
-    def deliver_directly(self, subscription: Subscription, handler: Callable[[Msg], None]) -> None:
-        """`handler` takes each of the subscription's messages in the read loop; it must not block
-        (a subscription made with no `cb`, whose queue then stays empty)."""
-        self._direct[subscription._id] = handler
-
-    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes) -> None:
-        handler = self._direct.get(sid)
-        if handler is None or sid not in self._subs:
-            return await super()._process_msg(sid, subject, reply, data, headers)
-        self.stats["in_msgs"] += 1
-        self.stats["in_bytes"] += len(data)
-        handler(self._build_message(sid, subject, reply, data, await self._process_headers(headers)))
 
     async def _send_publish(
         self, subject: str, reply: str, payload: bytes, payload_size: int, headers: dict[str, Any] | None
@@ -164,28 +140,6 @@ class OrderedFlushClient(Client):
         await self._send_command(hpub_cmd(subject, reply, header_block(headers), payload))
         if self._flush_queue is not None and self._flush_queue.empty():
             await self._flush_pending()
-
-    def publish_now(self, subject: str, payload: bytes, reply: str, headers: dict[str, str]) -> bool:
-        """Put a message with headers in the outgoing buffer and wake the flusher, with no
-        coroutine, where `publish` would take it at once (connected, a valid subject, within the
-        sizes); False otherwise, with nothing sent (`publish` then answers)."""
-        if not self.is_connected or self._flush_queue is None or not subject:
-            return False
-        if len(payload) > self._max_payload or self._pending_data_size > self._max_pending_size // 2:
-            return False
-        try:
-            _validate_subject(subject)
-            _validate_subject(reply)
-            command = hpub_cmd(subject, reply, header_block(headers), payload)
-        except (BadSubjectError, BadHeaderError):
-            return False
-        self.stats["out_msgs"] += 1
-        self.stats["out_bytes"] += len(payload)
-        self._pending.append(command)
-        self._pending_data_size += len(command)
-        if self._flush_queue.empty():  # the flusher writes the buffer, then resolves this
-            self._flush_queue.put_nowait(asyncio.get_running_loop().create_future())
-        return True
 
     async def flush(self, timeout: int = DEFAULT_FLUSH_TIMEOUT) -> None:
         if self.is_connected and self._transport is not None and self._pending_data_size > 0:

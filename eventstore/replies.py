@@ -25,8 +25,6 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
-from eventstore.connection import OrderedFlushClient
-
 _NO_RESPONDERS = "503"
 # nats-py's three names for "no stream answered" (no responders: a stream electing its leader)
 NO_LEADER = (NoRespondersError, NoStreamResponseError, ServiceUnavailableError)
@@ -57,32 +55,6 @@ class ReplyInbox:
             except Exception:
                 self._subscribing = None  # the next request subscribes again
                 raise
-        inbox, reply = self._expect(timeout)
-        try:
-            await self._client.publish(subject, payload, reply=inbox, headers=headers)
-        except BaseException:
-            reply.cancel()
-            raise
-        return reply
-
-    def send_now(
-        self, subject: str, payload: bytes, timeout: float, headers: dict[str, str]
-    ) -> asyncio.Future[Msg] | None:
-        """`send` with no coroutine, where the message can go out at once (the inbox subscribed,
-        the client an `OrderedFlushClient` that takes it now); None where not, with nothing sent."""
-        subscribing, client = self._subscribing, self._client
-        if subscribing is None or not subscribing.done() or subscribing.exception() is not None:
-            return None
-        if not isinstance(client, OrderedFlushClient):
-            return None
-        inbox, reply = self._expect(timeout)
-        if not client.publish_now(subject, payload, inbox, headers):
-            reply.cancel()
-            return None
-        return reply
-
-    def _expect(self, timeout: float) -> tuple[str, asyncio.Future[Msg]]:
-        """A new inbox and the future its reply resolves (nats' TimeoutError past `timeout`)."""
         inbox = f"{self._prefix}.{next(self._numbers)}"
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[Msg] = loop.create_future()
@@ -94,7 +66,12 @@ class ReplyInbox:
             self._waiting.pop(inbox, None)
 
         reply.add_done_callback(forget)
-        return inbox, reply
+        try:
+            await self._client.publish(subject, payload, reply=inbox, headers=headers)
+        except BaseException:
+            reply.cancel()
+            raise
+        return reply
 
     async def request(
         self, subject: str, payload: bytes, timeout: float, headers: dict[str, str] | None = None
@@ -102,32 +79,18 @@ class ReplyInbox:
         return await reply(await self.send(subject, payload, timeout, headers))
 
     async def _subscribe(self) -> Subscription:
-        subject = f"{self._prefix}.*"
-        if isinstance(self._client, OrderedFlushClient):  # replies resolved as they are read
-            subscription = await self._client.subscribe(
-                subject, pending_msgs_limit=-1, pending_bytes_limit=-1
-            )
-            self._client.deliver_directly(subscription, self._on_reply)
-            return subscription
         return await self._client.subscribe(
-            subject, cb=self._on_queued_reply, pending_msgs_limit=-1, pending_bytes_limit=-1
+            f"{self._prefix}.*", cb=self._on_reply, pending_msgs_limit=-1, pending_bytes_limit=-1
         )
 
-    def _on_reply(self, msg: Msg) -> None:
+    async def _on_reply(self, msg: Msg) -> None:
         waiting = self._waiting.get(msg.subject)
         if waiting is not None and not waiting.done():
             waiting.set_result(msg)
 
-    async def _on_queued_reply(self, msg: Msg) -> None:
-        self._on_reply(msg)
-
 
 async def reply(pending: asyncio.Future[Msg]) -> Msg:
-    return answered(await pending)
-
-
-def answered(msg: Msg) -> Msg:
-    """The reply, or NoRespondersError where the server says nobody took the request."""
+    msg = await pending
     if msg.headers and msg.headers.get("Status") == _NO_RESPONDERS and not msg.data:
         raise NoRespondersError
     return msg

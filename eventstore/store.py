@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import msgspec
-from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
@@ -262,35 +261,6 @@ class EventStore:
     async def record_prepared_request(self, outgoing: Outgoing) -> int:
         """Publish a prepared per-request event; calling it again with it is a safe retry (same id)."""
         return await self._publish([outgoing], events_stream=False)
-
-    def record_request_now(self, outgoing: Outgoing) -> asyncio.Future[int] | None:
-        """Publish a prepared per-request event with no coroutine, where it can go out at once:
-        the future gives its sequence once acknowledged, or the error of this one attempt (no
-        responders, no acknowledgement in time, a refusal), after which `record_prepared_request`
-        retries it. None where it cannot go out now (nothing sent)."""
-        pending = replies.inbox_of(self.client).send_now(
-            outgoing.subject, outgoing.data, self.publish_timeout, outgoing.headers
-        )
-        if pending is None:
-            return None
-        acked: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-
-        def acknowledged(reply: asyncio.Future[Msg]) -> None:
-            if acked.done():
-                return
-            if reply.cancelled():
-                acked.cancel()
-                return
-            try:
-                seq = _check(outgoing.subject, replies.answered(reply.result()).data)
-            except Exception as failed:  # (the reply's own error included: a timeout)
-                acked.set_exception(failed)
-                return
-            self.last_request_sequence = max(self.last_request_sequence, seq)
-            acked.set_result(seq)
-
-        pending.add_done_callback(acknowledged)
-        return acked
 
     async def _publish(self, outgoing: list[Outgoing], events_stream: bool = True) -> int:
         """`events_stream`: the messages go to MF_EVENTS, whose sequence `last_sequence` tracks

@@ -33,11 +33,6 @@ class Admission:
         search, so the lease reaches NATS ahead of the check's two messages and is answered first.
         """
         if self._check is None:
-            permit = self._limiter.acquire_now(self._principal)
-            if permit is not None:  # settled at once: no task, nothing to wait for
-                self._check = asyncio.get_running_loop().create_future()
-                self._check.set_result(permit)
-                return
             self._check = asyncio.ensure_future(self._limiter.acquire(self._principal))
         try:
             # Shielded: a cancelled caller must not leave a half-taken slot; `close` gives it back.
@@ -45,18 +40,6 @@ class Admission:
         except ServingError:
             self.refused = True
             raise
-
-    def close_now(self) -> bool:
-        """`close` with no task where it sends nothing (no check, a refused one, a slot kept for
-        the next request): True where done."""
-        check = self._check
-        if check is None:
-            return True
-        if not check.done():
-            return False
-        if check.cancelled() or check.exception() is not None:
-            return True  # nothing was taken (the refusal was answered already)
-        return check.result().release_now()
 
     async def close(self) -> None:
         """Give back the concurrency slot, once the check has finished (it may still be in flight)."""

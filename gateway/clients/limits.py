@@ -144,21 +144,6 @@ class RequestLimiter:
         finally:
             await permit.release()
 
-    def acquire_now(self, principal: ClientPrincipal) -> Permit | None:
-        """The request counted from a block and a kept slot taken, with no message and no task,
-        where both are at hand (a busy client's usual request); None, with nothing taken, where
-        not (`acquire` then)."""
-        window = int(self._clock() // WINDOW_S)
-        if self._rate.from_block(principal.client_id, window) is None:
-            return None
-        permit = self._kept_slot(subjects.client_slots(principal.client_id), principal.max_concurrency)
-        if permit is None:
-            self._rate.blocks.keep(principal.client_id, window, 1)  # the unit back, for `acquire`
-            return None
-        permit.reusable = True
-        permit._schedule_renewal()
-        return permit
-
     async def acquire(self, principal: ClientPrincipal) -> Permit:
         """Count one request and take a concurrency slot, or raise RATE_LIMITED / QUEUE_FULL (429)."""
         now = self._clock()
@@ -306,22 +291,15 @@ class RequestLimiter:
         """Free a held slot (for its `Permit`: call `Permit.release`, which does it once); a client's
         slot, while the client is far from its concurrency, is kept a moment for the next request
         (`gateway.clients.idle_slots`); a local slot (`gateway.clients.degraded`) only ends."""
-        if self.release_at_once(permit):
+        if permit.local:
+            self._shares.slots.free(permit.group)
+            return
+        if self._keeps(permit):
+            self._idle.keep(permit.group, Kept(permit.slot, permit.sequence, permit.renewed_at))
             return
         await self._delete_slot(permit.group, permit.slot, None if permit.lost else permit.sequence)
         if permit.announce:
             await self._streams.announce_freed(permit.group)
-
-    def release_at_once(self, permit: Permit) -> bool:
-        """Free a local slot, or keep a client's for the next request, with no message: False
-        (nothing done) where its message must be deleted (`release_slot`)."""
-        if permit.local:
-            self._shares.slots.free(permit.group)
-            return True
-        if self._keeps(permit):
-            self._idle.keep(permit.group, Kept(permit.slot, permit.sequence, permit.renewed_at))
-            return True
-        return False
 
     def _keeps(self, permit: Permit) -> bool:
         """A client's slot (not a deployment's) renewed on time, of a client this replica holds at

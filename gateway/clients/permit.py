@@ -46,7 +46,7 @@ class Permit:
         return self._released
 
     async def release(self) -> None:
-        if self.release_now():
+        if self._released:
             return
         self._released = True
         if self._renewal is not None:
@@ -55,21 +55,6 @@ class Permit:
             with contextlib.suppress(Exception):
                 await self._renewing
         await self._limiter.release_slot(self)
-
-    def release_now(self) -> bool:
-        """Released with no message where none is needed (a slot kept for the replica's next
-        request, a local one), or already; False, with nothing done, where `release` must send one
-        (or wait for a renewal in flight)."""
-        if self._released:
-            return True
-        if self._renewing is not None and not self._renewing.done():
-            return False
-        if not self._limiter.release_at_once(self):
-            return False
-        self._released = True
-        if self._renewal is not None:
-            self._renewal.cancel()
-        return True
 
     def _schedule_renewal(self) -> None:
         # At half-life: a slot kept from an earlier request may be due sooner than a new one.

@@ -290,8 +290,7 @@ async def _serve(
             call.interruption,
         )
     finally:
-        if not admission.close_now():
-            edge.ctx.spawn(admission.close())
+        edge.ctx.spawn(admission.close())
 
 
 def _serve_request(call: _Call, principal: ClientPrincipal, prepared: Prepared, route: Route) -> ServeRequest:

@@ -75,14 +75,4 @@ def record_request(ctx: ServingContext, capability: str, request_id: str, event:
     (the rollback guards read how it ended from MF_REQUESTS, with every other replica's)."""
     outgoing = prepare_request(capability, request_id, event, ctx.actor)
     what = f"{type(event).__name__} of {request_id}"
-
-    def until_taken() -> object:
-        return ctx.spawn(until_recorded(ctx, what, lambda: ctx.store.record_prepared_request(outgoing)))
-
-    # Sent at once with no task where the connection takes it (nearly always); a failed first
-    # attempt is made again as one that could not go out at once is: in a task, until taken.
-    acked = ctx.store.record_request_now(outgoing)
-    if acked is None:
-        until_taken()
-    else:
-        ctx.track(acked, until_taken)
+    ctx.spawn(until_recorded(ctx, what, lambda: ctx.store.record_prepared_request(outgoing)))

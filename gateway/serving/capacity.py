@@ -43,7 +43,7 @@ from gateway.state.loads import failed_recently
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
-from streams.tracing import exporting, span
+from streams.tracing import span
 
 log = logging.getLogger("modelforge.gateway.capacity")
 
@@ -158,8 +158,13 @@ async def _acquire(
         now = time.time()
         if now >= deadline:
             raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline")
-        if (standby := _under_standby(ctx, place, avoid, spent)) is not None:
-            return standby
+        # Room booked ahead: a free slot of this replica's standby lease runs the request with no
+        # append of its own, unless a request of the deployment waits in line ahead of it (while
+        # MF_EVENTS has no leader, when no append could land anyway, whatever the line).
+        if (ctx.store.leaderless.is_set() or not waits_behind(ctx.waiting, place)) and (
+            held := take_standby(ctx, deployment.deployment_id, avoid)
+        ):
+            return _standby_grant(ctx, held, spent)
         started = time.perf_counter()
         left_ms = (deadline - now) * 1000
         async with ctx.live.decision_lock:
@@ -360,29 +365,6 @@ def _grant(
     )
 
 
-def acquire_now(
-    ctx: ServingContext, deployment: DeploymentState, deadline: float, priority: int = 0
-) -> Grant | None:
-    """What `acquire` would grant first thing with no wait, with no task: a standby slot, where
-    the deployment has no cap of its own; None where it must seek (`acquire`). (Not while spans
-    are exported: `acquire`'s placement span then records it.)"""
-    if deployment.caps.max_concurrency > 0 or time.time() >= deadline or exporting():
-        return None
-    place = Place(deployment.deployment_id, priority)
-    return _under_standby(ctx, place, "", {"scheduling": 0.0, "load": 0.0, "queue": 0.0})
-
-
-def _under_standby(ctx: ServingContext, place: Place, avoid: str, spent: dict[str, float]) -> Grant | None:
-    """Room booked ahead: a free slot of this replica's standby lease runs the request with no
-    append of its own, unless a request of the deployment waits in line ahead of it (while
-    MF_EVENTS has no leader, when no append could land anyway, whatever the line)."""
-    if ctx.store.leaderless.is_set() or not waits_behind(ctx.waiting, place):
-        held = take_standby(ctx, place.deployment_id, avoid)
-        if held is not None:
-            return _standby_grant(ctx, held, spent)
-    return None
-
-
 def _standby_grant(ctx: ServingContext, held: Held, spent: dict[str, float]) -> Grant:
     ctx.metrics.ran_under_standby(held.deployment_id)
     return Grant(
@@ -428,15 +410,6 @@ async def _queue(ctx: ServingContext, place: Place, deadline: float, decide_by: 
         if decide_by < deadline:
             return  # decided again: it is refused there if pressure has not begun to fall
         raise ServingError("REQUEST_TIMEOUT", "no capacity became available before the deadline") from None
-
-
-def release_soon(ctx: ServingContext, grant: Grant, outcome: str) -> None:
-    """Give the grant back off the response's path: at once where that takes no append and no
-    run slot (a standby slot's), else in a background task (`release`)."""
-    if grant.standby_lease_id and grant.run_slot is None:
-        give_back(ctx, grant.standby_lease_id)
-    else:
-        ctx.spawn(release(ctx, grant, outcome))
 
 
 async def release(ctx: ServingContext, grant: Grant, outcome: str) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import contextvars
 import logging
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -42,7 +42,7 @@ class ServingContext:
     # Requests of this replica waiting for capacity, oldest first. A change wakes them all to
     # decide again: waking only the oldest few starved the rest behind a blocked head (504s).
     waiting: deque[Place] = field(default_factory=deque)
-    background: set[asyncio.Future[Any]] = field(default_factory=set)  # tasks, and records' acks
+    background: set[asyncio.Task[object]] = field(default_factory=set)
     # group commit (gateway.serving.appends): staged events and the writer task per accelerator
     staged: dict[str, list[Any]] = field(default_factory=dict)
     writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
@@ -103,18 +103,7 @@ class ServingContext:
         task.add_done_callback(self._finished)
         return task
 
-    def track(self, write: asyncio.Future[Any], failed: Callable[[], object]) -> None:
-        """Keep a write begun with no task (a record's acknowledgement) until done, as `spawn`
-        does; `failed` is called where it did not succeed (to try it again, in a task)."""
-        self.background.add(write)
-        write.add_done_callback(lambda done: self._tracked(done, failed))
-
-    def _tracked(self, write: asyncio.Future[Any], failed: Callable[[], object]) -> None:
-        self.background.discard(write)
-        if write.cancelled() or write.exception() is not None:
-            failed()
-
-    def _finished(self, task: asyncio.Future[Any]) -> None:
+    def _finished(self, task: asyncio.Task[object]) -> None:
         self.background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("background write failed: %r", task.exception())

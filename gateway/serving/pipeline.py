@@ -176,16 +176,9 @@ async def _invoked(
         return None  # every client went away before the run started
     first = members[0].request
     deadline = min(m.request.deadline for m in members)
-    loop = asyncio.get_running_loop()
-    taken: asyncio.Future[ServingError | None] = loop.create_future()
+    taken: asyncio.Future[ServingError | None] = asyncio.get_running_loop().create_future()
     sharing = tuple(m.request.request_id for m in members[1:])
-    seeking: asyncio.Future[capacity.Grant]
-    if (at_once := capacity.acquire_now(ctx, deployment, deadline, first.priority)) is not None:
-        seeking = loop.create_future()  # a standby slot, taken with no search
-        seeking.set_result(at_once)
-        taken.set_result(None)
-    else:
-        seeking = asyncio.ensure_future(_lease(ctx, deployment, first, deadline, sharing, taken=taken))
+    seeking = asyncio.ensure_future(_lease(ctx, deployment, first, deadline, sharing, taken=taken))
     try:
         await admitted()
         # A request its deployment's queue refuses (QUEUE_FULL) is refused, as one over its
@@ -216,7 +209,7 @@ async def _invoked(
         grant = await seeking
         ready = dispatchable(ctx, run)
         if not ready:
-            capacity.release_soon(ctx, grant, "failed")
+            ctx.spawn(capacity.release(ctx, grant, "failed"))
             return None
         run.dispatched = True
         # A member alone is read by its own reader; a shared run's output as JSON, to be cut up.
@@ -236,7 +229,7 @@ async def _invoked(
             # (the lease goes back now): once more, on another accelerator.
             log.warning("request %s: %s; trying it again", first.request_id, lost.message)
             if isinstance(lost, NodeUnreachable) or grant.standby_lease_id:  # (a slot: given back)
-                capacity.release_soon(ctx, grant, "failed")
+                ctx.spawn(capacity.release(ctx, grant, "failed"))
             elif grant.run_slot is not None:  # the lease went with its node; its run slot goes now
                 ctx.spawn(grant.run_slot.release())
             gone, under_slot, grant = grant.accelerator_id, bool(grant.standby_lease_id), None
@@ -249,7 +242,7 @@ async def _invoked(
         if grant is None and seeking.done() and not seeking.cancelled() and seeking.exception() is None:
             grant = seeking.result()  # cancelled just as its lease was granted: still ours to give back
         if grant is not None:
-            capacity.release_soon(ctx, grant, "cancelled" if cancelled(error) else "failed")
+            ctx.spawn(capacity.release(ctx, grant, "cancelled" if cancelled(error) else "failed"))
         failure = failure_of(error, first.request_id)
         for member in members:
             if member.accepted and not member.ended:
@@ -274,7 +267,7 @@ def _answer(
         )
     except (ServingError, msgspec.DecodeError, msgspec.ValidationError) as unreadable:
         failure = output_failure(unreadable)
-        capacity.release_soon(ctx, grant, "failed")
+        ctx.spawn(capacity.release(ctx, grant, "failed"))
         for member in ready:
             fail(ctx, member, failure, failure)
         return
@@ -285,7 +278,7 @@ def _answer(
             served.append((member, *answer_of(grant, invoked, member, own, run.departed)))
         except ServingError as failure:
             fail(ctx, member, failure, failure)
-    capacity.release_soon(ctx, grant, "completed" if served else "failed")
+    ctx.spawn(capacity.release(ctx, grant, "completed" if served else "failed"))
     for member, answer, usage in served:
         complete(ctx, member, grant, answer, usage)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import nats
 import pytest
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
@@ -30,29 +29,6 @@ async def test_a_request_gets_its_own_reply_among_many_in_flight(connection: Con
     inbox = ReplyInbox(connection.client)
     replies = await asyncio.gather(*(inbox.request(subject, str(i).encode(), 5) for i in range(200)))
     assert [m.data for m in replies] == [f"re:{i}".encode() for i in range(200)]
-
-
-async def test_replies_are_resolved_as_they_are_read_with_no_subscription_task(
-    connection: Connection,
-) -> None:
-    subject = f"test.echo.{new_id()}"
-    await _responder(connection, subject)
-    inbox = ReplyInbox(connection.client)
-    assert (await inbox.request(subject, b"x", 5)).data == b"re:x"
-    assert inbox._subscribing is not None
-    subscription = inbox._subscribing.result()
-    assert subscription._wait_for_msgs_task is None
-    assert subscription._pending_queue.empty()
-
-
-async def test_a_plain_nats_client_gets_its_replies_too(connection: Connection, nats_url: str) -> None:
-    subject = f"test.echo.{new_id()}"
-    await _responder(connection, subject)
-    plain = await nats.connect(nats_url)
-    try:
-        assert (await ReplyInbox(plain).request(subject, b"y", 5)).data == b"re:y"
-    finally:
-        await plain.close()
 
 
 async def test_requests_sent_before_waiting_are_answered_in_order(connection: Connection) -> None:

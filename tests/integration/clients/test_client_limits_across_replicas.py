@@ -251,34 +251,6 @@ async def test_a_client_far_from_its_rate_is_counted_a_block_at_a_time(
     assert await window_total(gateways, who) == 1 + BLOCK_MOST
 
 
-async def test_a_busy_clients_request_is_admitted_at_once_from_its_block_and_a_kept_slot(
-    gateways: Gateways, unique_name: str
-) -> None:
-    who = principal(unique_name, rpm=1_000_000, concurrency=100)
-    limiter = gateways.a.limiter
-    assert limiter.acquire_now(who) is None  # nothing at hand yet: no total seen, no slot kept
-    for _ in range(2):  # the first counts one unit, the second a block; each slot kept on release
-        assert (await limiter.acquire(who)).release_now()
-    total = await window_total(gateways, who)
-    permit = limiter.acquire_now(who)
-    assert permit is not None
-    assert await window_total(gateways, who) == total  # counted from the block: no message
-    assert permit.release_now()  # kept again for the next request: no message
-
-
-async def test_a_block_with_no_kept_slot_is_not_used_at_once(gateways: Gateways, unique_name: str) -> None:
-    who = principal(unique_name, rpm=1_000_000, concurrency=100)
-    limiter = gateways.a.limiter
-    first, second = await limiter.acquire(who), await limiter.acquire(who)  # the second takes a block
-    await first.release()
-    held = limiter._rate.blocks.held(who.client_id, int(gateways.minute.now // 60))
-    taken = limiter.acquire_now(who)
-    assert taken is not None  # the slot the first kept
-    assert limiter.acquire_now(who) is None  # no kept slot left: the block's unit stays
-    assert limiter._rate.blocks.held(who.client_id, int(gateways.minute.now // 60)) == held - 1
-    await release_all([second, taken])
-
-
 async def test_rpm_is_exact_across_two_replicas_counting_in_blocks(
     gateways: Gateways, unique_name: str
 ) -> None:

@@ -14,8 +14,6 @@ import pytest
 from eventstore.store import ExpectedVersion
 from gateway.process import STANDBY_LEASES_ENV
 from gateway.scheduler.standby import is_standby
-from gateway.serving import capacity
-from gateway.serving.line import Place
 from gateway.serving.standby import give_back, take_standby
 from streams import subjects
 from streams.events import control as c
@@ -66,27 +64,6 @@ async def test_a_warm_request_with_a_free_slot_runs_under_it_and_appends_no_leas
     ]
     assert leased == []
     assert await over_commits(stack.connection) == []
-
-
-async def test_a_free_slot_is_granted_at_once_unless_one_of_its_deployment_waits_in_line(
-    stack: Stack,
-) -> None:
-    ctx = serving_ctx(stack)
-    async with httpx.AsyncClient(timeout=60) as http:
-        assert (await embed(http, stack, "load")).status_code == 200
-    await holding_standby(ctx)
-    deployment = ctx.live.catalog.deployments[stack.deployment_id]
-    grant = capacity.acquire_now(ctx, deployment, time.time() + 60)
-    assert grant is not None
-    assert is_standby(grant.standby_lease_id)
-    capacity.release_soon(ctx, grant, "completed")
-    waiting = Place(stack.deployment_id)
-    ctx.waiting.append(waiting)  # FIFO holds: the one in line is placed first, by `acquire`
-    try:
-        assert capacity.acquire_now(ctx, deployment, time.time() + 60) is None
-    finally:
-        ctx.waiting.remove(waiting)
-    assert capacity.acquire_now(ctx, deployment, time.time() - 1) is None  # past its deadline
 
 
 async def test_a_resident_served_only_under_slots_stays_warm_past_its_keep_warm_ttl(stack: Stack) -> None:
