@@ -16,7 +16,14 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from eventstore.connection import NKEY_SEED_ENV, Connection, connect, inbox_prefix, public_key_of
+from eventstore.connection import (
+    NKEY_SEED_ENV,
+    Connection,
+    OrderedFlushClient,
+    connect,
+    inbox_prefix,
+    public_key_of,
+)
 from eventstore.provision import provision
 from eventstore.store import EventStore
 from eventstore.tls import nats_tls
@@ -87,8 +94,9 @@ async def gateway(fleet: tuple[NatsServer, Path]) -> AsyncIterator[Connection]:
 
 
 async def signed_in(server: NatsServer, seed: Path, closed: asyncio.Event | None = None) -> Client:
-    """A node's connection that gives up once refused (an agent would keep trying, refused)."""
-    client = Client()
+    """A node's connection that gives up once refused (an agent would keep trying, refused); its
+    flush covers a subscription made before it, as an agent's does (`OrderedFlushClient`)."""
+    client = OrderedFlushClient()
 
     async def on_closed() -> None:
         if closed is not None:
