@@ -20,6 +20,12 @@ from modelforge.devstack.processes import tail
 # 768 floats) is about 4 MB of JSON, and the rerank contract admits 8 MiB request bodies.
 # deploy/nats/nats.conf says the same.
 CONFIG = "max_payload: 8MB\n"
+# One thread for Go code unless the operator's environment says otherwise. The embedded server
+# shares a small machine with the engine; with a processor per core, Go's idle processors spin
+# looking for work after every message, which at one request at a time cost ~20 % of its CPU
+# (docs/performance.md, "One Go processor for the embedded nats-server"). One still carries far
+# more messages a second than one gateway sends.
+GO_PROCESSORS = "1"
 
 
 class NatsServer(msgspec.Struct):
@@ -83,7 +89,7 @@ def start_nats(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=detach,
-        env={**os.environ, **(env or {})},
+        env={"GOMAXPROCS": GO_PROCESSORS, **os.environ, **(env or {})},
     )
     ports = wait_for_listeners(process, state_dir, log)
     return NatsServer(process.pid, ports.client_port, str(store), str(log))

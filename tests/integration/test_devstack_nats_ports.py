@@ -43,6 +43,26 @@ def test_a_server_given_no_port_listens_on_the_one_it_reports(tmp_path: Path) ->
         stop_pid(server.pid)
 
 
+def go_processors(pid: int) -> str | None:
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    found = [item.split(b"=", 1)[1].decode() for item in environ if item.startswith(b"GOMAXPROCS=")]
+    return found[0] if found else None
+
+
+def test_a_server_runs_go_on_one_processor_unless_the_environment_says_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GOMAXPROCS", raising=False)
+    plain = start_nats(tmp_path / "plain", detach=False)
+    monkeypatch.setenv("GOMAXPROCS", "4")
+    told = start_nats(tmp_path / "told", detach=False)
+    try:
+        assert (go_processors(plain.pid), go_processors(told.pid)) == ("1", "4")
+    finally:
+        stop_pid(plain.pid)
+        stop_pid(told.pid)
+
+
 async def test_a_cluster_whose_planned_route_port_is_taken_starts_on_others_and_elects(
     tmp_path: Path, squatter: socket.socket, monkeypatch: pytest.MonkeyPatch
 ) -> None:
