@@ -114,19 +114,23 @@ def plan_standby(
         size = per_request.get(lease.deployment_id, 0) * slots
         key = (lease.accelerator_id, lease.deployment_id)
         busy = in_use.get(lease.lease_id, 0) > 0
-        if state is None or not _qualifies(state, lease.deployment_id) or size <= 0 or key in kept:
+        due = lease.expires_at - now <= renew_within_s or (
+            lease.lease_id in unrecorded and now - lease.granted_at >= record_use_s
+        )
+        if busy and state is not None and not state.available and _loaded(state, lease.deployment_id):
+            # Its node stopped qualifying (silent, say) with requests under its slots: kept as it is
+            # until they end. Should the node be declared lost, its reconciliation drops the lease
+            # and ends them at once; a release now would leave them to their deadlines.
+            if due:
+                renew.append(_renewal(lease, lease.reserved_bytes, unrecorded))
+        elif state is None or not _qualifies(state, lease.deployment_id) or size <= 0 or key in kept:
             release.append(lease)
         elif not busy and (
             state.pressure.level in _CRAMPED or _headroom(state, policy, now) < _largest(state, per_request)
         ):
             release.append(lease)  # the room is wanted by normal requests
-        elif (
-            lease.reserved_bytes != size
-            or lease.expires_at - now <= renew_within_s
-            or (lease.lease_id in unrecorded and now - lease.granted_at >= record_use_s)
-        ):
-            used = unrecorded.get(lease.lease_id)
-            renew.append((lease, Wanted(**_where(lease), reserved_bytes=size, used_at=used)))
+        elif lease.reserved_bytes != size or due:
+            renew.append(_renewal(lease, size, unrecorded))
             kept[key] = lease
         else:
             kept[key] = lease
@@ -154,6 +158,11 @@ def plan_standby(
     return StandbyPlan(tuple(book), tuple(renew), tuple(release))
 
 
+def _renewal(lease: Held, size: int, unrecorded: Mapping[str, float]) -> tuple[Held, Wanted]:
+    """The lease and its successor of `size` bytes, carrying its last use not yet on the books."""
+    return lease, Wanted(**_where(lease), reserved_bytes=size, used_at=unrecorded.get(lease.lease_id))
+
+
 def _where(lease: Held) -> dict[str, str]:
     return {
         "accelerator_id": lease.accelerator_id,
@@ -163,8 +172,10 @@ def _where(lease: Held) -> dict[str, str]:
 
 
 def _qualifies(state: AcceleratorState, deployment_id: str) -> bool:
-    if not state.available:
-        return False
+    return state.available and _loaded(state, deployment_id)
+
+
+def _loaded(state: AcceleratorState, deployment_id: str) -> bool:
     return any(r.deployment_id == deployment_id and r.state is ResidencyState.LOADED for r in state.residents)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from pathlib import Path
 
 import httpx
@@ -14,8 +15,10 @@ import msgspec
 import pytest
 
 from gateway.process import STANDBY_LEASES_ENV
+from gateway.serving.context import ServingContext
 from gateway.serving.keeper import upkeep_once
 from gateway.serving.node_loss import GONE_REASON
+from gateway.serving.standby import keep_standby
 from modelforge.devstack.nats_server import NatsServer
 from streams import subjects
 from streams.events import control as c
@@ -78,6 +81,56 @@ async def test_a_request_in_flight_to_a_node_that_stops_answering_ends_when_the_
         assert stack.gateway.replica is not None
         assert not stack.gateway.replica.edge.ctx.live.accelerators[f"{stack.node}-cpu0"].leases
         assert granted - ended  # the in-flight lease ended with the reconciliation, not by a release
+
+
+async def carrying(ctx: ServingContext, lease_id: str) -> None:
+    """Once a request runs under a slot of the standby lease."""
+    for _ in range(200):  # (the slot is taken as the request is served: nothing to wait on)
+        assert ctx.standby is not None
+        if ctx.standby.in_use.get(lease_id, 0):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no request took a slot of {lease_id}")
+
+
+async def test_a_standby_lease_carrying_a_request_is_kept_while_its_node_is_silent_until_its_loss(
+    module_nats: NatsServer, minilm_root: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(STANDBY_LEASES_ENV, "2")
+    async with one_model_stack(module_nats.url, minilm_root, scratch, MINILM, "rag.embedding@1") as stack:
+        headers = {"authorization": f"Bearer {stack.key}"}
+        async with httpx.AsyncClient(timeout=120) as http:
+            warm = await http.post(f"{stack.url}/v1/embeddings", json={"input": "warm"}, headers=headers)
+            assert warm.status_code == 200  # resident on the node's accelerator
+            assert stack.gateway.replica is not None
+            assert stack.agent.process is not None
+            ctx = stack.gateway.replica.edge.ctx
+            lease_id = await holding_standby(ctx)
+            stack.agent.process.send_signal(signal.SIGSTOP)  # hung: connected, answering nothing
+            try:
+                in_flight = asyncio.ensure_future(
+                    http.post(
+                        f"{stack.url}/v1/embeddings",
+                        json={"input": "in flight"},
+                        headers={**headers, "x-request-timeout-ms": "90000"},
+                    )
+                )
+                await carrying(ctx, lease_id)
+                # The node silent in this replica's view (as it will be within seconds), and the
+                # standby upkeep's round then, before the node is declared lost.
+                accelerator = f"{stack.node}-cpu0"
+                heard = ctx.live.telemetry[accelerator]
+                ctx.live.apply_telemetry(
+                    msgspec.structs.replace(heard, observed_at_unix_ms=heard.observed_at_unix_ms - 3_600_000)
+                )
+                await keep_standby(ctx, time.time())
+                assert ctx.live.holds_lease(accelerator, lease_id)  # not let go under its request
+                response = await in_flight
+            finally:
+                stack.agent.process.send_signal(signal.SIGCONT)
+        # Ended by the node's loss, which took the lease off the books, not at its deadline.
+        assert response.status_code == 503, response.text
+        assert response.json()["error"]["code"] != "REQUEST_TIMEOUT"
 
 
 async def test_a_node_this_gateway_has_not_heard_from_lately_but_that_published_is_not_declared_lost(

@@ -90,6 +90,21 @@ def test_an_unavailable_accelerator_gets_no_standby_lease_and_its_held_one_is_le
     assert result.release == (held(),)
 
 
+def test_a_standby_lease_in_use_is_kept_while_its_accelerator_is_unavailable() -> None:
+    # Its node fell silent under a request: should the node be declared lost, the reconciliation
+    # must find the lease on the books to end the request at once.
+    state = gpu(residents=(resident("minilm", 1),), available=False)
+    result = plan([state], [held()], {held().lease_id: 1})
+    assert (result.book, result.renew, result.release) == ((), (), ())
+
+
+def test_a_standby_lease_in_use_on_an_unavailable_accelerator_is_renewed_at_its_size_when_due() -> None:
+    state = gpu(residents=(resident("minilm", 1),), available=False)
+    due = held(slots=2, expires_in=WITHIN - 1)
+    ((old, successor),) = plan([state], [due], {due.lease_id: 1}, slots=4).renew
+    assert (old, successor.reserved_bytes) == (due, due.reserved_bytes)
+
+
 def test_a_standby_lease_is_let_go_once_its_resident_is_being_unloaded() -> None:
     state = gpu(residents=(resident("minilm", 1, state=ResidencyState.UNLOADING),))
     assert plan([state], [held()], {held().lease_id: 2}).release == (held(),)
