@@ -13,6 +13,9 @@ engine run as child processes of this script, so neither takes the other's cores
     .venv/bin/python -m bench.peer --endpoint ours=http://127.0.0.1:8080/v1/embeddings --key ours=mf_... \\
         --cpu ours:gateway=PID --cpu ours:agent=PID+ --cpu ours:nats=PID [--reps 3] [--seconds 10]
 
+or, for a fresh embedded stack of ours started and stopped around the measurement (`bench.embedded`),
+    .venv/bin/python -m bench.peer --up [--reps 3] [--seconds 10]
+
 `--cpu ENDPOINT:GROUP=PID[,PID...]`: a trailing `+` on a pid adds its descendants. The table gives
 the median over reps of sentences/s, p50 and p99, each endpoint's rate over the first's and over
 direct's, and each group's CPU ms per request (mean over reps) with its VmRSS at the end.
@@ -318,13 +321,27 @@ if __name__ == "__main__":
     parser.add_argument(
         "--threads", type=int, default=0, help="direct's ONNX Runtime threads (0: every usable core)"
     )
+    parser.add_argument(
+        "--up",
+        action="store_true",
+        help="measure a fresh embedded stack as `ours` (`modelforge up` in a home of its own, a key, "
+        "CPU per process), stopped after",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         kind, *spec = json.loads(args.child)
         out = asyncio.run(http_child(*spec)) if kind == "http" else direct_child(*spec)
         print(json.dumps(out))
-    elif not args.endpoint and args.no_direct:
-        parser.error("nothing to measure: name an --endpoint, or leave direct in")
+    elif not args.endpoint and args.no_direct and not args.up:
+        parser.error("nothing to measure: name an --endpoint, or --up, or leave direct in")
+    elif args.up:
+        from bench.embedded import embedded_stack
+
+        with embedded_stack() as stack:
+            args.endpoint.insert(0, f"ours={stack.url}")
+            args.key.append(f"ours={stack.key}")
+            args.cpu += [f"ours:{group}={spec}" for group, spec in stack.cpu.items()]
+            asyncio.run(measure(args))
     else:
         asyncio.run(measure(args))
