@@ -9,8 +9,12 @@ interval over its length: the rate), up to `QUIET_INTERVAL_MAX_S`. What that cos
 unwatched read, at a trickle only: a reader that waits for a sequence asks for it
 (`projections.wanted`) and is answered at once, whatever the interval.
 
-A quiet spell is a `base` interval with no event: the first event after one still commits after a
-short linger (`QUIET_LINGER_S`), not at the end of a lengthened interval.
+A quiet spell is the longest interval (`QUIET_INTERVAL_MAX_S`, or `base` if longer) with no commit
+started: the first event after one still commits after a short linger (`QUIET_LINGER_S`), not at
+the end of a lengthened interval. It was one `base` interval, which made every request of a steady
+trickle slower than one a second "the first after a quiet spell": two transactions a request,
+where one more request a second shared one every ten seconds (docs/performance.md, "The quiet
+spell").
 """
 
 from __future__ import annotations
@@ -27,9 +31,7 @@ class Pace:
         self.base = base
         self.most = max(base, QUIET_INTERVAL_MAX_S)
         self.interval = base
-        self.started = (
-            now - base
-        )  # the last commit's start: none yet, so the first event is after a quiet spell
+        self.started = now - self.most  # the last commit's start: none yet, so a quiet spell
 
     @property
     def next_start(self) -> float:
@@ -37,7 +39,7 @@ class Pace:
 
     def quiet(self, now: float) -> bool:
         """Whether an event arriving now (nothing queued or committing) follows a quiet spell."""
-        return now - self.started >= self.base
+        return now - self.started >= self.most
 
     def start(self, events: int, now: float) -> None:
         """A commit of `events` starts now: the next may start one interval later, sized by the rate

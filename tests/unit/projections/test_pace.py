@@ -43,4 +43,5 @@ def test_the_first_event_and_one_after_a_quiet_spell_follow_a_quiet_spell_and_ot
     pace.start(2, 100.0)
     assert pace.next_start == 100.0 + QUIET_INTERVAL_MAX_S  # two events after a long wait: a trickle
     assert not pace.quiet(100.5)  # the next request's events wait for the interval
-    assert pace.quiet(101.0)  # a commit interval with nothing committed: a quiet spell
+    assert not pace.quiet(101.0)  # a commit interval with nothing committed: still a trickle
+    assert pace.quiet(100.0 + QUIET_INTERVAL_MAX_S)  # the longest interval with nothing: a quiet spell
