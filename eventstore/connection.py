@@ -129,6 +129,16 @@ class OrderedFlushClient(Client):
     # Header blocks (every event carries its envelope in seven or more headers) read and written
     # by `eventstore.nats_headers`: nats-py's own rules, in fewer Python steps.
     _parse_header_lines = staticmethod(parse_header_lines)
+    # Per-request records (MF_REQUESTS) are written off the response's path and nothing waits on
+    # them but their own acknowledgement, so they ride with the next write the connection makes
+    # anyway (a request's invoke, its next record) or go alone this long after: at one request at
+    # a time a request's RequestCompleted and the next one's first messages share one write, and
+    # nats-server reads one socket wake-up fewer a request (docs/performance.md, "Request records
+    # ride with the next write").
+    lazy_subjects = f"{subjects.REQUESTS_PREFIX}."
+    lazy_flush_s = 0.003
+    _lazy_flush: asyncio.TimerHandle | None = None
+    _lazy_flushing: asyncio.Future[Any] | None = None
 
     async def _send_publish(
         self, subject: str, reply: str, payload: bytes, payload_size: int, headers: dict[str, Any] | None
@@ -138,8 +148,16 @@ class OrderedFlushClient(Client):
         self.stats["out_msgs"] += 1
         self.stats["out_bytes"] += payload_size
         await self._send_command(hpub_cmd(subject, reply, header_block(headers), payload))
-        if self._flush_queue is not None and self._flush_queue.empty():
+        if subject.startswith(self.lazy_subjects):
+            if self._lazy_flush is None:
+                self._lazy_flush = asyncio.get_running_loop().call_later(self.lazy_flush_s, self._flush_lazy)
+        elif self._flush_queue is not None and self._flush_queue.empty():
             await self._flush_pending()
+
+    def _flush_lazy(self) -> None:
+        self._lazy_flush = None
+        if self._pending_data_size > 0:  # (nothing written meanwhile took it along)
+            self._lazy_flushing = asyncio.ensure_future(self._flush_pending())
 
     async def flush(self, timeout: int = DEFAULT_FLUSH_TIMEOUT) -> None:
         if self.is_connected and self._transport is not None and self._pending_data_size > 0:

@@ -4,47 +4,33 @@ model loaded), and a drained one takes nothing more (an unload's in-flight invok
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 
 import pytest
 
 from eventstore.connection import Connection, connect
 from streams.envelope import new_id
+from tests.support.wire import recorded_writes
 
 
 @pytest.fixture
-async def recorded(nats_url: str) -> AsyncIterator[tuple[Connection, list[bytes]]]:
+async def recorded(nats_url: str) -> AsyncIterator[tuple[Connection, list[list[bytes]]]]:
     """A fresh connection, and every write it makes to its socket from now on."""
     conn = await connect(nats_url, "flush-order-test")
-    wire: list[bytes] = []
-    transport = conn.client._transport
-    assert transport is not None
-    write, writelines = transport.write, transport.writelines
-
-    def recorded_write(data: bytes) -> None:
-        wire.append(bytes(data))
-        write(data)
-
-    def recorded_writelines(lines: Iterable[bytes]) -> None:
-        lines = [bytes(line) for line in lines]
-        wire.extend(lines)
-        writelines(lines)
-
-    transport.write = recorded_write  # type: ignore[method-assign]
-    transport.writelines = recorded_writelines  # type: ignore[method-assign]
-    yield conn, wire
+    yield conn, recorded_writes(conn)
     await conn.close()
 
 
-def _sent_before_the_last_ping(wire: list[bytes], command: bytes) -> bool:
+def _sent_before_the_last_ping(writes: list[list[bytes]], command: bytes) -> bool:
     """The server answers PINGs in order: the last one's PONG is what the flush waited for."""
+    wire = [data for written in writes for data in written]
     sent = next(i for i, data in enumerate(wire) if data.startswith(command))
     last_ping = max(i for i, data in enumerate(wire) if data == b"PING\r\n")
     return sent < last_ping
 
 
 async def test_a_subscription_reaches_the_server_before_the_flush_that_follows_it(
-    recorded: tuple[Connection, list[bytes]],
+    recorded: tuple[Connection, list[list[bytes]]],
 ) -> None:
     conn, wire = recorded
     subject = f"test.flush.{new_id()}"
@@ -54,7 +40,7 @@ async def test_a_subscription_reaches_the_server_before_the_flush_that_follows_i
 
 
 async def test_a_drained_subscription_unsubscribes_before_the_drain_waits_for_the_server(
-    recorded: tuple[Connection, list[bytes]],
+    recorded: tuple[Connection, list[list[bytes]]],
 ) -> None:
     conn, wire = recorded
     subscription = await conn.client.subscribe(f"test.flush.{new_id()}")
