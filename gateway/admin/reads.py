@@ -1,6 +1,7 @@
 """Admin reads from the PostgreSQL read model (tables of projections/migrations), with
-read-your-writes: a read first waits until the projector has applied the caller's last append
-(at most 5 s; a read answered without it carries `x-read-model-stale: true`).
+read-your-writes: a read first waits until the projector has applied everything the log held when
+it came, the caller's last append included (at most 5 s; a read answered without it carries
+`x-read-model-stale: true`).
 
 Without DATABASE_URL the request history is folded from MF_REQUESTS instead (the same facts,
 read from the log), so the admin API works on a stack without a projector.
@@ -8,9 +9,12 @@ read from the log), so the admin API works on a stack without a projector.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+import nats.errors
 from nats.aio.client import Client
 
 from eventstore import reading
@@ -21,17 +25,32 @@ from streams.events import requests as r
 if TYPE_CHECKING:
     from gateway.admin.endpoint import Call
 
+log = logging.getLogger("modelforge.gateway.admin.reads")
 STALE_HEADER = "x-read-model-stale"  # on a read answered before the projector applied the caller's last write
 STALE_REASON_HEADER = "x-read-model-stale-reason"  # why: the projection halted, or is behind
 
 
 async def fresh_for(model: ReadModel, call: Call) -> None:
-    """Read-your-writes for an admin read: wait until this gateway's last append and its last
-    request event are applied (the projector commits at once for a reader that waits, however long
-    its interval at a trickle); a response read without them, or while the projection is halted,
-    says so and why (STALE_HEADER, STALE_REASON_HEADER)."""
+    """Read-your-writes for an admin read, fleet-wide: wait until what both projected streams held
+    when the read came (every gateway's appends and requests, this one's among them) is applied.
+    The projector commits at once for a reader that waits, so however long its interval at a
+    trickle (up to a minute, `projections.pace`), a read never shows an older state than the log's,
+    whichever gateway wrote it. Where NATS cannot say its streams' ends, this gateway's own last
+    append and request event are waited for. A response read without them, or while the projection
+    is halted, says so and why (STALE_HEADER, STALE_REASON_HEADER)."""
     store = call.edge.ctx.store
-    reason = await model.stale_because(store.last_sequence, store.last_request_sequence)
+    events_seq, requests_seq = store.last_sequence, store.last_request_sequence
+    js = call.edge.ctx.client.jetstream()
+    try:
+        events, requests = await asyncio.gather(
+            js.stream_info(subjects.EVENTS_STREAM), js.stream_info(subjects.REQUESTS_STREAM)
+        )
+    except (nats.errors.Error, TimeoutError) as exc:
+        log.warning("admin read: the streams' ends are unknown (%s): waiting for this gateway's own", exc)
+    else:
+        events_seq = max(events_seq, events.state.last_seq)
+        requests_seq = max(requests_seq, requests.state.last_seq)
+    reason = await model.stale_because(events_seq, requests_seq)
     if reason is not None:
         call.headers[STALE_HEADER] = "true"
         call.headers[STALE_REASON_HEADER] = reason

@@ -14,13 +14,18 @@ import pytest
 from eventstore import reading
 from eventstore.store import ExpectedVersion
 from gateway.admin.scheduler import dry_run
-from projections import projector
 from streams import subjects
 from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import Stack, coalescing_after, serve_directly
+from tests.integration.gateway.conftest import (
+    Stack,
+    coalescing_after,
+    projecting,
+    serve_directly,
+    stack_admin,
+)
 
 TOKEN = "operator-token-for-refusal-tests"
 BEYOND_ANY_GPU = 1 << 50  # a petabyte: no accelerator can hold it
@@ -127,20 +132,9 @@ async def history_and_metrics(stack: Stack, database: str) -> tuple[list[dict[st
     """The placement history and the scheduler's metrics, once a projector has brought the read
     model up to what the stack's gateway has written."""
     await stack.gateway.settled()
-    assert stack.gateway.replica is not None
-    stack.gateway.replica.edge.operator_token = TOKEN
-    stop = asyncio.Event()
-    running = asyncio.create_task(projector.run(database, stack.nats_url, stop=stop, telemetry=False))
-    try:
-        async with httpx.AsyncClient(
-            base_url=f"{stack.gateway.url}/admin/v1", headers={"authorization": f"Bearer {TOKEN}"}, timeout=60
-        ) as admin:
-            history = msgspec.json.decode((await admin.get("/scheduler/placements?limit=1000")).content)
-            metrics = (await admin.get("/scheduler/metrics")).json()
-    finally:
-        stop.set()
-        async with asyncio.timeout(30):
-            await running
+    async with projecting(stack, database), stack_admin(stack, TOKEN) as admin:
+        history = msgspec.json.decode((await admin.get("/scheduler/placements?limit=1000")).content)
+        metrics = (await admin.get("/scheduler/metrics")).json()
     return history, metrics
 
 
