@@ -153,7 +153,7 @@ def register(subparsers: Any) -> None:
         default=COMMIT_INTERVAL_S * 1000,
         help="least time from one commit's start to the next under steady traffic: what lets its events"
         " share a transaction, and the most lag of a read that does not wait for a write (one that waits"
-        " asks, and is answered at once); longer as traffic falls, up to 10 s (projections/pace.py)"
+        " asks, and is answered at once); longer as traffic falls, up to 60 s (projections/pace.py)"
         " (default: %(default).0f)",
     )
     projector.add_argument("--no-telemetry", action="store_true", help="do not follow MF_TELEMETRY")

@@ -1,13 +1,16 @@
 """When the projector's next commit may start: an interval that lengthens as traffic falls.
 
-A transaction costs far more than an event in it (bench/trickle.py: ~2 ms of projector and
-PostgreSQL CPU for one stream's transaction, against ~0.1 ms an event), so at a trickle the
+A transaction costs far more than an event in it (one stream's transaction of one event: ~1.3 ms of
+projector and ~1.0 ms of PostgreSQL CPU; each event more, ~0.03 ms of each), so at a trickle the
 transactions, not the events, were the cost of a request. The interval between commit starts is
 `base` (the commit interval, 1 s by default) while a transaction gathers `EVENTS_PER_COMMIT` events
 or more in it; with less traffic it lengthens so that one would (the events seen in the last
 interval over its length: the rate), up to `QUIET_INTERVAL_MAX_S`. What that costs is lag of an
-unwatched read, at a trickle only: a reader that waits for a sequence asks for it
-(`projections.wanted`) and is answered at once, whatever the interval.
+unwatched read (a metrics scrape), at a trickle only: a reader that waits for a sequence asks for it
+(`projections.wanted`) and is answered at once, whatever the interval, and the admin API's reads
+wait for the streams' ends (`gateway.admin.reads.fresh_for`). At ten seconds the longest interval
+still made the transactions two thirds of a trickle's cost (1.07 ms a request at one a second, 0.37
+at sixty seconds: docs/performance.md, "The longest interval").
 
 A quiet spell is the longest interval (`QUIET_INTERVAL_MAX_S`, or `base` if longer) with no commit
 started: the first event after one still commits after a short linger (`QUIET_LINGER_S`), not at
@@ -20,7 +23,7 @@ spell").
 from __future__ import annotations
 
 EVENTS_PER_COMMIT = 100  # at 60 requests/s a stream's 120 events a second: the base interval
-QUIET_INTERVAL_MAX_S = 10.0
+QUIET_INTERVAL_MAX_S = 60.0
 # A lone event after a quiet spell waits this long for the rest of its request (a warm request's
 # events span its inference, ~10 ms): one transaction per stream a request instead of two.
 QUIET_LINGER_S = 0.025
