@@ -79,14 +79,43 @@ class ReplyInbox:
         return await reply(await self.send(subject, payload, timeout, headers))
 
     async def _subscribe(self) -> Subscription:
-        return await self._client.subscribe(
-            f"{self._prefix}.*", cb=self._on_reply, pending_msgs_limit=-1, pending_bytes_limit=-1
-        )
+        # No callback: nats-py starts no task of the subscription's own; and no reply can come
+        # before a request is sent, which waits for this.
+        sub = await self._client.subscribe(f"{self._prefix}.*", pending_msgs_limit=-1, pending_bytes_limit=-1)
+        sub._pending_queue = _HandedOver(sub, self._answer)  # type: ignore[assignment]
+        return sub
 
-    async def _on_reply(self, msg: Msg) -> None:
+    def _answer(self, msg: Msg) -> None:
         waiting = self._waiting.get(msg.subject)
         if waiting is not None and not waiting.done():
             waiting.set_result(msg)
+
+
+class _HandedOver:
+    """In place of the inbox subscription's pending queue: nats-py's reader, which would queue each
+    reply for a task to take and pass on (the subscription's callback task, or an iterator), hands
+    it to the waiting future there and then. The queue and that task's wake-up were a step of the
+    event loop for each reply, three a served request (an invoke's reply and two acknowledgements).
+    What else reads the queue finds it empty: pending counts, `unsubscribe`, `drain`."""
+
+    def __init__(self, sub: Subscription, answer: Callable[[Msg], None]) -> None:
+        self._sub, self._answer = sub, answer
+
+    def put_nowait(self, msg: Msg) -> None:
+        self._sub._pending_size -= len(msg.data)  # (nats-py counted it in as queued)
+        self._answer(msg)
+
+    def qsize(self) -> int:
+        return 0
+
+    def empty(self) -> bool:
+        return True
+
+    def task_done(self) -> None:
+        pass
+
+    async def join(self) -> None:
+        pass
 
 
 async def reply(pending: asyncio.Future[Msg]) -> Msg:

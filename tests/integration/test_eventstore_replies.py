@@ -68,3 +68,19 @@ async def test_a_cancelled_request_leaves_nothing_waiting(connection: Connection
 
 async def test_one_inbox_per_client(connection: Connection) -> None:
     assert inbox_of(connection.client) is inbox_of(connection.client)
+
+
+async def test_a_reply_is_handed_to_its_request_by_the_reader_with_no_task_between(
+    connection: Connection,
+) -> None:
+    """nats-py's reader resolves the waiting future itself: the inbox's subscription runs no task
+    of its own, and nothing waits in its queue once the replies are in."""
+    subject = f"test.echo.{new_id()}"
+    await _responder(connection, subject)
+    inbox = ReplyInbox(connection.client)
+    replies = await asyncio.gather(*(inbox.request(subject, b"x", 5) for _ in range(20)))
+    assert len(replies) == 20
+    assert inbox._subscribing is not None
+    subscription = inbox._subscribing.result()
+    assert subscription._wait_for_msgs_task is None
+    assert (subscription.pending_msgs, subscription.pending_bytes) == (0, 0)
