@@ -16,7 +16,8 @@ the rest of its request (`QUIET_LINGER_S`). A
 reader waiting for a sequence asks for it (`projections.wanted`): until it is committed, nothing
 waits out the interval, so read-your-writes never pays for it.
 Meanwhile the readers leave what arrives in their sockets and take it in one read when the wait
-ends. A lost stream connection or a moved checkpoint (replay swapped in) resumes from the stored checkpoint; so does a
+ends, or once a socket fills (`projections.swell`): then, if a commit's worth of events
+(`EVENTS_PER_COMMIT`) came in, traffic rose, and the wait ends early. A lost stream connection or a moved checkpoint (replay swapped in) resumes from the stored checkpoint; so does a
 lost database session, once a new one (bounded back-off, see projections.reconnect) holds the
 locks again.
 """
@@ -34,7 +35,7 @@ import psycopg
 from projections import halts, source
 from projections.batch import Catalog, ProjectionHalted
 from projections.migrate import LIVE_SCHEMA, check_schema, lock_key, migrate
-from projections.pace import QUIET_LINGER_S, Pace
+from projections.pace import EVENTS_PER_COMMIT, QUIET_LINGER_S, Pace
 from projections.pipeline import Chunk, Pipeline
 from projections.reconnect import lost, reconnect
 from projections.wanted import Asks, listen
@@ -191,6 +192,7 @@ async def _follow(
     reading.set()
     behind: set[str] = set(streams)
     caught_up = asyncio.Event()
+    arrived = 0  # events queued and not yet taken into a batch
 
     def catch_up(stream: str) -> None:
         behind.discard(stream)
@@ -198,6 +200,7 @@ async def _follow(
             caught_up.set()
 
     async def read(stream: str) -> None:
+        nonlocal arrived
         start = checkpoints.get(stream, 0) + 1
         try:
             async for chunk in source.read(stream, start, urls=nats_urls, hold=reading):
@@ -206,6 +209,9 @@ async def _follow(
                 catch_up(stream)
                 if chunk:
                     await queue.put((stream, chunk))
+                    arrived += len(chunk)
+                    if not reading.is_set() and arrived >= EVENTS_PER_COMMIT:
+                        rose()  # read during a hold, its socket filling: traffic rose
                 if not reading.is_set():  # source.read holds before the next chunk (no await between)
                     behind.add(stream)
                     caught_up.clear()
@@ -230,6 +236,11 @@ async def _follow(
 
     def asked() -> None:  # a reader waits for events held back: commit them now
         if lingering is not None and timer is not None and asks.pending(pipeline.prepared):
+            timer.cancel()
+            _settle(lingering, reading)
+
+    def rose() -> None:  # a commit's worth came in during a long interval: commit it now
+        if lingering is not None and timer is not None:
             timer.cancel()
             _settle(lingering, reading)
 
@@ -273,6 +284,7 @@ async def _follow(
                 item = queue.get_nowait()
                 items.append(item)
                 count += _size(item)
+            arrived -= count
             pace.start(count, loop.time())
             chunks: list[Chunk] = []
             for item in items:

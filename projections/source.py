@@ -25,6 +25,7 @@ import msgspec
 
 from eventstore.connection import nats_url
 from eventstore.tls import nats_tls
+from projections.swell import swollen
 
 
 class Delivery(msgspec.Struct, gc=False):  # a Struct: built per message, 3x cheaper than a NamedTuple
@@ -262,6 +263,20 @@ def _ack_facts(reply: bytes) -> tuple[int, int, int, int]:
     )
 
 
+async def _held(transport: asyncio.ReadTransport, hold: asyncio.Event) -> None:
+    """Leave the socket unread until `hold` is set, or until enough waits in it that nats-server
+    could stall on it (`projections.swell`): then what waits is read, and the hold goes on."""
+    transport.pause_reading()
+    waits = [asyncio.ensure_future(hold.wait()), asyncio.ensure_future(swollen(transport))]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
+        await asyncio.wait(waits)  # the socket's mark put back before it is read again
+        transport.resume_reading()
+
+
 async def read(
     stream: str,
     from_sequence: int,
@@ -279,8 +294,9 @@ async def read(
     that has yielded once has caught up with what the stream held when it started.
 
     `hold`: while it is clear when the next chunk is asked for, the socket is left unread (what
-    arrives waits in the kernel's buffer: no wake-up per message); once it is set, the next chunk
-    is everything that arrived meanwhile, up to a PING's PONG, and is handed over even when empty.
+    arrives waits in the kernel's buffer: no wake-up per message) until `projections.swell` finds
+    the buffer filling; once it is set, or so found, the next chunk is everything that arrived
+    meanwhile, up to a PING's PONG, and is handed over even when empty.
     """
     if until_sequence is not None and until_sequence < from_sequence:
         return
@@ -322,12 +338,7 @@ async def read(
         held = False  # the chunk being read is what arrived while held: handed over even if empty
         while True:
             if hold is not None and not hold.is_set():
-                transport = cast(asyncio.ReadTransport, raw.writer.transport)
-                transport.pause_reading()
-                try:
-                    await hold.wait()
-                finally:
-                    transport.resume_reading()
+                await _held(cast(asyncio.ReadTransport, raw.writer.transport), hold)
                 raw.ping()
                 held = True
             if pull_wanted(outstanding):
