@@ -239,10 +239,16 @@ async def _follow(
             timer.cancel()
             _settle(lingering, reading)
 
-    def rose() -> None:  # a commit's worth came in during a long interval: commit it now
-        if lingering is not None and timer is not None:
+    def rose() -> None:
+        """A commit's worth came in while events wait for the interval: commit them as soon as the
+        commit interval allows (it stays the least time between commit starts)."""
+        nonlocal timer
+        if lingering is None or timer is None:
+            return
+        allowed = pace.started + pace.base
+        if timer.when() > allowed:
             timer.cancel()
-            _settle(lingering, reading)
+            timer = loop.call_at(allowed, _settle, lingering, reading)
 
     asks.on_ask = asked
 

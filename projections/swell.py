@@ -16,10 +16,10 @@ import asyncio
 import os
 import socket
 
-# About 100 of our events. Setting the mark grows the socket's receive buffer to twice it, so the
-# kernel holds it all before nats-server's writes stall. Each time it passes costs a read of what
-# waits (and a PING's round trip): at 32 KiB those reads made a projector at 5 requests a second
-# spend 0.39 ms a request against 0.22; at 64 KiB, 0.34 (bench.trickle).
+# About 100 of our events (a commit's worth). Setting the mark grows the socket's receive buffer to
+# twice it, so the kernel holds it all before nats-server's writes stall. Each time it passes costs
+# a read of what waits and a PING's round trip: at 5 requests a second a projector spent 0.39 ms a
+# request at 32 KiB, 0.34 at 64 KiB (bench.trickle; docs/performance.md).
 SWELL_BYTES = 64 * 1024
 
 
