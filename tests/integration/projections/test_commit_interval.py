@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from eventstore.store import EventStore
 from modelforge.devstack.nats_server import NatsServer
 from projections.pace import EVENTS_PER_COMMIT
@@ -64,5 +66,28 @@ async def test_traffic_that_rises_during_a_long_interval_is_applied_without_wait
 
             async with asyncio.timeout(15):  # far less than the minute
                 await waiter.until(lambda: applied(burst))
+        finally:
+            await waiter.close()
+
+
+async def test_traffic_that_rises_still_waits_for_the_commit_interval(
+    private_nats: NatsServer, private_store: EventStore, fresh_database: str
+) -> None:
+    async with projecting(fresh_database, private_nats.url, commit_interval=AN_HOUR_S):
+        waiter = await ProjectionWaiter.open(fresh_database)
+        try:
+
+            def applied(through: dict[str, int]) -> bool:  # heard from the projector, never asked
+                return waiter.applied.get(REQUESTS_STREAM, 0) >= through[REQUESTS_STREAM]
+
+            lone = await publish(private_store, traffic("lone", 1))
+            async with asyncio.timeout(30):
+                await waiter.until(lambda: applied(lone))
+            burst = await publish(private_store, traffic("burst", EVENTS_PER_COMMIT))
+
+            with pytest.raises(TimeoutError):  # a commit's worth, but the hour has not passed
+                async with asyncio.timeout(3):
+                    await waiter.until(lambda: applied(burst))
+            assert await waiter.wait(burst[REQUESTS_STREAM], REQUESTS_STREAM, timeout=30.0)  # asked for
         finally:
             await waiter.close()
