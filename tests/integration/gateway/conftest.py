@@ -4,7 +4,6 @@ SHARES_THE_STACK, the one such stack of the modules that leave it as they found 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import shutil
 import time
@@ -30,7 +29,6 @@ from gateway.serving.requests import RequestShape, Served, ServeRequest
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.processes import stop_pid
 from nodeagent.models.pull import pull_minilm
-from projections import projector
 from streams import subjects
 from streams.contracts import EmbeddingInput
 from streams.envelope import new_id
@@ -313,19 +311,6 @@ async def stack_admin(stack: Stack, token: str) -> AsyncIterator[httpx.AsyncClie
         base_url=f"{stack.gateway.url}/admin/v1", headers=headers, timeout=60
     ) as http:
         yield http
-
-
-@contextlib.asynccontextmanager
-async def projecting(stack: Stack, database: str) -> AsyncIterator[None]:
-    """A projector folds the stack's log into `database` while the block runs."""
-    stop = asyncio.Event()
-    running = asyncio.create_task(projector.run(database, stack.nats_url, stop=stop, telemetry=False))
-    try:
-        yield
-    finally:
-        stop.set()
-        async with asyncio.timeout(30):
-            await running
 
 
 async def key_issued(stack: Stack, name: str, scopes: list[str], **limits: int) -> IssuedKey:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from streams.envelope import new_id
 from streams.events.requests import RequestRejected
-from tests.integration.gateway.conftest import Stack, projecting, stack_admin
+from tests.integration.gateway.conftest import Stack, stack_admin
+from tests.integration.projections.helpers import projecting
 
 TOKEN = "operator-token-for-fleet-read-tests"
 CAPABILITY = "rag.embedding@1"
@@ -15,7 +16,7 @@ CAPABILITY = "rag.embedding@1"
 async def test_an_admin_read_shows_a_request_another_gateway_recorded_a_moment_before(
     stack: Stack, read_model_database: str
 ) -> None:
-    async with projecting(stack, read_model_database), stack_admin(stack, TOKEN) as admin:
+    async with projecting(read_model_database, stack.nats_url), stack_admin(stack, TOKEN) as admin:
         first = await admin.get("/requests", params={"limit": 1})  # the projector has caught up
         assert first.status_code == 200, first.text
         # Recorded by another writer than this gateway (as another replica would): after the

@@ -19,13 +19,8 @@ from streams.codes import ServingError
 from streams.envelope import new_id
 from streams.events import serving as s
 from streams.subjects import Aggregate
-from tests.integration.gateway.conftest import (
-    Stack,
-    coalescing_after,
-    projecting,
-    serve_directly,
-    stack_admin,
-)
+from tests.integration.gateway.conftest import Stack, coalescing_after, serve_directly, stack_admin
+from tests.integration.projections.helpers import projecting
 
 TOKEN = "operator-token-for-refusal-tests"
 BEYOND_ANY_GPU = 1 << 50  # a petabyte: no accelerator can hold it
@@ -132,7 +127,7 @@ async def history_and_metrics(stack: Stack, database: str) -> tuple[list[dict[st
     """The placement history and the scheduler's metrics, once a projector has brought the read
     model up to what the stack's gateway has written."""
     await stack.gateway.settled()
-    async with projecting(stack, database), stack_admin(stack, TOKEN) as admin:
+    async with projecting(database, stack.nats_url), stack_admin(stack, TOKEN) as admin:
         history = msgspec.json.decode((await admin.get("/scheduler/placements?limit=1000")).content)
         metrics = (await admin.get("/scheduler/metrics")).json()
     return history, metrics
