@@ -7,6 +7,8 @@ trickle's long interval waits (its readers' sockets fill: `projections.swell`)."
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -47,47 +49,43 @@ async def test_a_reader_waiting_for_a_sequence_is_answered_without_waiting_out_t
             await waiter.close()
 
 
+@asynccontextmanager
+async def a_burst_after_a_lone_request(
+    nats_url: str, store: EventStore, database: str, commit_interval: float | None = None
+) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+    """A projector following; one lone request applied (after a quiet spell: a trickle's rate, so
+    the next commit is the longest interval away), then a commit's worth of requests published at
+    once. Yields a wait for the burst to be applied, as heard from the projector (never asked)."""
+    async with projecting(database, nats_url, commit_interval=commit_interval):
+        waiter = await ProjectionWaiter.open(database)
+        try:
+
+            async def applied(through: dict[str, int]) -> None:
+                await waiter.until(lambda: waiter.applied.get(REQUESTS_STREAM, 0) >= through[REQUESTS_STREAM])
+
+            lone = await publish(store, traffic("lone", 1))
+            async with asyncio.timeout(30):
+                await applied(lone)
+            burst = await publish(store, traffic("burst", EVENTS_PER_COMMIT))
+            yield lambda: applied(burst)
+        finally:
+            await waiter.close()
+
+
 async def test_traffic_that_rises_during_a_long_interval_is_applied_without_waiting_it_out(
     private_nats: NatsServer, private_store: EventStore, fresh_database: str
 ) -> None:
-    async with projecting(fresh_database, private_nats.url):
-        waiter = await ProjectionWaiter.open(fresh_database)
-        try:
-
-            def applied(through: dict[str, int]) -> bool:  # heard from the projector, never asked
-                return waiter.applied.get(REQUESTS_STREAM, 0) >= through[REQUESTS_STREAM]
-
-            lone = await publish(private_store, traffic("lone", 1))
-            async with asyncio.timeout(30):
-                await waiter.until(lambda: applied(lone))
-            # That lone request after a quiet spell is a trickle's rate: the next commit is a
-            # minute away. Then a commit's worth of requests arrives at once.
-            burst = await publish(private_store, traffic("burst", EVENTS_PER_COMMIT))
-
-            async with asyncio.timeout(15):  # far less than the minute
-                await waiter.until(lambda: applied(burst))
-        finally:
-            await waiter.close()
+    async with a_burst_after_a_lone_request(private_nats.url, private_store, fresh_database) as applied:
+        async with asyncio.timeout(15):  # far less than the minute
+            await applied()
 
 
 async def test_traffic_that_rises_still_waits_for_the_commit_interval(
     private_nats: NatsServer, private_store: EventStore, fresh_database: str
 ) -> None:
-    async with projecting(fresh_database, private_nats.url, commit_interval=AN_HOUR_S):
-        waiter = await ProjectionWaiter.open(fresh_database)
-        try:
-
-            def applied(through: dict[str, int]) -> bool:  # heard from the projector, never asked
-                return waiter.applied.get(REQUESTS_STREAM, 0) >= through[REQUESTS_STREAM]
-
-            lone = await publish(private_store, traffic("lone", 1))
-            async with asyncio.timeout(30):
-                await waiter.until(lambda: applied(lone))
-            burst = await publish(private_store, traffic("burst", EVENTS_PER_COMMIT))
-
-            with pytest.raises(TimeoutError):  # a commit's worth, but the hour has not passed
-                async with asyncio.timeout(3):
-                    await waiter.until(lambda: applied(burst))
-            assert await waiter.wait(burst[REQUESTS_STREAM], REQUESTS_STREAM, timeout=30.0)  # asked for
-        finally:
-            await waiter.close()
+    async with a_burst_after_a_lone_request(
+        private_nats.url, private_store, fresh_database, commit_interval=AN_HOUR_S
+    ) as applied:
+        with pytest.raises(TimeoutError):  # a commit's worth, but the hour has not passed
+            async with asyncio.timeout(3):
+                await applied()
