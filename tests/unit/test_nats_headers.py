@@ -53,6 +53,13 @@ def test_published_messages_are_the_bytes_nats_py_sends() -> None:
         assert ours == theirs, headers
 
 
+def test_more_header_names_than_are_kept_are_still_sent_as_nats_py_sends_them() -> None:
+    headers = {f"X-Name-{n}": f"value {n}" for n in range(600)}
+    for sent in (headers, headers):  # the second time, the first names kept, the rest checked again
+        ours = asyncio.run(_wire(OrderedFlushClient(), sent))
+        assert ours == asyncio.run(_wire(Client(), sent))
+
+
 @pytest.mark.parametrize("name", ["bad name", "colon:inside", "ünï"])
 def test_an_invalid_header_name_is_refused_as_nats_py_refuses_it(name: str) -> None:
     for client in (OrderedFlushClient(), Client()):
