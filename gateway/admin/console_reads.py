@@ -13,7 +13,7 @@ from nats.aio.client import Client
 from eventstore import reading
 from gateway.admin.endpoint import ROWS, Call, Endpoint, Limit
 from gateway.admin.glance import Finished, FleetDeployment, Traffic, fleet, traffic
-from gateway.admin.reads import fresh_for
+from gateway.admin.reads import fresh_for, written_here
 from streams import subjects
 from streams.codes import ServingError
 from streams.events import requests as r
@@ -75,6 +75,7 @@ async def request_traffic(call: Call) -> Traffic:
     since = until - window_s - step_s
     model = call.edge.read_models.get()
     if model is None:
+        await written_here(call)
         finished = await _finished_from_log(call.edge.ctx.client, since)
     else:
         await fresh_for(model, call)

@@ -13,7 +13,14 @@ from eventstore.store import ExpectedVersion
 from gateway.admin import views
 from gateway.admin.endpoint import ROWS, Call, Endpoint, Page
 from gateway.admin.pipeline import Reason, promotion
-from gateway.admin.reads import METRICS_SQL, PLACEMENTS_SQL, REQUESTS_SQL, fresh_for, requests_from_log
+from gateway.admin.reads import (
+    METRICS_SQL,
+    PLACEMENTS_SQL,
+    REQUESTS_SQL,
+    fresh_for,
+    requests_from_log,
+    written_here,
+)
 from gateway.admin.scheduler import co_residency, dry_run, overview
 from gateway.deployments.commands import ChangeCaps
 from gateway.operations import node_drain
@@ -265,6 +272,7 @@ async def request_history(call: Call) -> object:
     limit, client_id = query.limit, query.client_id or None
     model = call.edge.read_models.get()
     if model is None:
+        await written_here(call)
         return await requests_from_log(call.edge.ctx.client, limit, client_id)
     await fresh_for(model, call)
     return await model.query(REQUESTS_SQL, (client_id, client_id, limit))

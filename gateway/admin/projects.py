@@ -16,7 +16,7 @@ import msgspec
 from gateway.admin.clients import applied_here
 from gateway.admin.endpoint import ROWS, Call, Endpoint
 from gateway.admin.pipeline import promotion
-from gateway.admin.reads import INTEGRATIONS_SQL, fresh_for, percentile, requests_from_log
+from gateway.admin.reads import INTEGRATIONS_SQL, fresh_for, percentile, requests_from_log, written_here
 from gateway.clients.service import ClientService
 from gateway.promotion.aggregates import Aggregates
 from gateway.promotion.model import ProjectState
@@ -111,6 +111,7 @@ async def integrations(call: Call) -> object:
         await fresh_for(model, call)
         return await model.query(INTEGRATIONS_SQL)
     projects: dict[str, ProjectState] = await promotion(call).aggregates.all(A.PROJECT)
+    await written_here(call)
     history = await requests_from_log(call.edge.ctx.client, 1_000_000, None)
     out = []
     for project in projects.values():

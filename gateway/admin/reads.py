@@ -26,8 +26,16 @@ if TYPE_CHECKING:
     from gateway.admin.endpoint import Call
 
 log = logging.getLogger("modelforge.gateway.admin.reads")
+# how long a read waits for this replica's request records to be acknowledged (ms, unless NATS is down)
+RECORDS_WAIT_S = 2.0
 STALE_HEADER = "x-read-model-stale"  # on a read answered before the projector applied the caller's last write
 STALE_REASON_HEADER = "x-read-model-stale-reason"  # why: the projection halted, or is behind
+
+
+async def written_here(call: Call) -> None:
+    """This replica's request records in the stream: those its connection holds for a moment are
+    written, and those begun so far acknowledged (up to RECORDS_WAIT_S), before a read of them."""
+    await call.edge.ctx.records_written(RECORDS_WAIT_S)
 
 
 async def fresh_for(model: ReadModel, call: Call) -> None:
@@ -39,6 +47,7 @@ async def fresh_for(model: ReadModel, call: Call) -> None:
     append and request event are waited for. A response read without them, or while the projection
     is halted, says so and why (STALE_HEADER, STALE_REASON_HEADER)."""
     store = call.edge.ctx.store
+    await written_here(call)
     events_seq, requests_seq = store.last_sequence, store.last_request_sequence
     js = call.edge.ctx.client.jetstream()
     try:

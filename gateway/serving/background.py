@@ -75,4 +75,6 @@ def record_request(ctx: ServingContext, capability: str, request_id: str, event:
     (the rollback guards read how it ended from MF_REQUESTS, with every other replica's)."""
     outgoing = prepare_request(capability, request_id, event, ctx.actor)
     what = f"{type(event).__name__} of {request_id}"
-    ctx.spawn(until_recorded(ctx, what, lambda: ctx.store.record_prepared_request(outgoing)))
+    task = ctx.spawn(until_recorded(ctx, what, lambda: ctx.store.record_prepared_request(outgoing)))
+    ctx.recording.add(task)
+    task.add_done_callback(ctx.recording.discard)

@@ -13,6 +13,7 @@ from typing import Any
 
 from nats.aio.client import Client
 
+from eventstore.connection import write_held
 from eventstore.store import EventStore
 from gateway.read_models import ReadModels
 from gateway.scheduler.standby import StandbySlots
@@ -43,6 +44,9 @@ class ServingContext:
     # decide again: waking only the oldest few starved the rest behind a blocked head (504s).
     waiting: deque[Place] = field(default_factory=deque)
     background: set[asyncio.Task[object]] = field(default_factory=set)
+    # the request records among them (gateway.serving.background.record_request): a read that must
+    # find this replica's requests waits for these (`records_written`)
+    recording: set[asyncio.Task[object]] = field(default_factory=set)
     # group commit (gateway.serving.appends): staged events and the writer task per accelerator
     staged: dict[str, list[Any]] = field(default_factory=dict)
     writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
@@ -112,6 +116,14 @@ class ServingContext:
         """Wait for every write begun off a response's path, and any those begin in turn."""
         while self.background:
             await asyncio.gather(*list(self.background), return_exceptions=True)
+
+    async def records_written(self, timeout: float) -> None:
+        """Write the request records the connection holds for a moment (`OrderedFlushClient`) and
+        wait, up to `timeout`, until those begun so far are acknowledged: a read that follows a
+        request answered here finds its records in the stream."""
+        write_held(self.client)
+        if self.recording:
+            await asyncio.wait(list(self.recording), timeout=timeout)
 
     def wake_waiting(self, deployment_id: str | None = None) -> None:
         """Wake the waiters a change may let in (`next_up`): of every deployment, or of one."""
