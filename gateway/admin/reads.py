@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from gateway.admin.endpoint import Call
 
 log = logging.getLogger("modelforge.gateway.admin.reads")
-# how long a read waits for this replica's request records to be acknowledged (ms, unless NATS is down)
+# the longest a read waits for this replica's request records to be acknowledged (milliseconds as a
+# rule; this long only while NATS does not take them)
 RECORDS_WAIT_S = 2.0
 STALE_HEADER = "x-read-model-stale"  # on a read answered before the projector applied the caller's last write
 STALE_REASON_HEADER = "x-read-model-stale-reason"  # why: the projection halted, or is behind
