@@ -16,6 +16,12 @@ from typing import Any
 
 import nkeys
 from nats.aio.client import DEFAULT_FLUSH_TIMEOUT, DEFAULT_INBOX_PREFIX, Client
+from nats.errors import (
+    ConnectionClosedError,
+    ConnectionDrainingError,
+    MaxPayloadError,
+    OutboundBufferLimitError,
+)
 from nats.protocol.command import hpub_cmd
 
 from eventstore.nats_headers import header_block, parse_header_lines
@@ -152,15 +158,32 @@ class OrderedFlushClient(Client):
     ) -> None:
         if headers is None or not subject:  # nats-py's own answer: a plain PUB, or its refusal
             return await super()._send_publish(subject, reply, payload, payload_size, headers)
-        self.stats["out_msgs"] += 1
-        self.stats["out_bytes"] += payload_size
-        command = hpub_cmd(subject, reply, header_block(headers), payload)
+        command = self._counted(subject, reply, payload, headers)
         if subject.startswith(self.held_subjects):
             self._hold(command)
             return
         await self._send_command(command)
         if self._flush_queue is not None and self._flush_queue.empty():
             await self._flush_pending()
+
+    def publish_held(self, subject: str, reply: str, payload: bytes, headers: dict[str, str]) -> None:
+        """`publish` of a record to a held subject, with nothing to await: what nats-py's `publish`
+        refuses, this refuses alike (the connection closed or draining, the payload over the
+        server's limit, the buffer full while reconnecting)."""
+        if self.is_closed:
+            raise ConnectionClosedError
+        if self.is_draining_pubs:
+            raise ConnectionDrainingError
+        if len(payload) > self._max_payload:
+            raise MaxPayloadError
+        if not self.is_connected and len(payload) + self._pending_data_size > self._max_pending_size:
+            raise OutboundBufferLimitError
+        self._hold(self._counted(subject, reply, payload, headers))
+
+    def _counted(self, subject: str, reply: str, payload: bytes, headers: dict[str, Any]) -> bytes:
+        self.stats["out_msgs"] += 1
+        self.stats["out_bytes"] += len(payload)
+        return hpub_cmd(subject, reply, header_block(headers), payload)
 
     def _hold(self, command: bytes) -> None:
         self._held.append(command)

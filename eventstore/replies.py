@@ -82,7 +82,7 @@ class ReplyInbox:
         # No callback: nats-py starts no task of the subscription's own; and no reply can come
         # before a request is sent, which waits for this.
         sub = await self._client.subscribe(f"{self._prefix}.*", pending_msgs_limit=-1, pending_bytes_limit=-1)
-        sub._pending_queue = _HandedOver(sub, self._answer)  # type: ignore[assignment]
+        sub._pending_queue = HandedOver(sub, self._answer)  # type: ignore[assignment]
         return sub
 
     def _answer(self, msg: Msg) -> None:
@@ -91,7 +91,7 @@ class ReplyInbox:
             waiting.set_result(msg)
 
 
-class _HandedOver:
+class HandedOver:
     """In place of the inbox subscription's pending queue: nats-py's reader, which would queue each
     reply for a task to take and pass on (the subscription's callback task, or an iterator), hands
     it to the waiting future there and then. The queue and that task's wake-up were a step of the
@@ -120,9 +120,14 @@ class _HandedOver:
 
 async def reply(pending: asyncio.Future[Msg]) -> Msg:
     msg = await pending
-    if msg.headers and msg.headers.get("Status") == _NO_RESPONDERS and not msg.data:
+    if no_responders(msg):
         raise NoRespondersError
     return msg
+
+
+def no_responders(msg: Msg) -> bool:
+    """The server's answer that nothing took the request (for a publish: no stream stored it)."""
+    return msg.headers is not None and msg.headers.get("Status") == _NO_RESPONDERS and not msg.data
 
 
 def _expire(pending: asyncio.Future[Msg]) -> None:

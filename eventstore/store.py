@@ -355,7 +355,7 @@ class EventStore:
         inbox, timeout = replies.inbox_of(self.client), self.publish_timeout
         if len(outgoing) == 1:
             reply = await inbox.request(outgoing[0].subject, outgoing[0].data, timeout, outgoing[0].headers)
-            return _check(outgoing[0].subject, reply.data)
+            return ack_sequence(outgoing[0].subject, reply.data)
         head, *middle, tail = outgoing
         # Atomic batch: the opening and the commit are requests, the rest plain publishes, all sent
         # before waiting (one round trip). The server applies them in order; if it refused to open
@@ -371,14 +371,15 @@ class EventStore:
         try:
             opened = await replies.reply(opening)
             if opened.data:  # an empty reply means the batch is open; anything else is a refusal
-                _check(head.subject, opened.data)
+                ack_sequence(head.subject, opened.data)
         except BaseException:
             commit.cancel()
             raise
-        return _check(tail.subject, (await replies.reply(commit)).data)
+        return ack_sequence(tail.subject, (await replies.reply(commit)).data)
 
 
-def _check(subject: str, data: bytes) -> int:
+def ack_sequence(subject: str, data: bytes) -> int:
+    """The stream sequence a publish's acknowledgement gives; PublishFailed for a refusal."""
     if not data:
         raise PublishFailed(subject, 0, "empty acknowledgement")
     ack = _ack_decoder.decode(data)

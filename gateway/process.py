@@ -10,6 +10,7 @@ from starlette.applications import Starlette
 
 from eventstore.connection import Connection, connect
 from eventstore.provision import provision
+from eventstore.recorder import RequestRecorder
 from eventstore.store import EventStore
 from gateway.app import create_app
 from gateway.clients.directory import ClientDirectory
@@ -109,7 +110,11 @@ async def start_replica(gateway_id: str, nats_url: str | None = None) -> Gateway
     queues = QueueBoard(connection.client, gateway_id)
     limiter = RequestLimiter(connection.client)
     gate = DeploymentGate(limiter, connection.client)
-    ctx = ServingContext(store, live, connection.client, gateway_id, board=queues, gate=gate)
+    recorder = RequestRecorder(store)
+    await recorder.open()
+    ctx = ServingContext(
+        store, live, connection.client, gateway_id, board=queues, gate=gate, recorder=recorder
+    )
     ctx.coalescing.after = coalesce_after_from_env()
     if slots := standby_slots_from_env():
         ctx.standby = StandbySlots(slots)

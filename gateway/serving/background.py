@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from nats.errors import Error as NatsError
 
 from eventstore.errors import ConcurrencyConflict, EventStoreError
-from eventstore.store import prepare_request
+from eventstore.store import Outgoing, prepare_request
 from gateway.serving.appends import append_to_accelerator, catch_up_after
 from gateway.serving.context import ServingContext
 from streams.events.base import Event
@@ -74,7 +74,17 @@ def record_request(ctx: ServingContext, capability: str, request_id: str, event:
     """Record a per-request event off the response's path, retried with the same id until taken
     (the rollback guards read how it ended from MF_REQUESTS, with every other replica's)."""
     outgoing = prepare_request(capability, request_id, event, ctx.actor)
-    what = f"{type(event).__name__} of {request_id}"
+    if ctx.recorder is not None:
+        ctx.recorder.record(outgoing, lambda _, first: _record_again(ctx, outgoing, first))
+    else:
+        _record_again(ctx, outgoing)
+
+
+def _record_again(ctx: ServingContext, outgoing: Outgoing, first: Exception | None = None) -> None:
+    """Record `outgoing` in a task of its own, until taken (`first`: why the recorder could not)."""
+    what = f"{outgoing.envelope.event_type} of {outgoing.envelope.aggregate_id}"
+    if first is not None:
+        log.warning("%s not recorded (%r); again", what, first)
     task = ctx.spawn(until_recorded(ctx, what, lambda: ctx.store.record_prepared_request(outgoing)))
     ctx.recording.add(task)
     task.add_done_callback(ctx.recording.discard)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from eventstore.connection import write_held
+from eventstore.recorder import RequestRecorder
 from eventstore.store import EventStore
 from gateway.read_models import ReadModels
 from gateway.scheduler.standby import StandbySlots
@@ -44,8 +46,11 @@ class ServingContext:
     # decide again: waking only the oldest few starved the rest behind a blocked head (504s).
     waiting: deque[Place] = field(default_factory=deque)
     background: set[asyncio.Task[object]] = field(default_factory=set)
-    # the request records among them (gateway.serving.background.record_request): a read that must
-    # find this replica's requests waits for these (`records_written`)
+    # request records (gateway.serving.background.record_request): written by the recorder, and
+    # those it could not write tried again as tasks, which are among the background ones too; a
+    # read that must find this replica's requests waits for both (`records_written`). Without a
+    # recorder (a context in a unit test) every record is such a task.
+    recorder: RequestRecorder | None = None
     recording: set[asyncio.Task[object]] = field(default_factory=set)
     # group commit (gateway.serving.appends): staged events and the writer task per accelerator
     staged: dict[str, list[Any]] = field(default_factory=dict)
@@ -114,6 +119,9 @@ class ServingContext:
 
     async def settle(self) -> None:
         """Wait for every write begun off a response's path, and any those begin in turn."""
+        if self.recorder is not None:
+            write_held(self.client)
+            await self.recorder.written()  # (each is answered, or handed on, within the publish timeout)
         while self.background:
             await asyncio.gather(*list(self.background), return_exceptions=True)
 
@@ -122,6 +130,10 @@ class ServingContext:
         wait, up to `timeout`, until those begun so far are acknowledged: a read that follows a
         request answered here finds its records in the stream."""
         write_held(self.client)
+        if self.recorder is not None:
+            waited = time.monotonic()
+            await self.recorder.written(timeout)
+            timeout = max(0.0, timeout - (time.monotonic() - waited))
         if self.recording:
             await asyncio.wait(list(self.recording), timeout=timeout)
 
