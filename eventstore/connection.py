@@ -152,6 +152,7 @@ class OrderedFlushClient(Client):
         self._held_size = 0
         self._release: asyncio.TimerHandle | None = None
         self._releasing: asyncio.Future[Any] | None = None  # (referenced until it has run)
+        self._write_due = False  # `_write_pending` is called soon
 
     async def _send_publish(
         self, subject: str, reply: str, payload: bytes, payload_size: int, headers: dict[str, Any] | None
@@ -163,8 +164,29 @@ class OrderedFlushClient(Client):
             self._hold(command)
             return
         await self._send_command(command)
-        if self._flush_queue is not None and self._flush_queue.empty():
-            await self._flush_pending()
+        self._write_soon()
+
+    def _write_soon(self) -> None:
+        """Write the buffer once this turn of the event loop is done (what the turn published, in
+        one write). nats-py wakes its flusher task for that: a queue, a future and a task step a
+        write, ~5 % of the gateway's CPU at one client, where a callback does it with less
+        (docs/performance.md, "Publishes written by a callback"). While the socket is backed up,
+        the flusher writes as it would (its wait for the socket to drain holds publishers back),
+        and while the connection is down the buffer waits for the reconnect, as it did."""
+        if not self._write_due:
+            self._write_due = True
+            asyncio.get_running_loop().call_soon(self._write_pending)
+
+    def _write_pending(self) -> None:
+        self._write_due = False
+        if self._pending_data_size == 0 or self._flush_queue is None or self.is_closed:
+            return
+        writer = getattr(self._transport, "_io_writer", None)  # (TCP and TLS; not a websocket)
+        if self.is_connected and writer is not None and writer.transport.get_write_buffer_size() == 0:
+            self._transport.writelines(self._pending)  # type: ignore[union-attr]
+            self._pending, self._pending_data_size = [], 0
+        else:
+            self._releasing = asyncio.ensure_future(self._flush_pending())
 
     def publish_held(self, subject: str, reply: str, payload: bytes, headers: dict[str, str]) -> None:
         """`publish` of a record to a held subject, with nothing to await: what nats-py's `publish`
@@ -206,8 +228,8 @@ class OrderedFlushClient(Client):
     def write_held(self) -> None:
         """Write what is held now (when its time is up, or for a reader about to wait for it)."""
         self._take_held()
-        if self._pending_data_size > 0 and self._flush_queue is not None and not self.is_closed:
-            self._releasing = asyncio.ensure_future(self._flush_pending())
+        if self._pending_data_size > 0:
+            self._write_soon()
 
     async def close(self) -> None:
         self._take_held()  # (nats-py writes its buffer as it closes)
