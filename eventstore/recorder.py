@@ -2,9 +2,9 @@
 
 A served request writes two records to MF_REQUESTS (how it was accepted and how it ended), off the
 response's path. Each was a task awaiting a chain of coroutines, a future and a timeout timer for
-its acknowledgement: taking that machinery out (the records built and held, with no reply) cut the
-gateway's CPU at one client by ~14 %, where building them was ~1 % (docs/performance.md, "Request
-records without a task each"). Here a record is held with the connection's others at once
+its acknowledgement: at one client the records were ~15 % of the gateway's CPU, building them ~1 %;
+written this way (still each acknowledged) the gateway spends ~5 % less (docs/performance.md,
+"Request records without a task each"). Here a record is held with the connection's others at once
 (`OrderedFlushClient.publish_held`), its acknowledgement is read where nats-py's reader hands it
 over, and one timer a connection expires those unanswered. A record that is refused, that no stream
 takes, or that goes unanswered for the publish timeout is handed to its `failed` callback, which
