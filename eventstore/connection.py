@@ -183,8 +183,7 @@ class OrderedFlushClient(Client):
             return
         writer = getattr(self._transport, "_io_writer", None)  # (TCP and TLS; not a websocket)
         if self.is_connected and writer is not None and writer.transport.get_write_buffer_size() == 0:
-            self._transport.writelines(self._pending)  # type: ignore[union-attr]
-            self._pending, self._pending_data_size = [], 0
+            self._write_buffer()
         else:
             self._releasing = asyncio.ensure_future(self._flush_pending())
 
@@ -237,11 +236,15 @@ class OrderedFlushClient(Client):
 
     async def flush(self, timeout: int = DEFAULT_FLUSH_TIMEOUT) -> None:
         self._take_held()
-        if self.is_connected and self._transport is not None and self._pending_data_size > 0:
-            self._transport.writelines(self._pending[:])
-            self._pending = []
-            self._pending_data_size = 0
+        if self.is_connected and self._pending_data_size > 0:
+            self._write_buffer()
         await super().flush(timeout)
+
+    def _write_buffer(self) -> None:
+        """nats-py's buffer onto the socket, as its flusher writes it (connected: a transport)."""
+        assert self._transport is not None
+        self._transport.writelines(self._pending)
+        self._pending, self._pending_data_size = [], 0
 
 
 def write_held(client: Client) -> None:

@@ -22,7 +22,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
 from eventstore.connection import OrderedFlushClient
-from eventstore.replies import HandedOver, no_responders
+from eventstore.replies import handed_over, no_responders
 from eventstore.store import EventStore, Outgoing, ack_sequence
 
 Failed = Callable[[Outgoing, Exception], None]
@@ -54,8 +54,7 @@ class RequestRecorder:
     async def open(self) -> None:
         """Subscribe to the records' acknowledgements (before any record is written)."""
         self._prefix = self._client.new_inbox()
-        sub = await self._client.subscribe(f"{self._prefix}.*", pending_msgs_limit=-1, pending_bytes_limit=-1)
-        sub._pending_queue = HandedOver(sub, self._answered)  # type: ignore[assignment]
+        await handed_over(self._client, f"{self._prefix}.*", self._answered)
 
     def record(self, outgoing: Outgoing, failed: Failed) -> None:
         """Hold `outgoing` to be written with the connection's other records; `failed(outgoing,

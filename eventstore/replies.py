@@ -79,11 +79,8 @@ class ReplyInbox:
         return await reply(await self.send(subject, payload, timeout, headers))
 
     async def _subscribe(self) -> Subscription:
-        # No callback: nats-py starts no task of the subscription's own; and no reply can come
-        # before a request is sent, which waits for this.
-        sub = await self._client.subscribe(f"{self._prefix}.*", pending_msgs_limit=-1, pending_bytes_limit=-1)
-        sub._pending_queue = HandedOver(sub, self._answer)  # type: ignore[assignment]
-        return sub
+        # (no reply can come before a request is sent, which waits for this)
+        return await handed_over(self._client, f"{self._prefix}.*", self._answer)
 
     def _answer(self, msg: Msg) -> None:
         waiting = self._waiting.get(msg.subject)
@@ -91,7 +88,15 @@ class ReplyInbox:
             waiting.set_result(msg)
 
 
-class HandedOver:
+async def handed_over(client: Client, subject: str, answer: Callable[[Msg], None]) -> Subscription:
+    """A subscription whose every message nats-py's reader hands to `answer` as it reads it: no
+    callback task of the subscription's own, no queue (`_HandedOver`), no pending limits."""
+    sub = await client.subscribe(subject, pending_msgs_limit=-1, pending_bytes_limit=-1)
+    sub._pending_queue = _HandedOver(sub, answer)  # type: ignore[assignment]
+    return sub
+
+
+class _HandedOver:
     """In place of the inbox subscription's pending queue: nats-py's reader, which would queue each
     reply for a task to take and pass on (the subscription's callback task, or an iterator), hands
     it to the waiting future there and then. The queue and that task's wake-up were a step of the
