@@ -16,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 
+from gateway.identity.registry import write_private
 from gateway.operators import OPERATORS_FILE_ENV
 from modelforge.devstack import nats_cluster
 from modelforge.devstack.nats_server import NatsServer, start_nats
@@ -131,9 +132,7 @@ def operator_token(home: Path) -> str:
     """The embedded stack's operator token: made once, kept in a file only its owner can read."""
     path = home / "operator-token"
     if not path.exists():
-        home.mkdir(parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(32))
+        write_private(path, secrets.token_urlsafe(32).encode())
     return path.read_text().strip()
 
 
@@ -158,8 +157,9 @@ def load_state(home: Path) -> StackState:
 
 
 def save_state(home: Path, state: StackState) -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    _state_file(home).write_bytes(msgspec.json.format(msgspec.json.encode(state)))
+    # Replaced whole: the processes `up` has started read it (`running_environment`) while `up`
+    # records the next one, and a half-written file is not JSON.
+    write_private(_state_file(home), msgspec.json.format(msgspec.json.encode(state)))
 
 
 def running_environment(home: Path) -> dict[str, str]:
