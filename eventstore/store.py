@@ -15,6 +15,7 @@ import asyncio
 import enum
 import itertools
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import TypeVar
 
 import msgspec
@@ -80,6 +81,7 @@ def prepare(
     causation_id: str | None,
     capability: str = "",
     correlation_ids: Sequence[str | None] | None = None,
+    occurred_at: datetime | None = None,
 ) -> list[Outgoing]:
     """Validate and encode everything before a single byte is published.
 
@@ -88,7 +90,7 @@ def prepare(
     if not events:
         raise EventRejected("nothing to append: no events")
     out = []
-    now = utcnow()
+    now = occurred_at or utcnow()
     if correlation_ids is not None and len(correlation_ids) != len(events):
         raise EventRejected("one correlation id per event, or none")
     for index, event in enumerate(events):
@@ -123,9 +125,14 @@ def prepare(
     return out
 
 
-def prepare_request(capability: str, request_id: str, event: Event, actor: Actor = SYSTEM) -> Outgoing:
-    """One per-request event, encoded with its id once: a retry of it is deduplicated."""
-    (outgoing,) = prepare([event], None, request_id, actor, request_id, None, capability)
+def prepare_request(
+    capability: str, request_id: str, event: Event, actor: Actor = SYSTEM, occurred_at: datetime | None = None
+) -> Outgoing:
+    """One per-request event, encoded with its id once: a retry of it is deduplicated.
+    `occurred_at`: its envelope's time, where not now (an acceptance recorded after a hold)."""
+    (outgoing,) = prepare(
+        [event], None, request_id, actor, request_id, None, capability, occurred_at=occurred_at
+    )
     return outgoing
 
 

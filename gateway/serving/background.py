@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 
 from nats.errors import Error as NatsError
 
@@ -70,10 +71,13 @@ async def append_until_recorded(
     )
 
 
-def record_request(ctx: ServingContext, capability: str, request_id: str, event: Event) -> None:
+def record_request(
+    ctx: ServingContext, capability: str, request_id: str, event: Event, occurred_at: datetime | None = None
+) -> None:
     """Record a per-request event off the response's path, retried with the same id until taken
-    (the rollback guards read how it ended from MF_REQUESTS, with every other replica's)."""
-    outgoing = prepare_request(capability, request_id, event, ctx.actor)
+    (the rollback guards read how it ended from MF_REQUESTS, with every other replica's);
+    `occurred_at`: when it happened, where that was before now."""
+    outgoing = prepare_request(capability, request_id, event, ctx.actor, occurred_at)
     if ctx.recorder is not None:
         ctx.recorder.record(outgoing, lambda _, first: _record_again(ctx, outgoing, first))
     else:

@@ -19,6 +19,7 @@ from eventstore.recorder import RequestRecorder
 from eventstore.store import EventStore
 from gateway.read_models import ReadModels
 from gateway.scheduler.standby import StandbySlots
+from gateway.serving.acceptances import HeldAcceptances
 from gateway.serving.caps import DeploymentGate
 from gateway.serving.coalescing import Coalescer
 from gateway.serving.gauges import LiveGauges
@@ -52,6 +53,9 @@ class ServingContext:
     # recorder (a context in a unit test) every record is such a task.
     recorder: RequestRecorder | None = None
     recording: set[asyncio.Task[object]] = field(default_factory=set)
+    # acceptances held a moment before they are recorded (gateway.serving.acceptances): a request
+    # that ends sooner is one record, its end event carrying its acceptance
+    acceptances: HeldAcceptances = field(default_factory=HeldAcceptances)
     # group commit (gateway.serving.appends): staged events and the writer task per accelerator
     staged: dict[str, list[Any]] = field(default_factory=dict)
     writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
@@ -118,7 +122,9 @@ class ServingContext:
             log.error("background write failed: %r", task.exception())
 
     async def settle(self) -> None:
-        """Wait for every write begun off a response's path, and any those begin in turn."""
+        """Wait for every write begun off a response's path, and any those begin in turn (the
+        acceptances held are recorded now)."""
+        self.acceptances.record_all()
         if self.recorder is not None:
             write_held(self.client)
             await self.recorder.written()  # (each is answered, or handed on, within the publish timeout)
@@ -126,9 +132,11 @@ class ServingContext:
             await asyncio.gather(*list(self.background), return_exceptions=True)
 
     async def records_written(self, timeout: float) -> None:
-        """Write the request records the connection holds for a moment (`OrderedFlushClient`) and
-        wait, up to `timeout`, until those begun so far are acknowledged: a read that follows a
-        request answered here finds its records in the stream."""
+        """Record the acceptances held and write the request records the connection holds for a
+        moment (`OrderedFlushClient`), and wait, up to `timeout`, until those begun so far are
+        acknowledged: a read that follows a request answered here finds its records in the stream,
+        and one of a request still running finds its acceptance."""
+        self.acceptances.record_all()
         write_held(self.client)
         if self.recorder is not None:
             waited = time.monotonic()

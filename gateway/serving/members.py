@@ -9,6 +9,7 @@ import contextvars
 import hashlib
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TypedDict, TypeVar
 
 import msgspec
@@ -23,8 +24,8 @@ from gateway.serving.requests import Served, ServeRequest, cancelled, internal_e
 from gateway.serving.shared_runs import Shareable
 from streams.codes import ServingError
 from streams.events.requests import (
+    Acceptance,
     LatencyBreakdown,
-    RequestAccepted,
     RequestCompleted,
     RequestFailed,
     Usage,
@@ -40,6 +41,7 @@ class Member:
 
     __slots__ = (
         "accepted",
+        "accepted_at",
         "before_dispatch",
         "context",
         "deployment",
@@ -72,6 +74,7 @@ class Member:
         self.joined = 0.0  # perf_counter() when it joined a group: forming counts as queueing
         self.run: Run | None = None
         self.accepted = self.ended = self.withdrawn = False  # ended: its last event is recorded
+        self.accepted_at = 0.0  # time.time() when it was accepted
 
 
 class Run:
@@ -99,24 +102,31 @@ def settle(outcome: asyncio.Future[Served[Any]], error: BaseException) -> None:
 
 
 def accept(ctx: ServingContext, member: Member) -> None:
-    request = member.request
+    """`member` is accepted: its acceptance is recorded in a moment, or carried by its end event
+    should it end before then (`gateway.serving.acceptances`)."""
     member.accepted = True
-    record_request(
-        ctx,
-        request.capability,
-        request.request_id,
-        RequestAccepted(
-            request_id=request.request_id,
-            client_id=request.client_id,
-            capability=request.capability,
-            input_sha256=hashlib.sha256(request.payload).hexdigest(),
-            shape_bucket=request.shape.bucket,
-            items=request.shape.items,
-            trace_id=member.trace_id,
-            input_type=request.input_type,
-            gateway_id=ctx.gateway_id,
-        ),
+    member.accepted_at = time.time()
+    ctx.acceptances.hold(member, lambda: _record_accepted(ctx, member))
+
+
+def _acceptance(ctx: ServingContext, member: Member) -> Acceptance:
+    request = member.request
+    return Acceptance(
+        input_sha256=hashlib.sha256(request.payload).hexdigest(),
+        shape_bucket=request.shape.bucket,
+        items=request.shape.items,
+        input_type=request.input_type,
+        gateway_id=ctx.gateway_id,
+        accepted_at=datetime.fromtimestamp(member.accepted_at, UTC),
     )
+
+
+def _record_accepted(ctx: ServingContext, member: Member) -> None:
+    """`member`'s acceptance as a `RequestAccepted` of its own, at the time it was accepted."""
+    acceptance = _acceptance(ctx, member)
+    request = member.request
+    event = acceptance.alone(request.request_id, request.client_id, request.capability, member.trace_id)
+    record_request(ctx, request.capability, request.request_id, event, acceptance.accepted_at)
 
 
 def dispatchable(ctx: ServingContext, run: Run) -> list[Member]:
@@ -149,7 +159,7 @@ def fail(ctx: ServingContext, member: Member, failure: ServingError, error: Base
         ctx,
         member,
         RequestFailed(
-            **_identity(member),
+            **_ending(ctx, member),
             code=failure.code,
             http_status=failure.http_status,
             deployment_id=member.deployment.deployment_id,
@@ -159,21 +169,25 @@ def fail(ctx: ServingContext, member: Member, failure: ServingError, error: Base
     settle(member.outcome, error if cancelled(error) else failure)
 
 
-class _Identity(TypedDict):
+class _Ending(TypedDict):
     request_id: str
     client_id: str
     capability: str
     trace_id: str
+    accepted: Acceptance | None
 
 
-def _identity(member: Member) -> _Identity:
-    """What every event of `member` names it by."""
+def _ending(ctx: ServingContext, member: Member) -> _Ending:
+    """What `member`'s end event names it by, with its acceptance where that is still held (not
+    recorded now: the end event carries it)."""
     request = member.request
-    return _Identity(
+    held = member.accepted and ctx.acceptances.take(member)
+    return _Ending(
         request_id=request.request_id,
         client_id=request.client_id,
         capability=request.capability,
         trace_id=member.trace_id,
+        accepted=_acceptance(ctx, member) if held else None,
     )
 
 
@@ -210,7 +224,7 @@ def complete(
         ctx,
         member,
         RequestCompleted(
-            **_identity(member),
+            **_ending(ctx, member),
             deployment_id=grant.deployment_id,
             node_id=grant.node_id,
             accelerator_id=grant.accelerator_id,

@@ -36,19 +36,30 @@ def _finished(event: r.RequestCompleted | r.RequestFailed, columns: dict[str, An
     return row
 
 
+def _accepted(
+    acceptance: r.RequestAccepted | r.Acceptance, at: str | None, columns: dict[str, Any]
+) -> dict[str, Any]:
+    """`columns` plus the acceptance's: from a `RequestAccepted`, or carried by the end event of a
+    request that ended before its acceptance was recorded (one row either way)."""
+    columns["input_sha256"] = acceptance.input_sha256
+    columns["shape_bucket"] = acceptance.shape_bucket
+    columns["items"] = acceptance.items
+    columns["input_type"] = acceptance.input_type
+    columns["accepted_at"] = at
+    if acceptance.gateway_id:  # (events from before it was kept leave the column null)
+        columns["accepted_by"] = acceptance.gateway_id
+    return columns
+
+
+def _carried(event: r.RequestCompleted | r.RequestFailed, columns: dict[str, Any]) -> dict[str, Any]:
+    accepted = event.accepted
+    return columns if accepted is None else _accepted(accepted, accepted.accepted_at.isoformat(), columns)
+
+
 def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
     match event:
         case r.RequestAccepted():
-            accepted = {
-                "input_sha256": event.input_sha256,
-                "shape_bucket": event.shape_bucket,
-                "items": event.items,
-                "input_type": event.input_type,
-                "accepted_at": at,
-            }
-            if event.gateway_id:  # (events from before it was kept leave the column null)
-                accepted["accepted_by"] = event.gateway_id
-            return _request(event, "accepted", accepted)
+            return _request(event, "accepted", _accepted(event, at, {}))
         case r.RequestCompleted():
             done = {
                 "deployment_id": event.deployment_id,
@@ -61,19 +72,22 @@ def ops(event: Event, seq: int, at: str | None) -> list[Op] | None:
             }
             if event.standby_lease_id:  # (ran under its gateway's standby lease: no lease of its own)
                 done["standby_lease_id"] = event.standby_lease_id
-            return _request(event, "completed", _finished(event, done))
+            return _request(event, "completed", _finished(event, _carried(event, done)))
         case r.RequestFailed():
             return _request(
                 event,
                 "failed",
                 _finished(
                     event,
-                    {
-                        "code": event.code,
-                        "http_status": event.http_status,
-                        "deployment_id": event.deployment_id or None,
-                        "finished_at": at,
-                    },
+                    _carried(
+                        event,
+                        {
+                            "code": event.code,
+                            "http_status": event.http_status,
+                            "deployment_id": event.deployment_id or None,
+                            "finished_at": at,
+                        },
+                    ),
                 ),
             )
         case r.RequestRejected():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import msgspec
 
 from streams.events.base import Event
@@ -44,6 +46,34 @@ class RequestAccepted(Event, frozen=True):
     gateway_id: str = ""
 
 
+class Acceptance(msgspec.Struct, frozen=True, kw_only=True):
+    """What `RequestAccepted` says of a request, carried by its end event (`RequestCompleted`,
+    `RequestFailed`) instead when it ended before its acceptance was recorded: a gateway holds an
+    acceptance for a moment (`gateway.serving.acceptances`), and a request that ends within it is
+    one message in MF_REQUESTS, not two. Every request still has its acceptance in the log once."""
+
+    input_sha256: str
+    shape_bucket: str
+    items: int
+    input_type: str = ""
+    gateway_id: str = ""
+    accepted_at: datetime  # when it was accepted (a `RequestAccepted`'s is its envelope's time)
+
+    def alone(self, request_id: str, client_id: str, capability: str, trace_id: str) -> RequestAccepted:
+        """This acceptance as a record of its own (stamped `accepted_at` by its envelope)."""
+        return RequestAccepted(
+            request_id=request_id,
+            client_id=client_id,
+            capability=capability,
+            input_sha256=self.input_sha256,
+            shape_bucket=self.shape_bucket,
+            items=self.items,
+            trace_id=trace_id,
+            input_type=self.input_type,
+            gateway_id=self.gateway_id,
+        )
+
+
 class RequestCompleted(Event, frozen=True):
     request_id: str
     client_id: str
@@ -58,6 +88,7 @@ class RequestCompleted(Event, frozen=True):
     # the standby lease it ran under (a slot of its gateway's: no lease of its own was appended);
     # "" for a request that had its own lease, and in older events
     standby_lease_id: str = ""
+    accepted: Acceptance | None = None  # None: its `RequestAccepted` was recorded before it
 
 
 class RequestFailed(Event, frozen=True):
@@ -69,6 +100,7 @@ class RequestFailed(Event, frozen=True):
     deployment_id: str = ""
     latency: LatencyBreakdown = LatencyBreakdown()
     trace_id: str = ""
+    accepted: Acceptance | None = None  # None: its `RequestAccepted` was recorded (or it never was accepted)
 
 
 class RequestRejected(Event, frozen=True):

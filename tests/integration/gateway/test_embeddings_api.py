@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from datetime import UTC, datetime
 
 import httpx
 import msgspec
@@ -13,13 +14,21 @@ import pytest
 
 from eventstore.subscription import subscribe
 from gateway.clients.usage import UsageMarks
+from gateway.serving.acceptances import ACCEPTANCE_HOLD_S
 from nodeagent.adapters.embedding import EmbeddingAdapter
 from nodeagent.runtimes.base import RuntimeOptions
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from streams import subjects
 from streams.contracts import EMBEDDING
 from streams.envelope import new_id
-from streams.events.requests import ClientKeyUsed, RequestAccepted, RequestCompleted, RequestRejected
+from streams.events.requests import (
+    Acceptance,
+    ClientKeyUsed,
+    RequestAccepted,
+    RequestCompleted,
+    RequestFailed,
+    RequestRejected,
+)
 from streams.messages import InvokeRequest
 from tests.integration.gateway.conftest import (
     Stack,
@@ -320,9 +329,57 @@ async def test_an_input_type_is_sent_to_the_agent_with_the_invoke_and_recorded(s
             sent = msgspec.json.decode((await invokes.next_msg(timeout=30)).data, type=InvokeRequest)
     finally:
         await invokes.unsubscribe()
-    accepted = await _request_event(stack, request_id, RequestAccepted)
     assert sent.input_type == "document"
-    assert accepted.input_type == "document"  # type: ignore[attr-defined]
+    assert (await _acceptance(stack, request_id)).input_type == "document"
+
+
+async def _acceptance(stack: Stack, request_id: str) -> RequestAccepted | Acceptance:
+    """The request's acceptance, as a record of its own or carried by its end event."""
+
+    def ended(event: object) -> bool:
+        return isinstance(event, RequestCompleted | RequestFailed) and event.request_id == request_id
+
+    seen = await events_until(stack.connection, subjects.REQUESTS_STREAM, ended)
+    end = seen[-1]
+    assert isinstance(end, RequestCompleted | RequestFailed)
+    alone = [e for e in seen if isinstance(e, RequestAccepted) and e.request_id == request_id]
+    assert len(alone) + (end.accepted is not None) == 1  # once, either way
+    return alone[0] if alone else end.accepted  # type: ignore[return-value]
+
+
+async def test_a_request_that_ends_while_its_acceptance_is_held_is_one_record_that_carries_it(
+    stack: Stack,
+) -> None:
+    assert stack.gateway.replica is not None
+    acceptances = stack.gateway.replica.edge.ctx.acceptances
+    acceptances.hold_s = 600.0  # (held for as long as the request could take)
+    sent_at = datetime.now(UTC)
+    try:
+        response = await _embed(stack, stack.key.key, {"input": "How long do llamas live?"})
+    finally:
+        acceptances.hold_s = ACCEPTANCE_HOLD_S
+    answered_at = datetime.now(UTC)
+    assert response.status_code == 200, response.text
+    acceptance = await _acceptance(stack, response.json()["request_id"])
+    assert isinstance(acceptance, Acceptance)
+    assert acceptance.gateway_id == stack.gateway.replica.edge.ctx.gateway_id
+    assert acceptance.items == 1
+    assert len(acceptance.input_sha256) == 64
+    assert sent_at <= acceptance.accepted_at <= answered_at  # when it was accepted, not recorded
+
+
+async def test_an_acceptance_recorded_before_its_request_ends_is_not_carried_again(stack: Stack) -> None:
+    assert stack.gateway.replica is not None
+    acceptances = stack.gateway.replica.edge.ctx.acceptances
+    acceptances.hold_s = 0.0  # (recorded as the request is accepted)
+    try:
+        response = await _embed(stack, stack.key.key, {"input": "How long do llamas live?"})
+    finally:
+        acceptances.hold_s = ACCEPTANCE_HOLD_S
+    assert response.status_code == 200, response.text
+    acceptance = await _acceptance(stack, response.json()["request_id"])
+    assert isinstance(acceptance, RequestAccepted)
+    assert acceptance.gateway_id == stack.gateway.replica.edge.ctx.gateway_id
 
 
 async def test_a_served_request_records_its_keys_use(stack: Stack) -> None:
