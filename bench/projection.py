@@ -94,10 +94,11 @@ async def run_projector(database_url: str, nats_url: str, want: dict[str, int]) 
         await waiter.close()
 
 
-def build(count: int) -> list[tuple[str, bytes, dict[str, str]]]:
+def build(count: int, carried: bool = False) -> list[tuple[str, bytes, dict[str, str]]]:
+    """`count` events: the control plane, then traffic (`carried`: `projections.scenario.traffic`'s)."""
     items = control_plane("b")
     out = []
-    for aggregate, ident, event in [*items, *traffic("b", count // 4 + 1)]:
+    for aggregate, ident, event in [*items, *traffic("b", count, carried=carried)]:
         if aggregate is None:
             request_id: str = event.request_id  # type: ignore[attr-defined]
             (msg,) = prepare([event], None, request_id, SYSTEM, None, None, ident)

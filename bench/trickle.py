@@ -11,8 +11,9 @@ read model was (the last event's publish to its commit).
     .venv/bin/python -m bench.trickle [--rate 80] [--seconds 20] [--commit-interval-ms 50] [--durable]
         [--by-process] [--standby]
 
-`--standby` publishes each request as one run under a standby slot does (`docs/scheduler.md`):
-its RequestAccepted and its outcome, with no lease events on MF_EVENTS.
+`--standby` publishes each request as a warm one under a standby slot does (`docs/scheduler.md`):
+one record, its outcome carrying its acceptance (it ended while its gateway held that:
+docs/event-log.md, "A request's records"), with no lease events on MF_EVENTS.
 
 `--rate 0` measures the idle floor: the same stack with nothing published for `--seconds`, in CPU
 ms a second. CPU comes from schedstat (nanoseconds) where the kernel has it, else /proc's ticks.
@@ -43,7 +44,7 @@ from modelforge.devstack.processes import stop_pid
 from projections.wait import ProjectionWaiter
 
 EVENTS_PER_REQUEST = 4
-STANDBY_EVENTS_PER_REQUEST = 2  # a request under a standby slot: RequestAccepted and its outcome
+STANDBY_EVENTS_PER_REQUEST = 1  # a warm request under a standby slot: its outcome, carrying its acceptance
 
 
 def _cmdline(pid: int) -> str:
@@ -136,7 +137,7 @@ async def main(
         await provision(conn.client)
         js = conn.client.jetstream()
         requests = int(rate * seconds)
-        messages = build(requests * EVENTS_PER_REQUEST + 64)
+        messages = build(requests * EVENTS_PER_REQUEST + 64, carried=standby)
         control = len(messages) - requests * EVENTS_PER_REQUEST
         events_per_request = EVENTS_PER_REQUEST
         if standby:  # under a standby slot: a request's own events only, no lease on MF_EVENTS

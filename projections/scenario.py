@@ -2,7 +2,9 @@
 
 `control_plane()` registers a node with accelerators, deployments, clients and residencies;
 `traffic(n)` is the hot-path mix per request: RequestAccepted + LeaseGranted + LeaseReleased +
-RequestCompleted (plus an occasional failure, rejection, pressure change or eviction).
+RequestCompleted (plus an occasional failure, rejection, pressure change or eviction); with
+`carried`, each request as one that ended while its gateway held its acceptance: no
+RequestAccepted, the end event carrying it (docs/event-log.md, "A request's records").
 Each item is (aggregate or None for MF_REQUESTS, aggregate id or capability, event).
 """
 
@@ -22,6 +24,7 @@ GIB = 1024**3
 Item = tuple[Aggregate | None, str, Event]
 CAPABILITY = "rag.embedding@1"
 EXPIRES = datetime(2030, 1, 1, tzinfo=UTC)
+ACCEPTED_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def control_plane(run: str, accelerators: int = 2, deployments: int = 4, clients: int = 8) -> list[Item]:
@@ -127,7 +130,13 @@ def control_plane(run: str, accelerators: int = 2, deployments: int = 4, clients
 
 
 def traffic(
-    run: str, requests: int, seed: int = 7, accelerators: int = 2, deployments: int = 4, clients: int = 8
+    run: str,
+    requests: int,
+    seed: int = 7,
+    accelerators: int = 2,
+    deployments: int = 4,
+    clients: int = 8,
+    carried: bool = False,
 ) -> Iterator[Item]:
     rnd = random.Random(seed)
     for n in range(requests):
@@ -135,18 +144,15 @@ def traffic(
         dep_i = rnd.randrange(deployments)
         dep, acc = f"{run}-dep{dep_i}", f"{run}-gpu{dep_i % accelerators}"
         client = f"{run}-client{rnd.randrange(clients)}"
-        yield (
-            None,
-            CAPABILITY,
-            r.RequestAccepted(
-                request_id=rid,
-                client_id=client,
-                capability=CAPABILITY,
-                input_sha256=f"{n:064x}",
-                shape_bucket="items:1-4/chars:0-512",
-                items=rnd.randint(1, 4),
-            ),
+        acceptance = r.Acceptance(
+            input_sha256=f"{n:064x}",
+            shape_bucket="items:1-4/chars:0-512",
+            items=rnd.randint(1, 4),
+            accepted_at=ACCEPTED_FROM + timedelta(milliseconds=n),
         )
+        accepted = acceptance if carried else None
+        if not carried:
+            yield None, CAPABILITY, acceptance.alone(rid, client, CAPABILITY, "")
         roll = rnd.random()
         if roll < 0.01:
             yield (
@@ -193,6 +199,7 @@ def traffic(
                     code="WORKER_FAILED",
                     http_status=502,
                     deployment_id=dep,
+                    accepted=accepted,
                 ),
             )
             continue
@@ -216,6 +223,7 @@ def traffic(
                     total_ms=total,
                 ),
                 usage=r.Usage(items=2, input_tokens=rnd.randint(5, 500)),
+                accepted=accepted,
             ),
         )
         if roll > 0.998:

@@ -50,7 +50,8 @@ async def test_verify_with_the_projector_running_and_events_appended_meanwhile_r
                 replay(fresh_database, private_nats.url, schema=INTO, verify=True, progress=False)
             )
             await until_waiting_for_advisory_lock(gate)
-            during = await publish(private_store, [*control_plane("v2"), *traffic("v2", 100)])
+            # (these requests ended while their gateway held their acceptance: one record each)
+            during = await publish(private_store, [*control_plane("v2"), *traffic("v2", 100, carried=True)])
             for stream, seq in during.items():
                 assert await waiter.wait(seq, stream, timeout=60)
             await gate.execute("SELECT pg_advisory_unlock(hashtext(%s))", (lock_key(INTO, "migrate"),))
