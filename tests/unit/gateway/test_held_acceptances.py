@@ -74,4 +74,4 @@ async def test_each_acceptance_is_held_at_least_half_a_hold_and_recorded_once_in
     await asyncio.sleep(0.1)
     assert [request for request, _ in recorded] == ["r1", "r2", "r3"]
     for request, at in recorded:
-        assert at - held_at[request] >= 0.02
+        assert at - held_at[request] >= 0.02 - 1e-6  # (a timer may fire a clock tick early)
