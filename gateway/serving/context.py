@@ -122,11 +122,10 @@ class ServingContext:
             log.error("background write failed: %r", task.exception())
 
     async def settle(self) -> None:
-        """Wait for every write begun off a response's path, and any those begin in turn (the
-        acceptances held are recorded now)."""
-        self.acceptances.record_all()
+        """Wait for every write begun off a response's path, and any those begin in turn (what is
+        held is written now)."""
+        self._write_held_now()
         if self.recorder is not None:
-            write_held(self.client)
             await self.recorder.written()  # (each is answered, or handed on, within the publish timeout)
         while self.background:
             await asyncio.gather(*list(self.background), return_exceptions=True)
@@ -136,14 +135,18 @@ class ServingContext:
         moment (`OrderedFlushClient`), and wait, up to `timeout`, until those begun so far are
         acknowledged: a read that follows a request answered here finds its records in the stream,
         and one of a request still running finds its acceptance."""
-        self.acceptances.record_all()
-        write_held(self.client)
+        self._write_held_now()
         if self.recorder is not None:
             waited = time.monotonic()
             await self.recorder.written(timeout)
             timeout = max(0.0, timeout - (time.monotonic() - waited))
         if self.recording:
             await asyncio.wait(list(self.recording), timeout=timeout)
+
+    def _write_held_now(self) -> None:
+        """The acceptances held recorded, and the records the connection holds written, now."""
+        self.acceptances.record_all()
+        write_held(self.client)
 
     def wake_waiting(self, deployment_id: str | None = None) -> None:
         """Wake the waiters a change may let in (`next_up`): of every deployment, or of one."""
