@@ -2,8 +2,8 @@
 
 A dialect that names its output's type (`StructOutput`) has the reply and the output read in one
 pass over the JSON, and the request's usage taken from that same reading: an embedding reply of
-32 vectors is some 250 KB, and each pass over it costs about as much as the rest of the request's
-own work. Any other reads the output as JSON bytes (`JSON_OUTPUT`), for its render to decode.
+32 vectors is some 150 KB (float32 text), and each pass over it costs about as much as the rest of
+the request's own work. Any other reads the output as JSON bytes (`JSON_OUTPUT`), for its render to decode.
 
 A reply that is not an `InvokeReply`, or whose output is not what its reader takes, is the
 worker's INVALID_OUTPUT; a failure reply is its own code.

@@ -14,6 +14,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 import numpy as np
+import orjson
 from numpy.typing import NDArray
 
 from nodeagent.adapters.base import CapabilityAdapter, invalid_output, run_batch, run_rows
@@ -166,6 +167,25 @@ async def served_vectors(
     return ServedVectors(vectors, timed, timings, ran)
 
 
+class VectorsReply(msgspec.Struct, frozen=True, omit_defaults=True):
+    """An embedding output as a worker writes it (`contracts.EmbeddingRunOutput`, or, with no
+    tokens, `contracts.VisionEmbeddingOutput`): the vectors as `float32_rows` wrote them."""
+
+    embeddings: msgspec.Raw
+    dimension: int
+    input_tokens: int | None = None
+    item_tokens: list[int] | None = None
+
+
+def float32_rows(vectors: NDArray[np.float32]) -> msgspec.Raw:
+    """Rows of float32 as JSON arrays of numbers, each the shortest text that reads back as the
+    same float32 (orjson's). Written from float64 they take ~40 % more bytes (17 digits where 8-9
+    say the same value): bytes the agent writes, NATS carries, the gateway reads and passes on, and
+    the client parses (a reply of 32 MiniLM vectors: ~257 KB as float64 text, ~150 KB as float32)."""
+    rows = np.ascontiguousarray(vectors, dtype=np.float32)
+    return msgspec.Raw(orjson.dumps(rows, option=orjson.OPT_SERIALIZE_NUMPY))
+
+
 def reply(output: object, timings: WorkerTimings, ran: float) -> tuple[bytes, WorkerTimings]:
     """The output as the invoke reply carries it, and the timings with the time encoding it took
     (`ran`: when the runtime call ended)."""
@@ -211,8 +231,8 @@ class EmbeddingServer:
             normalize=config.normalize,
             started=started,
         )
-        output = contracts.EmbeddingRunOutput(
-            embeddings=served.vectors.tolist(),
+        output = VectorsReply(
+            embeddings=float32_rows(served.vectors),
             dimension=served.vectors.shape[1],
             input_tokens=sum(t.result.token_count for t in served.timed),
             item_tokens=[t.result.token_count for t in served.timed],

@@ -25,8 +25,10 @@ from nodeagent.worker.capabilities import (
     BATCH_WAIT_S,
     MeasuredOutput,
     Timed,
+    VectorsReply,
     check_items,
     decode_input,
+    float32_rows,
     measured_vectors,
     reply,
     served_vectors,
@@ -71,7 +73,7 @@ class VisionEmbeddingServer:
             started=started,
         )
         vectors = served.vectors
-        output = contracts.VisionEmbeddingOutput(embeddings=vectors.tolist(), dimension=vectors.shape[1])
+        output = VectorsReply(embeddings=float32_rows(vectors), dimension=vectors.shape[1])
         return reply(output, served.timings, served.ran)
 
     def test_inference(self) -> MeasuredOutput:
