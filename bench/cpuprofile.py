@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.embedded import embedded_stack
-from bench.peer import WORKLOADS, cpu_s, http_child
+from bench.peer import WORKLOADS, cpu_s, http_child, pids_of
 
 MODEL = "all-MiniLM-L6-v2"  # the demo embedding model `up` serves (bench.peer's default `--model`)
 
@@ -101,6 +101,17 @@ def report(stats: pstats.Stats, requests: int, cpu_ms: float, top: int) -> str:
     return "\n".join(lines)
 
 
+def _pid_of(processes: dict[str, str], process: str) -> int:
+    """The process's pid (a worker: the embedded agent's one child, the MiniLM worker `up` starts)."""
+    if process != "worker":
+        return int(processes[process].rstrip("+"))
+    agent = int(processes["agent"].rstrip("+"))
+    workers = [pid for pid in pids_of(f"{agent}+") if pid != agent]
+    if len(workers) != 1:
+        raise SystemExit(f"expected one model worker under the agent (pid {agent}), found {workers}")
+    return workers[0]
+
+
 def _wait_for(fifo: Path, timeout: float) -> bool:
     """Whether the hook said it wrote its profile within `timeout` (a blocking read in a thread)."""
     said = threading.Event()
@@ -118,7 +129,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--process", default="gateway", choices=["gateway", "agent", "projector"])
+    parser.add_argument(
+        "--process",
+        default="gateway",
+        choices=["gateway", "agent", "worker"],
+        help="the gateway, the node agent, or the agent's model worker (its main thread: the engine's "
+        "own threads are not profiled)",
+    )
     parser.add_argument("--workload", default="a", choices=sorted(WORKLOADS))
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--top", type=int, default=25)
@@ -128,13 +145,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mf-cpuprofile-") as folder:
         hook, out = Path(folder, "hook"), Path(folder, "out")
         hook.mkdir()
-        out.mkdir(mode=0o777)  # (written by whichever user the process runs as)
+        out.mkdir()
         (hook / "sitecustomize.py").write_text(_HOOK)
-        os.mkfifo(out / "written", 0o666)
+        os.mkfifo(out / "written")
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")]))
         os.environ["MF_BENCH_PROFILE_DIR"] = str(out)
         with embedded_stack() as stack:
-            pid = int(stack.cpu[args.process].rstrip("+"))
+            pid = _pid_of(stack.cpu, args.process)
             asyncio.run(http_child(stack.url, stack.key, MODEL, clients, per_request, 3.0))  # warm-up
             os.kill(pid, signal.SIGUSR1)
             began = cpu_s(pid)
