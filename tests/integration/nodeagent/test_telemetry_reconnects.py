@@ -38,6 +38,9 @@ async def test_an_agents_dropped_connection_is_counted_in_its_samples_and_wakes_
         )
         publisher.count_drops(agent)
         samples = await reader.client.subscribe(subjects.telemetry_subject(node, cpu.id))
+        # The subscription is only written to the reader's buffer: a round trip makes its server
+        # hold it before the first sample, which reaches that server by another way (its route).
+        await reader.client.flush()
         await publisher.publish_all()  # acknowledged: nothing of it is in flight through the server
         cluster.kill(cluster.members[0].name)  # the agent's
         async with asyncio.timeout(WAIT_S):
