@@ -27,16 +27,26 @@ from modelforge.pki import default_identities
 
 
 async def lead_from(connection: Connection, stream: str, server: str) -> None:
-    """Moves the leadership of `stream` (replicated on three) to the member `server`."""
+    """Moves the leadership of `stream` (replicated on three) to the member `server`, and returns
+    once that member is elected (its advisory). The step-down's reply comes before the election: a
+    publish sent at once could reach the leader stepping down and never be acknowledged."""
     info = await connection.client.jetstream().stream_info(stream)
     assert info.config.num_replicas == 3, stream
     assert info.cluster is not None
-    if info.cluster.leader != server:
+    if info.cluster.leader == server:
+        return
+    elections = await connection.client.subscribe(f"$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.{stream}")
+    try:
+        await connection.client.flush()
         request = msgspec.json.encode({"placement": {"preferred": server}})
         reply = await connection.client.request(
             f"$JS.API.STREAM.LEADER.STEPDOWN.{stream}", request, timeout=10
         )
         assert b'"success":true' in reply.data, reply.data
+        while msgspec.json.decode((await elections.next_msg(ELECTION_S)).data)["leader"] != server:
+            pass  # another member's election on the way (the preferred one is elected next)
+    finally:
+        await elections.unsubscribe()
 
 
 class Cluster(msgspec.Struct):
