@@ -3,14 +3,27 @@ output types."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from nodeagent.worker.capabilities import VectorsReply, float32_rows
-from streams.contracts import EmbeddingRunOutput, VisionEmbeddingOutput
+from nodeagent.adapters.embedding import EmbeddingAdapter
+from nodeagent.adapters.vision import VisionEmbeddingAdapter
+from nodeagent.runtimes.base import RuntimeOptions
+from nodeagent.runtimes.onnx import OnnxRuntimeCpu
+from nodeagent.worker.capabilities import EmbeddingServer, VectorsReply, float32_rows
+from nodeagent.worker.vision_server import VisionEmbeddingServer
+from streams.contracts import (
+    EmbeddingInput,
+    EmbeddingRunOutput,
+    VisionEmbeddingInput,
+    VisionEmbeddingOutput,
+)
+from tests.support.vision import encode_image, gradient, write_tiny_vision_model
 
 _FINITE_FLOAT32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
 
@@ -38,3 +51,36 @@ def test_a_reply_without_tokens_is_a_vision_embedding_output() -> None:
     assert msgspec.json.decode(body, type=VisionEmbeddingOutput) == VisionEmbeddingOutput(
         embeddings=[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]], dimension=4
     )
+
+
+def _written_as_float32_text(body: bytes, embeddings: list[list[float]]) -> bool:
+    """Whether the reply holds its vectors exactly as `float32_rows` writes the values it carries."""
+    return bytes(float32_rows(np.asarray(embeddings, dtype=np.float32))) in body
+
+
+async def test_the_embedding_server_replies_with_float32_text(
+    embedding_adapter: EmbeddingAdapter, minilm_runtime: OnnxRuntimeCpu
+) -> None:
+    server = EmbeddingServer(embedding_adapter, minilm_runtime, 8)
+    try:
+        request = EmbeddingInput(texts=["How long do llamas live?", "A llama lives twenty years."])
+        body, _ = await server.serve(msgspec.json.encode(request))
+    finally:
+        await server.close()
+    read = msgspec.json.decode(body, type=EmbeddingRunOutput)
+    assert _written_as_float32_text(body, read.embeddings)
+
+
+async def test_the_vision_embedding_server_replies_with_float32_text(tmp_path: Path) -> None:
+    write_tiny_vision_model(tmp_path)
+    runtime = OnnxRuntimeCpu()
+    runtime.load(tmp_path / "model.onnx", RuntimeOptions(intra_op_threads=1))
+    server = VisionEmbeddingServer(VisionEmbeddingAdapter.from_model_dir(tmp_path), runtime, 4)
+    try:
+        images = [encode_image(gradient(64, 48)), encode_image(gradient(40, 90, flip=True))]
+        body, _ = await server.serve(msgspec.json.encode(VisionEmbeddingInput(images_base64=images)))
+    finally:
+        await server.close()
+        runtime.unload()
+    read = msgspec.json.decode(body, type=VisionEmbeddingOutput)
+    assert _written_as_float32_text(body, read.embeddings)
