@@ -102,11 +102,17 @@ def report(stats: pstats.Stats, requests: int, cpu_ms: float, top: int) -> str:
 
 
 def _pid_of(processes: dict[str, str], process: str) -> int:
-    """The process's pid (a worker: the embedded agent's one child, the MiniLM worker `up` starts)."""
+    """The process's pid (a worker: the embedded agent's one child that serves, the MiniLM worker
+    `up` starts; its spare says `--serves` nothing)."""
     if process != "worker":
         return int(processes[process].rstrip("+"))
     agent = int(processes["agent"].rstrip("+"))
-    workers = [pid for pid in pids_of(f"{agent}+") if pid != agent]
+    workers = [
+        pid
+        for pid in pids_of(f"{agent}+")
+        if pid != agent
+        and b"--serves" in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").split()
+    ]
     if len(workers) != 1:
         raise SystemExit(f"expected one model worker under the agent (pid {agent}), found {workers}")
     return workers[0]

@@ -19,6 +19,7 @@ from nodeagent.settings import (
     METRICS_HOST_ENV,
     METRICS_PORT_ENV,
     NODE_ID_ENV,
+    SPARE_WORKER_ENV,
 )
 
 DEFAULT_TELEMETRY_INTERVAL_S = 5.0
@@ -125,6 +126,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         artifact_cache_bytes=_cache_bytes(args.artifact_cache_bytes),
         metrics_host=args.metrics_host or os.environ.get(METRICS_HOST_ENV) or "127.0.0.1",
         metrics_port=_metrics_port(args.metrics_port),
+        spare_worker=_spare_worker(),
     )
     return main(config)
 
@@ -158,6 +160,15 @@ def _metrics_port(given: int | None) -> int:
             f"modelforge agent: --metrics-port (or {METRICS_PORT_ENV}) must be 0-65535, not {raw!r}"
         )
     return port
+
+
+def _spare_worker() -> bool:
+    """MODELFORGE_SPARE_WORKER: 1 (the default) keeps a worker started ahead of the next load, 0
+    does not (nodeagent/agent/spare.py)."""
+    raw = os.environ.get(SPARE_WORKER_ENV) or "1"  # unset or empty: the default
+    if raw not in ("0", "1"):
+        raise SystemExit(f"modelforge agent: {SPARE_WORKER_ENV} must be 0 or 1, not {raw!r}")
+    return raw == "1"
 
 
 def _cpu_threads(given: int | None) -> int:

@@ -26,6 +26,9 @@ CPU_THREADS_ENV = "MODELFORGE_CPU_THREADS"
 # agent then only connects out); its host 127.0.0.1 unless set (0.0.0.0: every interface).
 METRICS_PORT_ENV = "MODELFORGE_AGENT_METRICS_PORT"
 METRICS_HOST_ENV = "MODELFORGE_AGENT_METRICS_HOST"
+# 1 (the default): a worker process is started ahead of the next load (nodeagent/agent/spare.py);
+# 0: each load starts its own.
+SPARE_WORKER_ENV = "MODELFORGE_SPARE_WORKER"
 
 
 def usable_cores() -> int:

@@ -28,6 +28,7 @@ from nodeagent.agent.invoke import InvokeServer
 from nodeagent.agent.metrics import ResidentWorker
 from nodeagent.agent.probing import run_probe
 from nodeagent.agent.residency import LoadRequest, Residency, start_worker, stop_worker, verify_integrity
+from nodeagent.agent.spare import SpareWorker
 from nodeagent.agent.workers import Worker
 from nodeagent.settings import DEFAULT_ARTIFACT_CACHE_BYTES, DEFAULT_CPU_THREADS
 from streams import codes
@@ -60,6 +61,7 @@ class AgentState:
     cpu_threads: int = DEFAULT_CPU_THREADS
     probing: dict[str, Worker] = field(default_factory=dict)  # by accelerator: a probe's worker
     cache_budget_bytes: int = DEFAULT_ARTIFACT_CACHE_BYTES
+    spare: SpareWorker = field(default_factory=SpareWorker)  # the worker the next load takes
     cache: ArtifactCache = field(init=False)
 
     def __post_init__(self) -> None:
@@ -92,9 +94,11 @@ class AgentState:
         return [os.getpid(), *(w.pid for w in workers), *([probe.pid] if probe else [])]
 
     async def close(self) -> None:
-        """Kill every residency's worker (a shutdown: their invokes were answered first)."""
+        """Kill every residency's worker (a shutdown: their invokes were answered first), and the
+        spare."""
         for residency in list(self.residencies.values()):
             await residency.worker.kill()
+        await self.spare.close()
 
 
 class Operations:
@@ -190,7 +194,11 @@ class Operations:
         )
         try:
             worker, measurement = await start_worker(
-                self.state.cache, request, self.state.held_sets(), self._progress(job, job.artifact_set_id)
+                self.state.cache,
+                request,
+                self.state.held_sets(),
+                self._progress(job, job.artifact_set_id),
+                self.state.spare,
             )
         except ServingError as error:
             await self._record(job, self._load_failed(job, error.code, error.message))
@@ -297,6 +305,7 @@ class Operations:
                 self.state.probing,
                 self.state.held_sets(),
                 self._progress(job, job.artifact_set_id),
+                self.state.spare,
             )
         except ServingError as error:
             await self.fail(job, error.code, error.message)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from nodeagent.agent.artifact_cache import ArtifactCache, Progress
 from nodeagent.agent.hardware import Accelerator
 from nodeagent.agent.residency import LoadRequest, start_worker, stop_worker
+from nodeagent.agent.spare import SpareWorker
 from nodeagent.agent.workers import Worker
 from nodeagent.worker.protocol import Tested
 from streams.codes import ServingError
@@ -24,6 +25,7 @@ async def run_probe(
     probing: dict[str, Worker],
     held: frozenset[str],
     progress: Progress | None = None,
+    spare: SpareWorker | None = None,
 ) -> ProbeCompleted:
     """The probe's findings; raises ServingError where the candidate does not load. While it runs,
     its worker is in `probing` (by accelerator), so telemetry counts its memory."""
@@ -37,7 +39,7 @@ async def run_probe(
         PROBE_MAX_BATCH,
         cpu_threads,
     )
-    worker, measured = await start_worker(cache, request, held, progress)
+    worker, measured = await start_worker(cache, request, held, progress, spare)
     probing[accelerator.id] = worker
     try:
         model_ok, detail, output = True, "", await worker.test_inference()

@@ -25,6 +25,7 @@ from nodeagent.agent.liveness import answer_liveness
 from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.operations import AgentState, Operations
 from nodeagent.agent.registration import start_generation
+from nodeagent.agent.spare import SpareWorker
 from nodeagent.agent.telemetry import TelemetryPublisher
 from nodeagent.runtimes.gpu import ctranslate2_cuda_count, tensorrt_installed
 from nodeagent.settings import DEFAULT_ARTIFACT_CACHE_BYTES, DEFAULT_CPU_THREADS
@@ -48,6 +49,7 @@ class AgentConfig:
     artifact_cache_bytes: int = DEFAULT_ARTIFACT_CACHE_BYTES
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 0  # 0: no metrics endpoint
+    spare_worker: bool = True  # a worker started ahead of the next load (nodeagent/agent/spare.py)
 
 
 def node_runtimes(gpus: bool) -> tuple[str, ...]:
@@ -86,6 +88,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             actor,
             cpu_threads=config.cpu_threads,
             cache_budget_bytes=config.artifact_cache_bytes,
+            spare=SpareWorker(config.spare_worker),
         )
         metrics.watch(hardware, state.resident_workers)
         if config.metrics_port:
@@ -115,6 +118,7 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
         # The job consumer exists before the first (healthy) telemetry says this node is live.
         jobs_task = loop.create_task(consumer.run(stop, await consumer.bind()))
         telemetry_task = loop.create_task(telemetry.run(stop))
+        state.spare.refill()  # for the first load, which a starting stack sends within a second
         log.info(
             "agent %s ready: generation %d, %d accelerator(s)",
             node_id,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from artifacts import ArtifactManifest
 from nodeagent.agent.artifact_cache import ArtifactCache, Progress
 from nodeagent.agent.hardware import Accelerator
+from nodeagent.agent.spare import SpareWorker
 from nodeagent.agent.workers import Worker, WorkerDied
 from nodeagent.worker.protocol import Load, Loaded
 from streams import codes
@@ -108,14 +109,34 @@ class LoadRequest:
 
 
 async def start_worker(
-    cache: ArtifactCache, request: LoadRequest, held: frozenset[str], progress: Progress | None = None
+    cache: ArtifactCache,
+    request: LoadRequest,
+    held: frozenset[str],
+    progress: Progress | None = None,
+    spare: SpareWorker | None = None,
 ) -> tuple[Worker, LoadMeasurement]:
-    """A worker with the model loaded and warmed up, and what it holds. The worker starts (its
-    interpreter and runtime imports) while the files are fetched where needed and verified; it hears
-    of them only once they are. `held`: the sets other workers hold (never evicted from the cache).
-    Raises ServingError with a stable code on any refusal, and leaves no worker behind."""
+    """A worker with the model loaded and warmed up, and what it holds. The worker is the spare
+    where there is one, else it starts (its interpreter and runtime imports) while the files are
+    fetched where needed and verified; it hears of them only once they are. `held`: the sets other
+    workers hold (never evicted from the cache). Raises ServingError with a stable code on any
+    refusal, and leaves no worker behind; the next spare starts once the load has ended."""
     started = time.perf_counter()
-    worker = await Worker.spawn(request.name)
+    try:
+        worker = await (spare.take(request.name) if spare is not None else Worker.spawn(request.name))
+        return worker, await _load(worker, cache, request, held, progress, started)
+    finally:
+        if spare is not None:
+            spare.refill()
+
+
+async def _load(
+    worker: Worker,
+    cache: ArtifactCache,
+    request: LoadRequest,
+    held: frozenset[str],
+    progress: Progress | None,
+    started: float,
+) -> LoadMeasurement:
     try:
         manifest = manifest_from_job(request.manifest)
         verified = await cache.verified(
@@ -130,6 +151,7 @@ async def start_worker(
             gpu_index=accelerator.device_index if accelerator.is_gpu else None,
             max_batch=request.max_batch,
             cpu_threads=request.cpu_threads,
+            serves=request.name,
         )
         try:
             loaded = await worker.load(call)
@@ -144,7 +166,7 @@ async def start_worker(
     except BaseException:
         await worker.kill()
         raise
-    return worker, measurement
+    return measurement
 
 
 def _measured(

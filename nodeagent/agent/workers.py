@@ -77,9 +77,11 @@ class Worker:
         self._ending: asyncio.Task[None] | None = None
 
     @classmethod
-    async def spawn(cls, name: str) -> Worker:
-        """Start a worker for `name`; it imports its runtime while the caller gets on (verifying)."""
+    async def spawn(cls, name: str | None) -> Worker:
+        """Start a worker for `name` (None: a spare, named by the load that takes it); it imports
+        its runtime while the caller gets on (verifying)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        serves = ["--serves", name] if name is not None else []
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -89,8 +91,7 @@ class Worker:
                 str(theirs.fileno()),
                 "--parent",
                 str(os.getpid()),
-                "--serves",
-                name,
+                *serves,
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
             )
@@ -99,7 +100,7 @@ class Worker:
             raise
         finally:
             theirs.close()
-        worker = cls(name, process)
+        worker = cls(name or "a spare", process)
         # Answers are read in the event loop's own read callback (FrameReader), not by a task.
         transport, _ = await asyncio.get_running_loop().create_unix_connection(
             lambda: FrameReader(worker._answered, worker._closed, worker._out), sock=ours

@@ -14,6 +14,7 @@ import socket
 import time
 from pathlib import Path
 
+import setproctitle
 from opentelemetry.trace import SpanKind
 
 from artifacts import ArtifactManifest, VerifiedArtifactSet
@@ -100,6 +101,7 @@ class Session:
     async def _load(self, request: Load) -> Loaded:
         if self.warm is not None:
             raise ServingError(codes.RESIDENCY_CONFLICT.code, "this worker has already loaded its model")
+        named(request.serves)
         manifest = ArtifactManifest.from_dict(request.manifest)
         verified = VerifiedArtifactSet(Path(request.folder), manifest, request.bytes_verified)
         # This process serves only this model: its batches run on the loop's own thread.
@@ -125,6 +127,14 @@ class Session:
         if self.warm is None:
             raise ServingError(codes.INFERENCE_FAILED.code, "no model is loaded in this worker")
         return self.warm.server
+
+
+def named(serves: str) -> None:
+    """`ps` (and /proc/PID/cmdline) says what this worker serves: one started ahead of its load
+    (a spare) had no `--serves` to say it with."""
+    title = setproctitle.getproctitle()
+    if serves and "--serves" not in title.split():
+        setproctitle.setproctitle(f"{title} --serves {serves}")
 
 
 async def serve(sock: socket.socket) -> None:

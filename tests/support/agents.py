@@ -15,10 +15,12 @@ from typing import Any
 
 import msgspec
 
-from artifacts import build_manifest
+from artifacts import build_manifest, verify_artifact_set
 from eventstore.connection import Connection
 from eventstore.subscription import subscribe
 from nodeagent.agent.jobs import consumer_name
+from nodeagent.agent.residency import manifest_from_job
+from nodeagent.worker.protocol import Load
 from streams import subjects
 from streams.codec import UnknownEvent
 from streams.envelope import new_id
@@ -143,19 +145,39 @@ async def aggregate_events(connection: Connection, aggregate: Aggregate, aggrega
     return [r.event for r in records if not isinstance(r.event, UnknownEvent)]
 
 
+def minilm_load(
+    artifact_root: Path, manifest: list[dict[str, object]], max_batch: int, cpu_threads: int, serves: str = ""
+) -> Load:
+    """A worker's `Load` of MiniLM from `artifact_root` (verified here, as the agent would)."""
+    verified = verify_artifact_set(artifact_root / MINILM, manifest_from_job(manifest))
+    return Load(
+        folder=str(verified.root),
+        manifest=verified.manifest.to_dict(),
+        bytes_verified=verified.bytes_verified,
+        capability="rag.embedding@1",
+        gpu_index=None,
+        max_batch=max_batch,
+        cpu_threads=cpu_threads,
+        serves=serves,
+    )
+
+
 def worker_pids(parent: int) -> dict[str, int]:
     """The live worker processes of the agent `parent`, by what each serves (their command lines
-    say: `python -m nodeagent.worker ... --serves NAME`); a reaped or zombie worker is not listed."""
+    say: `python -m nodeagent.worker ... --serves NAME`, as arguments or, for a worker started as
+    the spare, in the process title its load set); a reaped or zombie worker, and a spare no load
+    has taken, are not listed."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").split()
         except OSError:  # gone meanwhile
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"nodeagent.worker" in argv:
+        serving = b"nodeagent.worker" in argv and b"--serves" in argv
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and serving:
             found[argv[argv.index(b"--serves") + 1].decode()] = int(entry.name)
     return found
 

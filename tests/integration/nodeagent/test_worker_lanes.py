@@ -19,9 +19,8 @@ from nodeagent.agent.workers import Worker
 from nodeagent.runtimes.onnx import OnnxRuntimeCpu
 from nodeagent.worker.capabilities import EmbeddingServer, Timed
 from nodeagent.worker.loading import load_blocking
-from nodeagent.worker.protocol import Load
 from streams import contracts
-from tests.support.agents import MINILM
+from tests.support.agents import MINILM, minilm_load
 
 TEXTS = [f"sentence {i} about the lanes of a worker, topic {i % 5}" for i in range(8)]
 MAX_BATCH = 2
@@ -85,16 +84,7 @@ async def test_one_cpu_thread_means_one_lane_on_one_session(
 async def test_a_worker_process_in_lanes_answers_each_caller_with_its_own_vectors(
     artifact_root: Path, minilm_manifest: list[dict[str, object]]
 ) -> None:
-    verified = verified_minilm(artifact_root, minilm_manifest)
-    load = Load(
-        folder=str(verified.root),
-        manifest=verified.manifest.to_dict(),
-        bytes_verified=verified.bytes_verified,
-        capability="rag.embedding@1",
-        gpu_index=None,
-        max_batch=MAX_BATCH,
-        cpu_threads=2,
-    )
+    load = minilm_load(artifact_root, minilm_manifest, MAX_BATCH, cpu_threads=2)
     worker = await Worker.spawn("lanes")
     try:
         await worker.load(load)

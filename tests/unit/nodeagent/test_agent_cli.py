@@ -1,6 +1,7 @@
 """`modelforge agent`'s CPU threads: a flag, else MODELFORGE_CPU_THREADS; a value that is not a
-whole number ≥ 1 stops the agent before it connects, naming the setting. `modelforge models pull`
-writes each model it knows into the artifact root."""
+whole number ≥ 1 stops the agent before it connects, naming the setting (as does a
+MODELFORGE_SPARE_WORKER other than 0 or 1). `modelforge models pull` writes each model it knows
+into the artifact root."""
 
 from __future__ import annotations
 
@@ -11,13 +12,22 @@ import pytest
 
 from modelforge import cli
 
+_THREADS_REFUSAL = r"MODELFORGE_CPU_THREADS.*whole number ≥ 1"
+_SPARE_REFUSAL = r"MODELFORGE_SPARE_WORKER must be 0 or 1"
 
-@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
-def test_cpu_threads_that_are_not_a_positive_whole_number_are_refused_by_name(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str
+
+@pytest.mark.parametrize(
+    ("variable", "value", "refusal"),
+    [
+        *(("MODELFORGE_CPU_THREADS", value, _THREADS_REFUSAL) for value in ("0", "-2", "two", "1.5")),
+        *(("MODELFORGE_SPARE_WORKER", value, _SPARE_REFUSAL) for value in ("yes", "2", " 1")),
+    ],
+)
+def test_a_setting_out_of_its_range_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variable: str, value: str, refusal: str
 ) -> None:
-    monkeypatch.setenv("MODELFORGE_CPU_THREADS", value)
-    with pytest.raises(SystemExit, match=r"MODELFORGE_CPU_THREADS.*whole number ≥ 1"):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SystemExit, match=refusal):
         cli.main(["agent", "--node-id", "n1", "--artifact-root", str(tmp_path)])
 
 

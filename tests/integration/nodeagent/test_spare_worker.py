@@ -1,0 +1,58 @@
+"""The spare: a worker process started ahead of the next load. A load takes it (named by that load)
+while it lives; one that died is replaced by a new worker; a closing agent kills it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from nodeagent.agent.spare import SpareWorker
+from nodeagent.agent.workers import Worker
+from tests.support.agents import minilm_load, worker_pids
+
+
+async def _with_a_spare() -> tuple[SpareWorker, Worker]:
+    spare = SpareWorker()
+    spare.refill()
+    ahead = await spare.started()
+    assert ahead is not None
+    return spare, ahead
+
+
+async def test_a_load_takes_the_spare_and_names_it(
+    artifact_root: Path, minilm_manifest: list[dict[str, object]]
+) -> None:
+    spare, ahead = await _with_a_spare()
+    worker = await spare.take("dep-spare")
+    try:
+        assert worker is ahead
+        assert worker.name == "dep-spare"
+        assert await spare.started() is None  # the next one starts once this load has ended
+        await worker.load(minilm_load(artifact_root, minilm_manifest, 8, cpu_threads=1, serves="dep-spare"))
+        assert worker_pids(os.getpid()) == {"dep-spare": worker.pid}  # its process title says so
+    finally:
+        await worker.kill()
+
+
+async def test_a_spare_that_died_is_replaced_by_a_new_worker() -> None:
+    spare, ahead = await _with_a_spare()
+    await ahead.kill()
+    worker = await spare.take("dep-after-a-dead-spare")
+    try:
+        assert worker is not ahead
+        assert worker.alive
+    finally:
+        await worker.kill()
+
+
+async def test_closing_kills_the_spare() -> None:
+    spare, ahead = await _with_a_spare()
+    await spare.close()
+    assert not ahead.alive
+    assert ahead.how == "killed by SIGKILL"
+
+
+async def test_with_the_spare_off_nothing_is_started_ahead() -> None:
+    spare = SpareWorker(enabled=False)
+    spare.refill()
+    assert await spare.started() is None
