@@ -28,21 +28,28 @@ class SpareWorker:
 
     async def started(self) -> Worker | None:
         """The spare, once its process is started; None where there is none."""
-        if self._next is None:
-            return None
-        with contextlib.suppress(Exception):
-            return await asyncio.shield(self._next)
-        return None
+        return await _worker_of(self._next)
 
     async def take(self, name: str) -> Worker:
-        """The spare, named `name`, where one is alive; else a new worker for `name`."""
-        spare, self._next = await self.started(), None
+        """The spare, named `name`, where one is alive; else a new worker for `name`. (Taken off
+        before any wait: two loads at once never share it.)"""
+        ready, self._next = self._next, None
+        spare = await _worker_of(ready)
         if spare is not None and spare.alive and spare.process.returncode is None:
             spare.name = name
             return spare
         return await Worker.spawn(name)
 
     async def close(self) -> None:
-        spare, self._next = await self.started(), None
+        ready, self._next = self._next, None
+        spare = await _worker_of(ready)
         if spare is not None:
             await spare.kill()
+
+
+async def _worker_of(starting: asyncio.Task[Worker] | None) -> Worker | None:
+    if starting is None:
+        return None
+    with contextlib.suppress(Exception):  # it could not start: whoever asked starts their own
+        return await asyncio.shield(starting)
+    return None

@@ -3,6 +3,7 @@ while it lives; one that died is replaced by a new worker; a closing agent kills
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -32,6 +33,17 @@ async def test_a_load_takes_the_spare_and_names_it(
         assert worker_pids(os.getpid()) == {"dep-spare": worker.pid}  # its process title says so
     finally:
         await worker.kill()
+
+
+async def test_two_loads_at_once_never_share_the_spare() -> None:
+    spare = SpareWorker()
+    spare.refill()  # both ask while it is still starting
+    first, second = await asyncio.gather(spare.take("dep-one"), spare.take("dep-two"))
+    try:
+        assert first is not second
+    finally:
+        await first.kill()
+        await second.kill()
 
 
 async def test_a_spare_that_died_is_replaced_by_a_new_worker() -> None:
