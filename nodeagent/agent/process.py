@@ -114,11 +114,11 @@ async def run_agent(config: AgentConfig, stop: asyncio.Event) -> None:
             fetch_expiry_s=config.fetch_expiry_s,
             metrics=metrics,
         )
+        await state.spare.fill()  # for the first load, which a starting stack sends within a second
         loop = asyncio.get_running_loop()
         # The job consumer exists before the first (healthy) telemetry says this node is live.
         jobs_task = loop.create_task(consumer.run(stop, await consumer.bind()))
         telemetry_task = loop.create_task(telemetry.run(stop))
-        state.spare.refill()  # for the first load, which a starting stack sends within a second
         log.info(
             "agent %s ready: generation %d, %d accelerator(s)",
             node_id,

@@ -26,6 +26,12 @@ class SpareWorker:
         if self.enabled and self._next is None:
             self._next = asyncio.get_running_loop().create_task(Worker.spawn(None))
 
+    async def fill(self) -> None:
+        """Start the spare, where none is started, and return once its process is (an agent does
+        so before it takes jobs: its first load finds it)."""
+        self.refill()
+        await self.started()
+
     async def started(self) -> Worker | None:
         """The spare, once its process is started; None where there is none."""
         return await _worker_of(self._next)

@@ -20,6 +20,7 @@ from eventstore.connection import Connection
 from eventstore.subscription import subscribe
 from nodeagent.agent.jobs import consumer_name
 from nodeagent.agent.residency import manifest_from_job
+from nodeagent.settings import SPARE_WORKER_ENV
 from nodeagent.worker.protocol import Load
 from streams import subjects
 from streams.codec import UnknownEvent
@@ -167,7 +168,21 @@ def worker_pids(parent: int) -> dict[str, int]:
     say: `python -m nodeagent.worker ... --serves NAME`, as arguments or, for a worker started as
     the spare, in the process title its load set); a reaped or zombie worker, and a spare no load
     has taken, are not listed."""
-    found = {}
+    return {
+        argv[argv.index(b"--serves") + 1].decode(): pid
+        for pid, argv in _worker_commands(parent)
+        if b"--serves" in argv
+    }
+
+
+def spare_pids(parent: int) -> list[int]:
+    """The worker processes of the agent `parent` that no load has taken (no `--serves`)."""
+    return [pid for pid, argv in _worker_commands(parent) if b"--serves" not in argv]
+
+
+def _worker_commands(parent: int) -> list[tuple[int, list[bytes]]]:
+    """Each live `nodeagent.worker` child of `parent` and its command line's words."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -176,9 +191,8 @@ def worker_pids(parent: int) -> dict[str, int]:
             argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").split()
         except OSError:  # gone meanwhile
             continue
-        serving = b"nodeagent.worker" in argv and b"--serves" in argv
-        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and serving:
-            found[argv[argv.index(b"--serves") + 1].decode()] = int(entry.name)
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"nodeagent.worker" in argv:
+            found.append((int(entry.name), argv))
     return found
 
 
@@ -243,10 +257,14 @@ class AgentProcess:
     def _spawn(self) -> subprocess.Popen[bytes]:
         args = [arg for pair in self.options.items() for arg in pair]
         command = [sys.executable, "-m", "modelforge.cli", "agent", "--node-id", self.node]
+        # No spare worker unless a test asks (its env): one more process spawned at each agent's
+        # start and after each load, ~0.3 s of CPU each, which the suite's hundreds of loads would
+        # add to CI's time. tests/integration/nodeagent/test_spare_worker.py runs an agent with it.
+        spare = {SPARE_WORKER_ENV: "0"}
         with open(self.log, "ab") as log:
             return subprocess.Popen(
                 [*command, "--artifact-root", str(self.root), *args],
-                env={**os.environ, "NATS_URL": self.nats_url, **self.env},
+                env={**os.environ, **spare, "NATS_URL": self.nats_url, **self.env},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

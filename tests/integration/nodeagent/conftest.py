@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -38,8 +38,8 @@ def minilm_manifest(artifact_root: Path) -> list[dict[str, object]]:
 def agents(nats_url: str, artifact_root: Path, tmp_path: Path) -> Iterator[Callable[..., AgentProcess]]:
     started: list[AgentProcess] = []
 
-    def make(node: str, **options: str) -> AgentProcess:
-        agent = AgentProcess(nats_url, node, artifact_root, tmp_path, **options)
+    def make(node: str, env: Mapping[str, str] | None = None, **options: str) -> AgentProcess:
+        agent = AgentProcess(nats_url, node, artifact_root, tmp_path, env, **options)
         started.append(agent)
         return agent
 

@@ -1,15 +1,32 @@
-"""The spare: a worker process started ahead of the next load. A load takes it (named by that load)
-while it lives; one that died is replaced by a new worker; a closing agent kills it."""
+"""The spare: a worker process started ahead of the next load. An agent starts it before it takes
+jobs, and its first load runs in it; a load takes it (named by that load) while it lives; one that
+died is replaced by a new worker; a closing agent kills it."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+from eventstore.connection import Connection
 from nodeagent.agent.spare import SpareWorker
 from nodeagent.agent.workers import Worker
-from tests.support.agents import minilm_load, worker_pids
+from nodeagent.settings import SPARE_WORKER_ENV
+from streams.envelope import new_id
+from streams.events import serving as s
+from tests.integration.nodeagent.test_agent_serving import load
+from tests.support.agents import AgentProcess, minilm_load, spare_pids, worker_pids
+
+
+async def test_an_agents_first_load_runs_in_the_spare_it_started_before_taking_jobs(
+    connection: Connection, agents: Callable[..., AgentProcess], minilm_manifest: list[dict[str, object]]
+) -> None:
+    agent = agents(f"node-{new_id()[:8]}", env={SPARE_WORKER_ENV: "1"})
+    await agent.start(connection)
+    (spare,) = spare_pids(agent.pid)
+    assert isinstance(await load(connection, agent, "dep-in-the-spare", minilm_manifest), s.ResidencyLoaded)
+    assert agent.workers() == {"dep-in-the-spare": spare}
 
 
 async def _with_a_spare() -> tuple[SpareWorker, Worker]:
