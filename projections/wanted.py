@@ -5,8 +5,9 @@ far more than the events in it: docs/performance.md, "At a trickle"), so the rea
 that interval behind. A reader that waits for a sequence (read-your-writes, `projections.wait`)
 need not wait that long: it asks, with a notification on `WANT_CHANNEL` ("schema:stream:seq"), and
 the projector of that stream stops waiting out the interval until the asked sequence is committed.
-An ask is a hint: one nobody hears (no projector running, a session lost meanwhile) leaves the read
-to wait for the interval, as before.
+An ask is a hint: one nobody hears (no projector running) leaves the read to wait for the interval,
+as before. Asks sent while the listener's session was lost are taken as asked for everything
+(`Asks.missed`) once it listens again.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -56,6 +58,15 @@ class Asks:
             self.through[stream] = (int(seq), now + ASK_LAPSES_S)
             self.on_ask()
 
+    def missed(self) -> None:
+        """Asks may have gone unheard (the listener's session was lost and opened again): as if
+        each stream had been asked through all that comes within `ASK_LAPSES_S`, so a reader that
+        asked meanwhile waits for no lengthened interval (up to a minute) after a database restart."""
+        lapses = self._clock() + ASK_LAPSES_S
+        for stream in self.streams:
+            self.through[stream] = (sys.maxsize, lapses)
+        self.on_ask()
+
     def pending(self, submitted: Mapping[str, int]) -> bool:
         """Whether a reader waits for an event not yet in a batch (`submitted`: per stream, the
         checkpoint once every batch handed to the writer commits)."""
@@ -93,6 +104,7 @@ async def listen(database_url: str, asks: Asks, stop: asyncio.Event) -> None:
             if conn is not None:
                 await conn.close()
             conn = await reconnect(listening, what, stop)
+            asks.missed()
     finally:
         if conn is not None:
             with contextlib.suppress(psycopg.Error):

@@ -66,3 +66,13 @@ def test_an_ask_after_a_lapsed_one_counts_from_itself() -> None:
     assert asks.pending({"MF_EVENTS": 6})
     assert not asks.pending({"MF_EVENTS": 7})
     assert len(heard) == 2
+
+
+def test_asks_missed_while_the_listener_was_away_count_as_asked_for_all_until_they_lapse() -> None:
+    clock = Clock()
+    asks, heard = asks_on(clock)
+    asks.missed()
+    assert heard == [None]
+    assert asks.pending({"MF_EVENTS": 10**12})
+    clock.now += ASK_LAPSES_S + 1
+    assert not asks.pending({"MF_EVENTS": 0})
