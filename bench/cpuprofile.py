@@ -103,7 +103,7 @@ def report(stats: pstats.Stats, requests: int, cpu_ms: float, top: int) -> str:
 
 def _pid_of(processes: dict[str, str], process: str) -> int:
     """The process's pid (a worker: the embedded agent's one child that serves, the MiniLM worker
-    `up` starts; its spare says `--serves` nothing)."""
+    `up` starts, whose title says `--serves`; its spare's does not)."""
     if process != "worker":
         return int(processes[process].rstrip("+"))
     agent = int(processes["agent"].rstrip("+"))

@@ -78,10 +78,10 @@ class Worker:
 
     @classmethod
     async def spawn(cls, name: str | None) -> Worker:
-        """Start a worker for `name` (None: a spare, named by the load that takes it); it imports
+        """Start a worker for `name` (None: a spare, named by the load that takes it), for the
+        agent's messages (its process title says what it serves once its `Load` does); it imports
         its runtime while the caller gets on (verifying)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        serves = ["--serves", name] if name is not None else []
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -91,7 +91,6 @@ class Worker:
                 str(theirs.fileno()),
                 "--parent",
                 str(os.getpid()),
-                *serves,
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
             )

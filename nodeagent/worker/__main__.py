@@ -1,6 +1,6 @@
-"""`python -m nodeagent.worker --fd N --parent PID [--serves NAME]`: a worker on the socket its agent
-passed it. One started ahead of its load (a spare) is named by that load (`--serves` is added to
-its process title then).
+"""`python -m nodeagent.worker --fd N --parent PID`: a worker on the socket its agent passed it.
+Its load names what it serves: `--serves NAME` is added to its process title then (`ps`), so a
+worker started ahead of its load (a spare) is named like any other.
 
 It dies with its agent (PR_SET_PDEATHSIG), so that a killed agent leaves no model loaded behind.
 """
@@ -40,7 +40,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m nodeagent.worker")
     parser.add_argument("--fd", type=int, required=True, help="the socket the agent passed")
     parser.add_argument("--parent", type=int, required=True, help="the agent's pid")
-    parser.add_argument("--serves", default="", help="the deployment (or probed candidate), for ps")
     args = parser.parse_args()
     _die_with(args.parent)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

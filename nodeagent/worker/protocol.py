@@ -33,7 +33,7 @@ class Load(msgspec.Struct, frozen=True, tag="load"):
     gpu_index: int | None  # None: the CPU runtime
     max_batch: int
     cpu_threads: int
-    serves: str = ""  # the deployment or candidate: a worker started ahead of it (a spare) learns it here
+    serves: str = ""  # the deployment or candidate, for the worker's process title
 
 
 class Invoke(msgspec.Struct, frozen=True, tag="invoke"):

@@ -130,11 +130,9 @@ class Session:
 
 
 def named(serves: str) -> None:
-    """`ps` (and /proc/PID/cmdline) says what this worker serves: one started ahead of its load
-    (a spare) had no `--serves` to say it with."""
-    title = setproctitle.getproctitle()
-    if serves and "--serves" not in title.split():
-        setproctitle.setproctitle(f"{title} --serves {serves}")
+    """`ps` (and /proc/PID/cmdline) says what this worker serves, from its load on."""
+    if serves:
+        setproctitle.setproctitle(f"{setproctitle.getproctitle()} --serves {serves}")
 
 
 async def serve(sock: socket.socket) -> None:

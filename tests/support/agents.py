@@ -164,10 +164,9 @@ def minilm_load(
 
 
 def worker_pids(parent: int) -> dict[str, int]:
-    """The live worker processes of the agent `parent`, by what each serves (their command lines
-    say: `python -m nodeagent.worker ... --serves NAME`, as arguments or, for a worker started as
-    the spare, in the process title its load set); a reaped or zombie worker, and a spare no load
-    has taken, are not listed."""
+    """The live worker processes of the agent `parent`, by what each serves (the process title its
+    load set says: `python -m nodeagent.worker ... --serves NAME`); a reaped or zombie worker, and
+    a spare no load has taken, are not listed."""
     return {
         argv[argv.index(b"--serves") + 1].decode(): pid
         for pid, argv in _worker_commands(parent)

@@ -5,6 +5,7 @@ certificates `modelforge certs` makes, the production shape of compose.yaml."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator, Iterator
@@ -43,10 +44,17 @@ async def lead_from(connection: Connection, stream: str, server: str) -> None:
             f"$JS.API.STREAM.LEADER.STEPDOWN.{stream}", request, timeout=10
         )
         assert b'"success":true' in reply.data, reply.data
-        while msgspec.json.decode((await elections.next_msg(ELECTION_S)).data)["leader"] != server:
-            pass  # another member's election on the way (the preferred one is elected next)
+        with contextlib.suppress(NatsTimeoutError):
+            while msgspec.json.decode((await elections.next_msg(ELECTION_S)).data)["leader"] != server:
+                pass  # another member's election on the way (the preferred one is elected next)
+            return
     finally:
         await elections.unsubscribe()
+    # No advisory heard: our interest may not have reached the new leader's server in time. Its
+    # stream info says whether the move happened.
+    info = await connection.client.jetstream().stream_info(stream)
+    assert info.cluster is not None
+    assert info.cluster.leader == server, info.cluster
 
 
 class Cluster(msgspec.Struct):
