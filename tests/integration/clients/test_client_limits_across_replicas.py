@@ -224,6 +224,9 @@ async def test_a_refusal_has_a_replica_check_the_client_first_until_a_later_wind
     await (await gateways.a.limiter.acquire(who)).release()
     assert gateways.a.limiter.has_headroom(who)
     await release_all([await gateways.b.limiter.acquire(who) for _ in range(3)])
+    # a's refused request below gives its slot up, so a's next one tries a random slot: b must keep
+    # none it could meet (1 in 100 did, and that contention too has a check the client first).
+    await gateways.b.limiter._idle.close()
     assert gateways.a.limiter.has_headroom(who)  # stale: the other replica spent the rest
     with pytest.raises(ServingError):
         await gateways.a.limiter.acquire(who)
