@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
@@ -44,6 +45,10 @@ async def recording(
     yield store, recorder
     await recorder.written(5)
     await conn.close()
+
+
+async def ignore(message: Msg) -> None:
+    pass
 
 
 def rejected() -> Outgoing:
@@ -127,7 +132,7 @@ async def test_a_record_left_unanswered_is_handed_on_after_the_publish_timeout(
     silent = await connect(nats_url, "recorder-test-silent")  # takes the record, answers nothing
     try:
         subject = f"test.recorder.silent.{new_id()}"
-        await silent.client.subscribe(subject)
+        await silent.client.subscribe(subject, cb=ignore)  # a queue read by nobody holds drain 30 s
         await silent.client.flush()
         failures = Failures()
         recorder.record(elsewhere(rejected(), subject), failures)

@@ -4,6 +4,7 @@ SHARES_THE_STACK, the one such stack of the modules that leave it as they found 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import time
@@ -209,8 +210,8 @@ async def process_stack(
         key = await ClientService(store).create(f"app-{new_id()[:6]}", ["rag.embedding@1"])
         yield ProcessStack(await gateway.start(), key.key, connection)
     finally:
-        gateway.stop()
-        agent.stop()
+        # Off the loop: a process exporting its last spans as it stops may export to this loop.
+        await asyncio.gather(asyncio.to_thread(gateway.stop), asyncio.to_thread(agent.stop))
         await connection.close()
 
 

@@ -10,6 +10,10 @@ import httpx
 import pytest
 
 from gateway.admin import console
+from gateway.admin.reads import STALE_HEADER
+from modelforge.devstack.nats_server import NatsServer
+
+from .helpers import projecting
 
 SCRIPT = (console._ASSETS / "console.js").read_text()
 SCRIPTS = {name: (console._ASSETS / name).read_text() for name in console._TYPES if name.endswith(".js")}
@@ -42,13 +46,17 @@ async def test_the_console_page_loads_without_a_token_and_runs_only_its_own_asse
     assert page.headers["x-request-id"]
 
 
-async def test_every_console_view_is_an_admin_read_that_answers(admin: httpx.AsyncClient) -> None:
+async def test_every_console_view_is_an_admin_read_that_answers_fresh(
+    admin: httpx.AsyncClient, fresh_database: str, private_nats: NatsServer
+) -> None:
     paths = view_paths()
     assert len(paths) >= 10, paths
-    for path in paths:
-        response = await admin.get(path.removeprefix("/"))
-        assert response.status_code == 200, (path, response.text)
-        assert isinstance(response.json(), dict | list), path
+    async with projecting(fresh_database, private_nats.url):
+        for path in paths:
+            response = await admin.get(path.removeprefix("/"))
+            assert response.status_code == 200, (path, response.text)
+            assert isinstance(response.json(), dict | list), path
+            assert STALE_HEADER not in response.headers, path
 
 
 async def test_the_console_shows_nothing_without_the_operator_token(admin: httpx.AsyncClient) -> None:
@@ -84,9 +92,12 @@ async def test_a_traffic_window_the_console_cannot_draw_is_refused_naming_the_pa
     assert (response.json()["error"]["code"], response.json()["error"]["param"]) == ("INVALID_INPUT", field)
 
 
-async def test_the_glance_reads_answer_empty_on_an_empty_fleet(admin: httpx.AsyncClient) -> None:
-    traffic = (await admin.get("traffic")).json()
-    assert traffic["capabilities"] == []
-    assert traffic["step_s"] == 60
-    assert (await admin.get("fleet")).json() == []
-    assert (await admin.get("scheduler/evictions")).json() == []
+async def test_the_glance_reads_answer_empty_on_an_empty_fleet(
+    admin: httpx.AsyncClient, fresh_database: str, private_nats: NatsServer
+) -> None:
+    async with projecting(fresh_database, private_nats.url):
+        traffic = (await admin.get("traffic")).json()
+        assert traffic["capabilities"] == []
+        assert traffic["step_s"] == 60
+        assert (await admin.get("fleet")).json() == []
+        assert (await admin.get("scheduler/evictions")).json() == []
