@@ -40,7 +40,14 @@ class SpareWorker:
         """The spare, named `name`, where one is alive; else a new worker for `name`. (Taken off
         before any wait: two loads at once never share it.)"""
         ready, self._next = self._next, None
-        spare = await _worker_of(ready)
+        try:
+            spare = await _worker_of(ready)
+        except asyncio.CancelledError:  # a load given up while the spare started: it stays the spare
+            if self._next is None:
+                self._next = ready
+            elif ready is not None:
+                ready.add_done_callback(_kill_started)
+            raise
         if spare is not None and spare.alive and spare.process.returncode is None:
             spare.name = name
             return spare
@@ -48,9 +55,22 @@ class SpareWorker:
 
     async def close(self) -> None:
         ready, self._next = self._next, None
-        spare = await _worker_of(ready)
+        try:
+            spare = await _worker_of(ready)
+        except asyncio.CancelledError:  # a load given up while the spare started: it stays the spare
+            if self._next is None:
+                self._next = ready
+            elif ready is not None:
+                ready.add_done_callback(_kill_started)
+            raise
         if spare is not None:
             await spare.kill()
+
+
+def _kill_started(starting: asyncio.Task[Worker]) -> None:
+    """Ends a spare nobody will take (a newer one started meanwhile) once its process is."""
+    if not starting.cancelled() and starting.exception() is None:
+        starting.result().process.kill()
 
 
 async def _worker_of(starting: asyncio.Task[Worker] | None) -> Worker | None:

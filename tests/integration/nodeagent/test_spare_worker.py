@@ -9,6 +9,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from eventstore.connection import Connection
 from nodeagent.agent.spare import SpareWorker
 from nodeagent.agent.workers import Worker
@@ -61,6 +63,40 @@ async def test_two_loads_at_once_never_share_the_spare() -> None:
     finally:
         await first.kill()
         await second.kill()
+
+
+async def test_a_load_given_up_while_the_spare_starts_leaves_it_the_spare() -> None:
+    spare = SpareWorker()
+    spare.refill()
+    taking = asyncio.ensure_future(spare.take("dep-given-up"))
+    await asyncio.sleep(0)  # one turn: the take is waiting for the spare's process to start
+    taking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await taking
+    ahead = await spare.started()
+    assert ahead is not None
+    await spare.close()  # and so ended with the agent, as any spare
+    assert not ahead.alive
+
+
+async def test_a_load_given_up_after_a_newer_spare_started_ends_the_older() -> None:
+    spare = SpareWorker()
+    spare.refill()
+    older = spare._next
+    assert older is not None
+    taking = asyncio.ensure_future(spare.take("dep-given-up"))
+    await asyncio.sleep(0)
+    spare.refill()  # another load ended meanwhile: the next spare starts
+    taking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await taking
+    abandoned = await older
+    await abandoned.ended.wait()
+    newer = await spare.started()
+    assert newer is not None
+    assert newer is not abandoned
+    assert newer.alive
+    await spare.close()
 
 
 async def test_a_spare_that_died_is_replaced_by_a_new_worker() -> None:
