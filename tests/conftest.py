@@ -85,6 +85,18 @@ async def no_tasks_left_behind_by_the_modules_tests() -> AsyncIterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def environment_as_it_was() -> Iterator[None]:
+    """Puts the environment back after each test. Some code under test sets this process's (the
+    CLI's embedded defaults, tracing's endpoint), as it should in its own process; a variable it set
+    that was unset is not put back by monkeypatch, and would reach whichever test runs next."""
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+@pytest.fixture(autouse=True)
 async def tasks_a_test_leaves(request: pytest.FixtureRequest) -> AsyncIterator[None]:
     """Notes the tasks a test started that are still pending once its fixtures are torn down
     (autouse: torn down last of them); its module's end decides whether they leaked."""
