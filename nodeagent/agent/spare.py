@@ -37,32 +37,29 @@ class SpareWorker:
         return await _worker_of(self._next)
 
     async def take(self, name: str) -> Worker:
-        """The spare, named `name`, where one is alive; else a new worker for `name`. (Taken off
-        before any wait: two loads at once never share it.)"""
-        ready, self._next = self._next, None
-        try:
-            spare = await _worker_of(ready)
-        except asyncio.CancelledError:  # a load given up while the spare started: it stays the spare
-            if self._next is None:
-                self._next = ready
-            elif ready is not None:
-                ready.add_done_callback(_kill_started)
-            raise
+        """The spare, named `name`, where one is alive; else a new worker for `name`."""
+        spare = await self._taken_off()
         if spare is not None and spare.alive and spare.process.returncode is None:
             spare.name = name
             return spare
         return await Worker.spawn(name)
 
-    async def close(self) -> None:
+    async def _taken_off(self) -> Worker | None:
+        """The spare, no longer the spare (taken off before any wait: two loads at once never
+        share it), once its process is started. Given up meanwhile (a load cancelled), it stays the
+        spare or, where a newer one started meanwhile, ends once started."""
         ready, self._next = self._next, None
         try:
-            spare = await _worker_of(ready)
-        except asyncio.CancelledError:  # a load given up while the spare started: it stays the spare
+            return await _worker_of(ready)
+        except asyncio.CancelledError:
             if self._next is None:
                 self._next = ready
             elif ready is not None:
                 ready.add_done_callback(_kill_started)
             raise
+
+    async def close(self) -> None:
+        spare = await self._taken_off()
         if spare is not None:
             await spare.kill()
 
