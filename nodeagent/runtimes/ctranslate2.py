@@ -62,6 +62,7 @@ class CTranslate2Whisper:
         if self._model is not None:
             self.unload()
         folder = model_path.parent if model_path.is_file() else model_path
+        release_freed_heap()  # a baseline without freed heap the load would reuse (as for ONNX Runtime)
         self._memory.start(self._used_bytes())
         self._model = ctranslate2.models.Whisper(
             str(folder),

@@ -76,6 +76,9 @@ class OnnxRuntimeCpu:
     def load(self, model_path: Path, options: RuntimeOptions) -> None:
         if self._session is not None:
             self.unload()
+        # Freed heap glibc still holds would count in the baseline and then, reused by the load or
+        # handed back by its trim below, make the model weigh less than it does.
+        release_freed_heap()
         self._memory.start(process_rss_bytes())
         self._session = ort.InferenceSession(
             str(model_path), sess_options=session_options_for(options), providers=["CPUExecutionProvider"]
