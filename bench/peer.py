@@ -97,10 +97,14 @@ async def http_child(
                 else:
                     errors[str(status)] = errors.get(str(status), 0) + 1
 
-        began = time.perf_counter()
+        began, cpu_began = time.perf_counter(), time.process_time()
         await asyncio.gather(*(client(n * per_request) for n in range(clients)))
-        elapsed = time.perf_counter() - began
-    return summary(latencies, per_request, elapsed, errors)
+        elapsed, cpu_s = time.perf_counter() - began, time.process_time() - cpu_began
+    # The load generator's own CPU: it shares the machine's cores with the system it measures.
+    return {
+        **summary(latencies, per_request, elapsed, errors),
+        "client_cpu_ms": cpu_s * 1000 / max(1, len(latencies)),
+    }
 
 
 def direct_child(model_dir: str, threads: int, batch: int, seconds: float) -> dict[str, Any]:
@@ -292,6 +296,9 @@ def report(
             shown = ", ".join(f"{g} {v:.2f}" for g, v in cpu.items()) + (
                 f"; total {sum(cpu.values()):.2f}" if cpu else ""
             )
+            if system != DIRECT:
+                client = statistics.fmean(r["client_cpu_ms"] for r in results[(workload, system)])
+                shown += f"{'; ' if shown else ''}load generator {client:.2f}"
             print(f"{system:<12}{rate:>9.1f}{median(workload, system, 'p50_ms'):>9.1f}{median(workload, system, 'p99_ms'):>9.1f}"
                   f"{over_first:>11.2f}{over_direct:>10.2f}  {shown}")  # fmt: skip
     for system, groups in cpu_groups.items():
