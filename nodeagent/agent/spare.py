@@ -67,7 +67,7 @@ class SpareWorker:
 def _kill_started(starting: asyncio.Task[Worker]) -> None:
     """Ends a spare nobody will take (a newer one started meanwhile) once its process is."""
     if not starting.cancelled() and starting.exception() is None:
-        starting.result().process.kill()
+        starting.result().end()
 
 
 async def _worker_of(starting: asyncio.Task[Worker] | None) -> Worker | None:

@@ -137,10 +137,14 @@ class Worker:
 
     async def kill(self) -> None:
         """End the worker now (SIGKILL: nothing it holds is worth waiting for) and reap it."""
+        self.end()
+        await self.ended.wait()
+
+    def end(self) -> None:
+        """Kill the worker on purpose (SIGKILL), without waiting for it to be reaped."""
         self.stopping = True
         if self.process.returncode is None:
             self.process.kill()
-        await self.ended.wait()
 
     def _answered(self, frame: memoryview) -> None:
         try:
