@@ -55,11 +55,11 @@ async def test_request_events_do_not_move_the_events_streams_read_your_writes_se
     )
     seq = 0
     while seq <= appended:  # MF_REQUESTS numbered past MF_EVENTS (records of a moment share a write)
-        records = (
+        recording = (
             store.record_request("rag.embedding@1", new_id(), sample(CATALOGUE["RequestAccepted"]))
             for _ in range(min(1000, appended - seq + 1))
         )
-        seq = max(await asyncio.gather(*records))
+        seq = max(await asyncio.gather(*recording))
     assert store.last_sequence == appended
     records, _ = await store.load(Aggregate.CLIENT, cid)  # reads ask for no event that does not exist
     assert len(records) == 1
