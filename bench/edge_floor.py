@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import socket
 import statistics
 import sys
@@ -138,8 +139,9 @@ async def compare(
     from modelforge.devstack.processes import stop_pid
     from nodeagent.models.pull import pull_minilm
 
-    model_dir = pull_minilm(Path(tempfile.mkdtemp(prefix="mf-floor-")) / "minilm", install_missing=False)
-    nats = start_nats(Path(tempfile.mkdtemp(prefix="mf-floor-nats-")))
+    scratch = Path(tempfile.mkdtemp(prefix="mf-floor-"))  # the model's files and the store
+    model_dir = pull_minilm(scratch / "minilm", install_missing=False)
+    nats = start_nats(scratch / "nats")
     try:
         responder = child(
             "--respond", nats.url, "--model-dir", str(model_dir), *([] if engine else ["--no-engine"])
@@ -164,6 +166,7 @@ async def compare(
                 )
     finally:
         stop_pid(nats.pid)
+        shutil.rmtree(scratch, ignore_errors=True)
     ratios = [o / f for o, f in zip(measured["ours"], measured["floor"], strict=True)]
     low, high = interval(ratios)
     floor = statistics.median(measured["floor"])
