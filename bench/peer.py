@@ -18,7 +18,9 @@ or, for a fresh embedded stack of ours started and stopped around the measuremen
 
 `--cpu ENDPOINT:GROUP=PID[,PID...]`: a trailing `+` on a pid adds its descendants. The table gives
 the median over reps of sentences/s, p50 and p99, each endpoint's rate over the first's and over
-direct's, and each group's CPU ms per request (mean over reps) with its VmRSS at the end.
+direct's, and each group's CPU ms per request (mean over reps) with its VmRSS at the end. For
+direct it gives the engine's own CPU (its process, threads included) for a request's sentences:
+what a server spends beyond the engine is its total less that.
 """
 
 from __future__ import annotations
@@ -119,14 +121,17 @@ def direct_child(model_dir: str, threads: int, batch: int, seconds: float) -> di
     runtime.load(Path(model_dir) / "model.onnx", RuntimeOptions(intra_op_threads=threads or usable_cores()))
     pool, latencies, index = sentences(), [], 0
     run_rows(adapter, runtime, pool[:batch])  # warm-up
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.process_time()
     while time.perf_counter() - began < seconds:
         rows = [pool[(index + i) % len(pool)] for i in range(batch)]
         index += batch
         started = time.perf_counter()
         run_rows(adapter, runtime, rows)
         latencies.append((time.perf_counter() - started) * 1000)
-    return summary(latencies, batch, time.perf_counter() - began, {})
+    elapsed, cpu_s = time.perf_counter() - began, time.process_time() - cpu_began
+    # The engine's own CPU (its threads included), a sentence: what a server's CPU is beyond it.
+    sentence_ms = cpu_s * 1000 / max(1, len(latencies) * batch)
+    return {**summary(latencies, batch, elapsed, {}), "engine_cpu_ms_a_sentence": sentence_ms}
 
 
 def summary(
@@ -299,6 +304,11 @@ def report(
             if system != DIRECT:
                 client = statistics.fmean(r["client_cpu_ms"] for r in results[(workload, system)])
                 shown += f"{'; ' if shown else ''}load generator {client:.2f}"
+            else:
+                sentence = statistics.fmean(
+                    r["engine_cpu_ms_a_sentence"] for r in results[(workload, system)]
+                )
+                shown += f"{'; ' if shown else ''}engine alone {sentence * per_request:.2f}"
             print(f"{system:<12}{rate:>9.1f}{median(workload, system, 'p50_ms'):>9.1f}{median(workload, system, 'p99_ms'):>9.1f}"
                   f"{over_first:>11.2f}{over_direct:>10.2f}  {shown}")  # fmt: skip
     for system, groups in cpu_groups.items():
