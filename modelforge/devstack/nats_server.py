@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from modelforge.devstack.processes import tail
+from modelforge.devstack.processes import started, tail
 
 # Messages up to 8 MiB (the default is 1 MiB): an embedding reply for a full request (256 texts of
 # 768 floats) is about 4 MB of JSON, and the rerank contract admits 8 MiB request bodies.
@@ -92,7 +92,7 @@ def start_nats(
         env={"GOMAXPROCS": GO_PROCESSORS, **os.environ, **(env or {})},
     )
     ports = wait_for_listeners(process, state_dir, log)
-    return NatsServer(process.pid, ports.client_port, str(store), str(log))
+    return NatsServer(started(process), ports.client_port, str(store), str(log))
 
 
 class PortTaken(RuntimeError):

@@ -83,9 +83,32 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+# The children this process started, by pid, each reaped through its own Popen. A Popen dropped
+# while its process runs goes on polling that pid (its `__del__`, `subprocess._cleanup`); were the
+# process reaped by `os.waitpid` here instead, its pid could come back to another child of this
+# process (pids wrap), which that poll would then reap behind the back of whoever waits for it.
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def started(process: subprocess.Popen[bytes]) -> int:
+    """Keep `process`, a child to be stopped by pid (`stop_pid`), to reap it through: its pid.
+    Those kept that have ended since are reaped now (as `subprocess` does at each new Popen)."""
+    for pid, child in list(_children.items()):
+        if child.poll() is not None:
+            del _children[pid]
+    _children[process.pid] = process
+    return process.pid
+
+
 def exited(pid: int) -> bool:
     """Whether process `pid` is gone: reaped here when it is this process's child (an exited child
     stays a zombie, which pid_alive counts as alive, until its parent reaps it)."""
+    child = _children.get(pid)
+    if child is not None:
+        if child.poll() is None:
+            return False
+        del _children[pid]
+        return True
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:

@@ -21,7 +21,7 @@ from gateway.operators import OPERATORS_FILE_ENV
 from modelforge.devstack import nats_cluster
 from modelforge.devstack.nats_server import NatsServer, start_nats
 from modelforge.devstack.postgres import PostgresServer, postgres_url, start_postgres, stop_postgres
-from modelforge.devstack.processes import free_port, pid_alive, port_is_free, stop_pid
+from modelforge.devstack.processes import free_port, pid_alive, port_is_free, started, stop_pid
 from nodeagent.settings import ARTIFACT_ROOT_ENV, NODE_ID_ENV
 
 
@@ -233,7 +233,7 @@ def start_component(home: Path, name: str, argv: list[str], env: dict[str, str])
             env={**os.environ, **env},
             start_new_session=True,
         )
-    return Component(name, process.pid, str(log))
+    return Component(name, started(process), str(log))
 
 
 def up(

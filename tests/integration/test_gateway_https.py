@@ -14,7 +14,7 @@ import pytest
 
 from gateway.https import HTTPS_CERT_ENV, HTTPS_KEY_ENV
 from modelforge.certs_cli import make_certificates
-from modelforge.devstack.processes import free_port, stop_pid, wait_for_port
+from modelforge.devstack.processes import free_port, started, stop_pid, wait_for_port
 from modelforge.pki import default_identities
 
 
@@ -36,6 +36,7 @@ def test_the_gateway_serves_https_with_the_certificate_its_settings_name(
             [sys.executable, "-m", "modelforge.cli", "gateway", "--port", str(port)],
             stdout=out, stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
+    started(gateway)  # (reaped through its Popen when stopped by pid)
     try:
         wait_for_port(port, gateway, log, timeout=120)
         trusting = ssl.create_default_context(cafile=certs / "ca" / "ca.pem")
