@@ -45,7 +45,7 @@ from starlette.routing import Route
 
 from bench.ab import interval
 from bench.embedded import embedded_stack
-from bench.peer import WORKLOADS, cpu_s, pids_of, run_child
+from bench.peer import WORKLOADS, cpu_s, minilm_engine, pids_of, run_child
 
 SUBJECT = "bench.floor.invoke"
 TARGET_MS = 0.8  # issue 20: gateway CPU a request, at any load
@@ -54,18 +54,12 @@ TARGET_MS = 0.8  # issue 20: gateway CPU a request, at any load
 def engine_answer(model_dir: str) -> Callable[[bytes], bytes]:
     """An OpenAI embeddings answer to an ask's texts, from MiniLM in onnxruntime in this process
     (as `bench.peer`'s direct runs it)."""
-    from nodeagent.adapters.base import run_rows
-    from nodeagent.adapters.embedding import EmbeddingAdapter
-    from nodeagent.runtimes.base import RuntimeOptions
-    from nodeagent.runtimes.onnx import OnnxRuntimeCpu
-    from nodeagent.settings import usable_cores
     from nodeagent.worker.capabilities import float32_rows
 
-    adapter, runtime = EmbeddingAdapter.from_model_dir(Path(model_dir)), OnnxRuntimeCpu()
-    runtime.load(Path(model_dir) / "model.onnx", RuntimeOptions(intra_op_threads=usable_cores()))
+    run = minilm_engine(model_dir)
 
     def answer(ask: bytes) -> bytes:
-        results = run_rows(adapter, runtime, msgspec.json.decode(ask)["input"])
+        results = run(msgspec.json.decode(ask)["input"])
         rows = msgspec.json.decode(float32_rows(np.stack([r.vector for r in results])))
         data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(rows)]
         return msgspec.json.encode({"object": "list", "data": data, "model": "all-MiniLM-L6-v2"})

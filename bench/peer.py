@@ -34,12 +34,16 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from bench.gateway import output_of, percentile
+
+if TYPE_CHECKING:
+    from nodeagent.adapters.embedding import EmbeddingResult
 
 WORKLOADS = {"a": (1, 1), "b": (64, 1), "c": (8, 32)}  # clients, sentences per request
 DIRECT_BATCH = {"a": 1, "b": 64, "c": 32}  # the engine's ceiling for each workload
@@ -109,8 +113,9 @@ async def http_child(
     }
 
 
-def direct_child(model_dir: str, threads: int, batch: int, seconds: float) -> dict[str, Any]:
-    """MiniLM in onnxruntime in this process, batches of `batch` back to back."""
+def minilm_engine(model_dir: str, threads: int = 0) -> Callable[[Sequence[str]], list[EmbeddingResult]]:
+    """MiniLM in onnxruntime in this process (`threads` 0: every usable core): texts in, each
+    text's result out."""
     from nodeagent.adapters.base import run_rows
     from nodeagent.adapters.embedding import EmbeddingAdapter
     from nodeagent.runtimes.base import RuntimeOptions
@@ -119,14 +124,20 @@ def direct_child(model_dir: str, threads: int, batch: int, seconds: float) -> di
 
     adapter, runtime = EmbeddingAdapter.from_model_dir(Path(model_dir)), OnnxRuntimeCpu()
     runtime.load(Path(model_dir) / "model.onnx", RuntimeOptions(intra_op_threads=threads or usable_cores()))
+    return lambda texts: run_rows(adapter, runtime, texts)
+
+
+def direct_child(model_dir: str, threads: int, batch: int, seconds: float) -> dict[str, Any]:
+    """MiniLM in onnxruntime in this process, batches of `batch` back to back."""
+    run = minilm_engine(model_dir, threads)
     pool, latencies, index = sentences(), [], 0
-    run_rows(adapter, runtime, pool[:batch])  # warm-up
+    run(pool[:batch])  # warm-up
     began, cpu_began = time.perf_counter(), time.process_time()
     while time.perf_counter() - began < seconds:
         rows = [pool[(index + i) % len(pool)] for i in range(batch)]
         index += batch
         started = time.perf_counter()
-        run_rows(adapter, runtime, rows)
+        run(rows)
         latencies.append((time.perf_counter() - started) * 1000)
     elapsed, cpu_s = time.perf_counter() - began, time.process_time() - cpu_began
     # The engine's own CPU (its threads included), a sentence: what a server's CPU is beyond it.
